@@ -1,0 +1,35 @@
+"""braidlog: an embedded, event-sourced, append-only log engine for agent memory.
+
+Every change is an immutable ``GenericDelta`` in a hash-chained LMDB log; projections fold the
+log into state; ``at(point)`` replays any earlier state exactly.
+"""
+
+from . import vocabulary as _vocabulary  # noqa: F401  (declares the seed's minimum kinds)
+from .braid import DEFAULT_STORE, Braid, ReadView, View, open
+from .chain import GENESIS
+from .delta import (
+    PROVENANCE_KINDS, BeadRef, GenericDelta, Provenance, Refs, Vector, decode, delta, encode,
+    from_json, new_id, to_json, validate,
+)
+from .errors import (
+    BraidlogError, CheckpointWarning, ConflictError, DecodeError, IntegrityError, Rejected,
+    StaleHead, StorageError, StoreFullError, ValidationError,
+)
+from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, declare, typed
+from .lmdb_log import LmdbLog
+from .projection import Context, Decider, Projection
+from .store import BraidHead, Head, LogStore, MemoryLog, Record
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "open", "Braid", "View", "ReadView", "DEFAULT_STORE",
+    "GenericDelta", "Provenance", "Refs", "BeadRef", "Vector", "PROVENANCE_KINDS",
+    "delta", "new_id", "encode", "decode", "to_json", "from_json", "validate",
+    "BraidlogError", "ValidationError", "DecodeError", "ConflictError", "StaleHead", "Rejected",
+    "IntegrityError", "StorageError", "StoreFullError", "CheckpointWarning",
+    "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
+    "Projection", "Decider", "Context",
+    "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",
+    "__version__",
+]

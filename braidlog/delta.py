@@ -1,0 +1,258 @@
+"""The storage envelope: ``GenericDelta`` and its parts, as the Braid seed defines them.
+
+Canonical encoding is msgspec MessagePack with dict keys in sorted order, so equal deltas have
+equal bytes. Validation is strict decoding: a delta is encoded, then decoded against the
+constrained types below, so every envelope rule is checked in one C pass; the payload is then
+checked against its kind's schema from the registry.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+from ulid import ULID
+
+from .errors import DecodeError, ValidationError
+from .kinds import REGISTRY, Registry
+
+__all__ = [
+    "ULID_PATTERN",
+    "ProvenanceKind",
+    "PROVENANCE_KINDS",
+    "Provenance",
+    "BeadRef",
+    "Refs",
+    "Vector",
+    "GenericDelta",
+    "new_id",
+    "delta",
+    "encode",
+    "decode",
+    "validate",
+    "to_json",
+    "from_json",
+    "referenced_ids",
+]
+
+ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+MAX_ID_BYTES = 120  # characters; keeps every index key under LMDB's 511-byte limit
+
+Ulid = Annotated[str, Meta(pattern=ULID_PATTERN)]
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_ID_BYTES)]
+Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_BYTES)]
+Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
+UtcTime = Annotated[datetime, Meta(tz=True)]
+
+ProvenanceKind = Literal["user", "assistant", "tool", "perception", "system", "dream"]
+PROVENANCE_KINDS = ("user", "assistant", "tool", "perception", "system", "dream")
+
+
+class Provenance(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """Where a delta came from. Orthogonal to its confidence."""
+
+    kind: ProvenanceKind
+    source: str | None = None
+    model: str | None = None
+    tool: str | None = None
+    episode_id: str | None = None
+    knot_id: str | None = None
+
+
+class BeadRef(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """A reference to a bead; without a version it means the version active at the time."""
+
+    bead_id: Ident
+    role: Name
+    bead_version_id: Ident | None = None
+
+
+class Refs(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """What a delta refers to: beads, knots, episodes and other deltas."""
+
+    beads: tuple[BeadRef, ...] = ()
+    knots: tuple[Ident, ...] = ()
+    episodes: tuple[Ident, ...] = ()
+    deltas: tuple[Ident, ...] = ()
+
+
+class Vector(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """An embedding carried by a delta: float32 little-endian bytes in a named vector space."""
+
+    data: bytes
+    space: Name = "default"
+
+    @classmethod
+    def of(cls, values: Any, space: str = "default") -> Vector:
+        """A Vector from any float sequence or numpy array."""
+        import numpy as np
+
+        return cls(np.asarray(values, dtype="<f4").tobytes(), space)
+
+    @property
+    def dim(self) -> int:
+        return len(self.data) // 4
+
+
+def new_id() -> str:
+    """A new ULID string: 48 bits of milliseconds, 80 random bits."""
+    return str(ULID())
+
+
+class GenericDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """One immutable change, exactly the Braid seed's storage envelope (plus an optional vector)."""
+
+    id: Ulid = msgspec.field(default_factory=new_id)
+    braid_id: Ident
+    kind: Name
+    ts: UtcTime
+    provenance: Provenance
+    confidence: Confidence
+    payload: dict[str, Any]
+    refs: Refs | None = None
+    tags: tuple[Name, ...] = ()
+    vector: Vector | None = None
+
+
+def delta(braid_id: str, kind: str, payload: dict[str, Any] | None = None, *,
+          provenance: Provenance | str = "user", confidence: float = 1.0,
+          ts: datetime | None = None, refs: Refs | None = None, tags: tuple[str, ...] = (),
+          vector: Vector | None = None, id: str | None = None) -> GenericDelta:
+    """Build a delta with sensible defaults: a new id, ts now (UTC), provenance by kind name."""
+    if isinstance(provenance, str):
+        provenance = Provenance(provenance)  # type: ignore[arg-type]
+    return GenericDelta(
+        braid_id=braid_id, kind=kind, ts=ts or datetime.now(timezone.utc),
+        provenance=provenance, confidence=confidence, payload=payload or {}, refs=refs,
+        tags=tuple(tags), vector=vector, id=id or new_id(),
+    )
+
+
+_encoder = msgspec.msgpack.Encoder(order="deterministic")
+_decoder = msgspec.msgpack.Decoder(GenericDelta)
+_json_encoder = msgspec.json.Encoder(order="deterministic")
+_json_decoder = msgspec.json.Decoder(GenericDelta)
+
+
+def encode(d: GenericDelta) -> bytes:
+    """The canonical bytes of a delta (no validation)."""
+    return _encoder.encode(d)
+
+
+def decode(data: bytes | memoryview) -> GenericDelta:
+    """A delta from canonical bytes; DecodeError if they are not one."""
+    try:
+        return _decoder.decode(data)
+    except msgspec.DecodeError as e:
+        raise DecodeError(f"not a delta: {e}") from None
+
+
+def to_json(d: GenericDelta) -> bytes:
+    """A delta as JSON (for export and the command line)."""
+    return _json_encoder.encode(d)
+
+
+def from_json(text: bytes | str, *, index: int | None = None) -> GenericDelta:
+    """A delta from JSON, with every envelope rule checked (not the payload schema)."""
+    try:
+        return _json_decoder.decode(text)
+    except msgspec.ValidationError as e:
+        raise _envelope_error(e, index) from None
+    except msgspec.DecodeError as e:
+        raise DecodeError(f"{'line ' + str(index) + ': ' if index is not None else ''}not JSON: {e}") from None
+
+
+_RULES = {
+    "id": "must be a ULID: 26 characters of Crockford base32, e.g. 01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    "ts": "must be a timezone-aware datetime (naive timestamps are ambiguous)",
+    "confidence": "must be a number in [0, 1]",
+}
+
+
+def _envelope_error(e: msgspec.ValidationError, index: int | None) -> ValidationError:
+    text = str(e)
+    rule, sep, path = text.rpartition(" - at `$.")
+    if not sep:
+        rule, path = text, "delta"
+        if "unknown field" in text:
+            path = "delta"
+    path = path.rstrip("`")
+    top = path.split(".")[0].split("[")[0]
+    if top in _RULES and "Expected `" in rule and "null" not in rule:
+        rule = f"{_RULES[top]} ({rule})"
+    elif top == "braid_id" and "length" in rule:
+        rule = f"must be a non-empty string of at most {MAX_ID_BYTES} characters ({rule})"
+    elif path.startswith("provenance.kind"):
+        rule = f"must be one of {', '.join(PROVENANCE_KINDS)} ({rule})"
+    return ValidationError(path, rule, index=index)
+
+
+def validate(d: GenericDelta, registry: Registry = REGISTRY, *, index: int | None = None
+             ) -> tuple[GenericDelta, bytes]:
+    """Check every envelope rule and the payload schema; return the stored delta and its bytes.
+
+    The stored delta is the canonical one (ts in UTC, payload stamped with its schema version).
+    Raises ValidationError naming the field and the rule.
+    """
+    if type(d) is not GenericDelta:
+        raise ValidationError("delta", f"expected a GenericDelta, got {type(d).__name__}", index=index)
+    try:
+        data = _encoder.encode(d)
+    except (TypeError, msgspec.EncodeError) as e:
+        raise ValidationError("payload", f"must be a JSON object of JSON values ({e})", index=index) from None
+    try:
+        stored = _decoder.decode(data)
+    except msgspec.ValidationError as e:
+        raise _envelope_error(e, index) from None
+    spec = registry.get(stored.kind)
+    if spec is None:
+        raise ValidationError("kind", f"unknown kind {stored.kind!r}; declare it in the registry first",
+                              index=index)
+    try:
+        payload = spec.check(stored.payload)
+    except ValidationError as e:
+        raise ValidationError(e.field, e.rule, index=index) from None
+    if stored.vector is not None:
+        _check_vector(stored.vector, index)
+    if payload is not stored.payload:
+        stored = msgspec.structs.replace(stored, payload=payload)
+        data = _encoder.encode(stored)
+    return stored, data
+
+
+def _check_vector(v: Vector, index: int | None) -> None:
+    import numpy as np
+
+    if not v.data or len(v.data) % 4:
+        raise ValidationError("vector.data", "must be float32 bytes: a non-empty multiple of 4", index=index)
+    arr = np.frombuffer(v.data, dtype="<f4")
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValidationError("vector.data", f"must be finite: element {bad} is {arr[bad]}", index=index)
+
+
+def referenced_ids(d: GenericDelta, registry: Registry = REGISTRY) -> set[str]:
+    """Every id a delta refers to: its refs, its provenance's episode and knot, its payload's subjects."""
+    ids: set[str] = set()
+    r = d.refs
+    if r is not None:
+        for b in r.beads:
+            ids.add(b.bead_id)
+            if b.bead_version_id:
+                ids.add(b.bead_version_id)
+        ids.update(r.knots)
+        ids.update(r.episodes)
+        ids.update(r.deltas)
+    p = d.provenance
+    if p.episode_id:
+        ids.add(p.episode_id)
+    if p.knot_id:
+        ids.add(p.knot_id)
+    spec = registry.get(d.kind)
+    if spec is not None and spec.refers is not None:
+        ids.update(spec.ids(d.payload))
+    return ids
+
+

@@ -1,0 +1,83 @@
+"""The braidlog error hierarchy: every error the public API raises is one of these."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BraidlogError",
+    "ValidationError",
+    "DecodeError",
+    "ConflictError",
+    "StaleHead",
+    "Rejected",
+    "IntegrityError",
+    "StorageError",
+    "StoreFullError",
+    "CheckpointWarning",
+]
+
+
+class BraidlogError(Exception):
+    """Base class of every error braidlog raises."""
+
+
+class ValidationError(BraidlogError, ValueError):
+    """Bad input: names the field and the rule it broke; nothing was written."""
+
+    def __init__(self, field: str, rule: str, *, index: int | None = None) -> None:
+        self.field = field
+        self.rule = rule
+        self.index = index
+        where = f"delta {index}: " if index is not None else ""
+        super().__init__(f"{where}{field}: {rule}")
+
+
+class DecodeError(BraidlogError, ValueError):
+    """Bytes or text that do not decode to a delta."""
+
+
+class ConflictError(BraidlogError):
+    """An expected version or head is not the actual one, or an id was reused with other bytes."""
+
+    def __init__(self, message: str, *, expected: object = None, actual: object = None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(message)
+
+
+class StaleHead(ConflictError):
+    """The log head moved between a decision and its append; catch up and decide again."""
+
+
+class Rejected(BraidlogError):
+    """A decide() refusal the caller must act on; nothing was appended."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class IntegrityError(BraidlogError):
+    """The hash chain or a derived artifact does not match the log."""
+
+    def __init__(self, message: str, *, seq: int | None = None,
+                 expected: bytes | None = None, found: bytes | None = None) -> None:
+        self.seq = seq
+        self.expected = expected
+        self.found = found
+        super().__init__(message)
+
+
+class StorageError(BraidlogError):
+    """The storage layer failed; .hint says what to do about it."""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        self.hint = hint
+        super().__init__(f"{message} ({hint})" if hint else message)
+
+
+class StoreFullError(StorageError):
+    """The store could not grow; .hint says how to make room."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was ignored and its projection rebuilt from the log; the message says why."""

@@ -1,0 +1,172 @@
+"""The kind registry: every delta kind, who owns it, and its typed, versioned payload schema.
+
+A kind's payload is a JSON object. Its schema is a msgspec Struct; when a schema changes, the
+owner adds a new Struct as the next version together with an upcaster from the previous version.
+Payloads are written at the current version and stored as written: an older payload is upcast
+each time it is read (``typed``), never rewritten on disk. The version a payload was written
+under travels in the payload itself under the key ``"_v"`` (absent means version 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from .errors import ValidationError
+
+__all__ = [
+    "VERSION_KEY",
+    "KindSpec",
+    "Registry",
+    "REGISTRY",
+    "declare",
+    "typed",
+    "MINIMUM_KINDS",
+]
+
+VERSION_KEY = "_v"
+
+#: The Braid seed's stable minimum vocabulary (v0).
+MINIMUM_KINDS = (
+    "tick", "message", "knot_lifecycle", "observation", "bead_ref", "bead_write",
+    "bead_version", "tool_call", "tool_result", "microagent", "hypothesis", "trust",
+)
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One kind: its owner, its payload schemas by version, and how to upcast old payloads.
+
+    ``schemas`` maps version -> Struct (or None for "any JSON object"); ``upcasters[v]`` turns a
+    version-v payload dict into a version-(v+1) dict. ``refers`` names the entity ids a payload
+    is about, so that "every delta that refers to X" finds it through the refers-to index.
+    """
+
+    kind: str
+    owner: str
+    schemas: Mapping[int, type | None]
+    upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
+    refers: Callable[[Any], Iterable[str]] | None = None
+
+    @property
+    def version(self) -> int:
+        return max(self.schemas)
+
+    @property
+    def schema(self) -> type | None:
+        return self.schemas[self.version]
+
+    def check(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Validate an incoming payload; return it as stored: stamped with its version if not 1.
+
+        A payload without ``"_v"`` is written at the current version; one with ``"_v"`` is
+        checked against that (older) version's schema and stored as it is, to be upcast on read.
+        """
+        version = payload.get(VERSION_KEY, self.version)
+        if type(version) is not int or version not in self.schemas:
+            raise ValidationError(
+                "payload._v",
+                f"kind {self.kind!r} has payload versions {sorted(self.schemas)}, not {version!r}",
+            )
+        schema = self.schemas[version]
+        if schema is not None:
+            body = _without_version(payload) if VERSION_KEY in payload else payload
+            try:
+                msgspec.convert(body, schema)
+            except msgspec.ValidationError as e:
+                raise _payload_error(self.kind, e) from None
+        if version != 1 and VERSION_KEY not in payload:
+            return {**payload, VERSION_KEY: version}
+        return payload
+
+    def typed(self, payload: dict[str, Any]) -> Any:
+        """The payload as the current schema's Struct, upcast from the version it was written at."""
+        version = payload.get(VERSION_KEY, 1)
+        body = _without_version(payload) if VERSION_KEY in payload else payload
+        while version < self.version:
+            body = self.upcasters[version](body)
+            version += 1
+        schema = self.schema
+        return body if schema is None else msgspec.convert(body, schema)
+
+    def ids(self, payload: dict[str, Any]) -> Iterable[str]:
+        """Entity ids this payload is about (for the refers-to index)."""
+        if self.refers is None:
+            return ()
+        return self.refers(self.typed(payload))
+
+
+def _without_version(payload: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in payload.items() if k != VERSION_KEY}
+
+
+def _payload_error(kind: str, e: msgspec.ValidationError) -> ValidationError:
+    text = str(e)
+    rule, sep, path = text.rpartition(" - at `$")
+    if not sep:
+        return ValidationError("payload", f"{text} (kind {kind!r})")
+    return ValidationError("payload" + path.rstrip("`"), f"{rule} (kind {kind!r})")
+
+
+class Registry:
+    """Kinds by name. A projection declares the kinds it owns; each kind has exactly one owner.
+
+    The seed's minimum kinds are declared open ("braid" owns them, any JSON object) until one
+    projection module claims each with its own schema; a second claim is an error.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[str, KindSpec] = {}
+
+    def declare(self, kind: str, schema: type | None, *, owner: str, version: int = 1,
+                previous: Mapping[int, type | None] | None = None,
+                upcasters: Mapping[int, Upcaster] | None = None,
+                refers: Callable[[Any], Iterable[str]] | None = None) -> KindSpec:
+        """Declare (or claim an open core kind as) ``kind`` with its current schema."""
+        if not kind or not kind.replace("_", "").replace(".", "").isalnum():
+            raise ValidationError("kind", f"{kind!r} must be letters, digits, '_' or '.'")
+        schemas = dict(previous or {})
+        schemas[version] = schema
+        missing = [v for v in range(1, version) if v not in schemas or v not in (upcasters or {})]
+        if missing:
+            raise ValidationError(
+                "version", f"kind {kind!r} at version {version} needs schemas and upcasters for {missing}"
+            )
+        spec = KindSpec(kind, owner, schemas, dict(upcasters or {}), refers)
+        old = self._specs.get(kind)
+        if old is not None and old.owner not in (owner, "braid"):
+            raise ValidationError("kind", f"{kind!r} is already owned by {old.owner!r}")
+        self._specs[kind] = spec
+        return spec
+
+    def __getitem__(self, kind: str) -> KindSpec:
+        spec = self._specs.get(kind)
+        if spec is None:
+            raise ValidationError("kind", f"unknown kind {kind!r}; declare it in the registry first")
+        return spec
+
+    def get(self, kind: str) -> KindSpec | None:
+        return self._specs.get(kind)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._specs
+
+    def __iter__(self):
+        return iter(sorted(self._specs))
+
+    def owned_by(self, owner: str) -> list[str]:
+        return sorted(k for k, s in self._specs.items() if s.owner == owner)
+
+
+REGISTRY = Registry()
+declare = REGISTRY.declare
+
+
+def typed(delta: Any, registry: Registry = REGISTRY) -> Any:
+    """A delta's payload as its kind's current Struct, upcast if it was written under an older one."""
+    return registry[delta.kind].typed(delta.payload)

@@ -1,0 +1,589 @@
+"""``LmdbLog``: the log in an LMDB environment. The only module that imports ``lmdb``.
+
+Hazards, handled here so callers never meet them (docs/operations.md has the long form):
+
+- Every transaction is a ``with`` block and short: scans copy a chunk of records out of a read
+  transaction, close it, then yield, so no buffer outlives its transaction and a paused iterator
+  pins no old pages (long-lived readers make the file grow).
+- One writer at a time: LMDB's write lock serialises writer threads and processes; a second
+  writer waits for the first to commit. Every write re-reads the head inside its transaction.
+- The map grows by itself: a write that meets MDB_MAP_FULL is aborted, the map doubled, and the
+  write run again; a process that sees another one's growth (MDB_MAP_RESIZED) adopts it.
+  ``set_mapsize`` is only called with no transaction of this process open.
+- An environment must not be used across ``fork``: a store used in a child raises StorageError;
+  open the store again in the child.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from .chain import GENESIS, HASH_SIZE
+from .delta import decode
+from .errors import BraidlogError, StorageError, StoreFullError
+from .kinds import REGISTRY, Registry
+from .store import (
+    BraidHead, Head, Progress, Record, Staged, stage, ts_micros, verify_bodies,
+)
+
+__all__ = ["LmdbLog", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+DEFAULT_MAP_SIZE = 1 << 30
+MAX_MAP_SIZE = 1 << 40
+CHUNK = 1024
+_U64 = 8
+_DBS = ("meta", "log", "ids", "braid", "kind", "refs", "heads", "ckpt", "spaces")
+_DUPS = {"braid", "kind", "refs"}
+
+T = TypeVar("T")
+
+_open_stores: weakref.WeakSet[LmdbLog] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    for store in list(_open_stores):
+        store._forked = True
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def u64(n: int) -> bytes:
+    return n.to_bytes(_U64, "big")
+
+
+def from_u64(b: bytes | memoryview) -> int:
+    return int.from_bytes(b, "big")
+
+
+class _Gate:
+    """Lets ``set_mapsize`` wait until no transaction of this process is open."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._active = 0
+        self._exclusive = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cv:
+            while self._exclusive:
+                self._cv.wait()
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._active -= 1
+                if not self._active:
+                    self._cv.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cv:
+            while self._exclusive:
+                self._cv.wait()
+            self._exclusive = True
+            while self._active:
+                self._cv.wait()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._exclusive = False
+                self._cv.notify_all()
+
+
+class LmdbLog:
+    """The log in an LMDB environment at ``path`` (a directory).
+
+    ``durable=True`` (the default) syncs data and meta pages on every commit: a committed append
+    survives an OS crash. ``durable=False`` skips the meta-page sync (LMDB's NOMETASYNC): an OS
+    crash may undo the last commits but never corrupts the store; a process crash loses nothing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, durable: bool = True, create: bool = True,
+                 readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
+                 registry: Registry = REGISTRY) -> None:
+        self.path = Path(path)
+        self.registry = registry
+        self.durable = durable
+        self.readonly = readonly
+        self._forked = False
+        self._gate = _Gate()
+        self._check_path(create and not readonly)
+        try:
+            self._env = lmdb.open(
+                str(self.path), map_size=map_size, max_dbs=len(_DBS) + 4, subdir=True,
+                readonly=readonly, create=create and not readonly, sync=True,
+                metasync=durable, lock=True, readahead=False, max_readers=512,
+            )
+        except lmdb.Error as e:
+            raise StorageError(f"cannot open store at {self.path}: {e}",
+                               hint="check the path and its permissions") from e
+        try:
+            self._open_dbs()
+        except BaseException:
+            self._env.close()
+            raise
+        _open_stores.add(self)
+
+    # -- opening -----------------------------------------------------------------------------
+    def _check_path(self, create: bool) -> None:
+        p = self.path
+        if p.exists() and not p.is_dir():
+            raise StorageError(f"{p} is a file, not a braidlog store",
+                               hint="a store is a directory; give another path")
+        if p.is_dir() and not (p / "data.mdb").exists() and any(p.iterdir()):
+            raise StorageError(f"{p} is not a braidlog store (no data.mdb)",
+                               hint="give an empty or new directory to create one")
+        if not p.exists() and not create:
+            raise StorageError(f"no store at {p}", hint="run `braidlog init` or pass create=True")
+
+    def _open_dbs(self) -> None:
+        env = self._env
+        with env.begin() as txn:
+            names = {bytes(k) for k, _ in txn.cursor()}
+        if not names and self.readonly:
+            raise StorageError(f"{self.path} is an empty store", hint="run `braidlog init` first")
+        if names and b"meta" not in names:
+            raise StorageError(f"{self.path} is an LMDB environment but not a braidlog store",
+                               hint="open it with lmdb directly, or give another path")
+        self._db: dict[str, Any] = {}
+        if self.readonly:
+            with env.begin() as txn:
+                for name in _DBS:
+                    self._db[name] = env.open_db(name.encode(), txn=txn, create=False,
+                                                 dupsort=name in _DUPS)
+        else:
+            with env.begin(write=True) as txn:
+                for name in _DBS:
+                    self._db[name] = env.open_db(name.encode(), txn=txn, dupsort=name in _DUPS,
+                                                 dupfixed=name in _DUPS)
+                meta = self._db["meta"]
+                if txn.get(b"format", db=meta) is None:
+                    txn.put(b"format", str(FORMAT_VERSION).encode(), db=meta)
+                    txn.put(b"engine", b"braidlog", db=meta)
+        with env.begin() as txn:
+            raw = txn.get(b"format", db=self._db["meta"])
+        version = int(raw) if raw is not None else 0
+        if version > FORMAT_VERSION:
+            raise StorageError(
+                f"{self.path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
+                hint="upgrade braidlog to open it")
+        if version < 1:
+            raise StorageError(f"{self.path} has no braidlog format version", hint="not a braidlog store")
+        self.format_version = version
+
+    # -- transactions --------------------------------------------------------------------------
+    def _alive(self) -> None:
+        if self._forked:
+            raise StorageError("this store was opened before fork()",
+                               hint="open the store again in the child process")
+
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        self._alive()
+        while True:
+            try:
+                with self._gate.shared(), self._env.begin(buffers=True) as txn:
+                    return fn(txn)
+            except lmdb.MapResizedError:
+                self._adopt_map()
+            except lmdb.Error as e:
+                raise StorageError(f"read failed: {e}", hint="see docs/operations.md") from e
+
+    def _write(self, fn: Callable[[Any], T]) -> T:
+        self._alive()
+        if self.readonly:
+            raise StorageError("this store is open read-only", hint="open it without readonly=True")
+        while True:
+            try:
+                with self._gate.shared(), self._env.begin(write=True) as txn:
+                    return fn(txn)
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.MapResizedError:
+                self._adopt_map()
+            except BraidlogError:
+                raise
+            except lmdb.Error as e:
+                raise StorageError(f"write failed: {e}", hint="see docs/operations.md") from e
+
+    def _grow(self) -> None:
+        with self._gate.exclusive():
+            size = self._env.info()["map_size"]
+            if size >= MAX_MAP_SIZE:
+                raise StoreFullError(f"the store reached {size} bytes",
+                                     hint="move it to a larger disk or shard braids over stores")
+            try:
+                self._env.set_mapsize(min(size * 2, MAX_MAP_SIZE))
+            except lmdb.Error as e:
+                raise StoreFullError(f"cannot grow the store map: {e}",
+                                     hint="free disk space or address space") from e
+
+    def _adopt_map(self) -> None:
+        with self._gate.exclusive():
+            self._env.set_mapsize(0)
+
+    # -- writing -----------------------------------------------------------------------------
+    def append(self, delta, *, expected_version: int | None = None) -> int:
+        """Append one delta; return its seq."""
+        return self._append([delta], expected_version, None)[1][0]
+
+    def append_batch(self, deltas, *, expected_version: int | Mapping[str, int] | None = None,
+                     expected_head: int | None = None) -> list[int]:
+        """Append deltas atomically in one transaction; return their seqs in order."""
+        return self._append(deltas, expected_version, expected_head)[1]
+
+    def commit(self, deltas, *, expected_version: int | Mapping[str, int] | None = None,
+               expected_head: int | None = None) -> list[Record]:
+        """Append deltas atomically; return the records written (none for a pure retry)."""
+        return [Record(s.seq, s.hash, s.delta)
+                for s in self._append(deltas, expected_version, expected_head)[0]]
+
+    def _append(self, deltas: Iterable[Any], expected_version, expected_head
+                ) -> tuple[list[Staged], list[int]]:
+        deltas = list(deltas)
+        return self._write(lambda txn: self._append_in(txn, deltas, expected_version, expected_head))
+
+    def _append_in(self, txn, deltas, expected_version, expected_head):
+        db = self._db
+        head, hw = self._head_in(txn)
+        ids, heads, spaces = db["ids"], db["heads"], db["spaces"]
+
+        def lookup(delta_id: str):
+            seq = txn.get(delta_id.encode(), db=ids)
+            if seq is None:
+                return None
+            seq = from_u64(seq)
+            return seq, bytes(txn.get(u64(seq), db=db["log"]))[HASH_SIZE:]
+
+        def braid_version(braid_id: str) -> int:
+            raw = txn.get(braid_id.encode(), db=heads)
+            return 0 if raw is None else from_u64(raw[:_U64])
+
+        def dims(space: str) -> int | None:
+            raw = txn.get(space.encode(), db=spaces)
+            return None if raw is None else from_u64(raw)
+
+        staged, seqs = stage(deltas, registry=self.registry, head=head, hw=hw, lookup=lookup,
+                             braid_version=braid_version, expected_version=expected_version,
+                             expected_head=expected_head, dims=dims)
+        if staged:
+            self._put(txn, staged, braid_version)
+        return staged, seqs
+
+    def _put(self, txn, staged: list[Staged], braid_version) -> None:
+        db = self._db
+        log_rows, id_rows, braid_rows, kind_rows, ref_rows = [], [], [], [], []
+        versions: dict[str, list[int]] = {}
+        new_spaces: dict[bytes, bytes] = {}
+        for s in staged:
+            d = s.delta
+            key = u64(s.seq)
+            log_rows.append((key, s.hash + s.body))
+            id_rows.append((d.id.encode(), key))
+            braid = d.braid_id.encode()
+            braid_rows.append((braid, key))
+            kind_rows.append((d.kind.encode(), key))
+            for ref in s.refs:
+                ref_rows.append((ref.encode(), key))
+            v = versions.get(d.braid_id)
+            if v is None:
+                versions[d.braid_id] = v = [braid_version(d.braid_id), 0]
+            v[0] += 1
+            v[1] = s.seq
+            if d.vector is not None:
+                new_spaces.setdefault(d.vector.space.encode(), u64(d.vector.dim))
+        cur = txn.cursor(db["log"])
+        consumed, added = cur.putmulti(log_rows, append=True, overwrite=False)
+        if added != len(log_rows):
+            raise StorageError("log append was refused: a seq already exists",
+                               hint="the store is damaged; run `braidlog verify`")
+        txn.cursor(db["ids"]).putmulti(id_rows, overwrite=False)
+        txn.cursor(db["braid"]).putmulti(braid_rows, dupdata=True)
+        txn.cursor(db["kind"]).putmulti(kind_rows, dupdata=True)
+        if ref_rows:
+            txn.cursor(db["refs"]).putmulti(ref_rows, dupdata=True)
+        heads = db["heads"]
+        for braid_id, (version, seq) in versions.items():
+            txn.put(braid_id.encode(), u64(version) + u64(seq), db=heads)
+        for space, dim in new_spaces.items():
+            txn.put(space, dim, db=db["spaces"], overwrite=False)
+
+    def _head_in(self, txn) -> tuple[Head, int]:
+        cur = txn.cursor(self._db["log"])
+        if not cur.last():
+            return Head(0, GENESIS), 0
+        value = cur.value()
+        return (Head(from_u64(cur.key()), bytes(value[:HASH_SIZE])),
+                from_u64(value[HASH_SIZE:HASH_SIZE + _U64]))
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, seq: int) -> Record:
+        """The record at ``seq``; IndexError when there is none."""
+        rec = self._read(lambda txn: self._record_in(txn, seq))
+        if rec is None:
+            raise IndexError(f"no delta at seq {seq}; the log holds 1..{self.head().seq}")
+        return rec
+
+    def _record_in(self, txn, seq: int) -> Record | None:
+        value = txn.get(u64(seq), db=self._db["log"]) if seq >= 1 else None
+        if value is None:
+            return None
+        return Record(seq, bytes(value[:HASH_SIZE]), decode(value[HASH_SIZE + _U64:]))
+
+    def get(self, delta_id: str) -> Record | None:
+        def fn(txn):
+            seq = txn.get(delta_id.encode(), db=self._db["ids"])
+            return None if seq is None else self._record_in(txn, from_u64(seq))
+        return self._read(fn)
+
+    def seq_of(self, delta_id: str) -> int | None:
+        raw = self._read(lambda txn: _copy(txn.get(delta_id.encode(), db=self._db["ids"])))
+        return None if raw is None else from_u64(raw)
+
+    def body(self, seq: int) -> bytes:
+        """The stored bytes of record ``seq`` (``hw || canonical delta``), as chained."""
+        value = self._read(lambda txn: _copy(txn.get(u64(seq), db=self._db["log"])))
+        if value is None:
+            raise IndexError(f"no delta at seq {seq}")
+        return value[HASH_SIZE:]
+
+    def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
+             limit: int | None = None) -> Iterator[Record]:
+        """Records with seq in [start, stop), forward or reverse, at most ``limit``."""
+        def chunk(txn, lo, hi, n):
+            cur = txn.cursor(self._db["log"])
+            out = []
+            if reverse:
+                if not cur.set_range(u64(hi)):
+                    if not cur.last():
+                        return out
+                elif not cur.prev():
+                    return out
+                for key, value in cur.iterprev():
+                    seq = from_u64(key)
+                    if seq < lo or len(out) >= n:
+                        break
+                    out.append(Record(seq, bytes(value[:HASH_SIZE]), decode(value[HASH_SIZE + _U64:])))
+            else:
+                if not cur.set_range(u64(lo)):
+                    return out
+                for key, value in cur:
+                    seq = from_u64(key)
+                    if seq >= hi or len(out) >= n:
+                        break
+                    out.append(Record(seq, bytes(value[:HASH_SIZE]), decode(value[HASH_SIZE + _U64:])))
+            return out
+        return self._chunks(chunk, start, stop, reverse, limit)
+
+    def scan_bodies(self, start: int = 1, stop: int | None = None
+                    ) -> Iterator[tuple[int, bytes, bytes]]:
+        """(seq, hash, body) for seqs in [start, stop), for verification and export."""
+        def chunk(txn, lo, hi, n):
+            cur = txn.cursor(self._db["log"])
+            out = []
+            if cur.set_range(u64(lo)):
+                for key, value in cur:
+                    seq = from_u64(key)
+                    if seq >= hi or len(out) >= n:
+                        break
+                    value = bytes(value)
+                    out.append((seq, value[:HASH_SIZE], value[HASH_SIZE:]))
+            return out
+        return self._chunks(chunk, start, stop, False, None, key=lambda row: row[0])
+
+    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
+                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._scan_index("braid", braid_id, start, stop, reverse, limit)
+
+    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._scan_index("kind", kind, start, stop, reverse, limit)
+
+    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._scan_index("refs", entity_id, start, stop, reverse, limit)
+
+    def _scan_index(self, index: str, key: str, start: int, stop: int | None, reverse: bool,
+                    limit: int | None) -> Iterator[Record]:
+        k = key.encode()
+
+        def chunk(txn, lo, hi, n):
+            cur = txn.cursor(self._db[index])
+            out = []
+            if reverse:
+                if cur.set_range_dup(k, u64(hi)):
+                    ok = cur.prev_dup()
+                else:
+                    ok = cur.set_key(k) and cur.last_dup()
+                while ok and len(out) < n:
+                    seq = from_u64(cur.value())
+                    if seq < lo:
+                        break
+                    out.append(seq)
+                    ok = cur.prev_dup()
+            else:
+                ok = cur.set_range_dup(k, u64(lo))
+                while ok and len(out) < n:
+                    seq = from_u64(cur.value())
+                    if seq >= hi:
+                        break
+                    out.append(seq)
+                    ok = cur.next_dup()
+            return [self._record_in(txn, seq) for seq in out]
+        return self._chunks(chunk, start, stop, reverse, limit)
+
+    def _chunks(self, chunk, start, stop, reverse, limit, key=lambda r: r.seq):
+        lo, hi = max(start, 1), stop if stop is not None else 2**63
+        left = limit if limit is not None else 2**63
+        while left > 0 and lo < hi:
+            rows = self._read(lambda txn: chunk(txn, lo, hi, min(CHUNK, left)))
+            if not rows:
+                return
+            yield from rows
+            left -= len(rows)
+            if reverse:
+                hi = key(rows[-1])
+            else:
+                lo = key(rows[-1]) + 1
+
+    def head(self) -> Head:
+        return self._read(lambda txn: self._head_in(txn)[0])
+
+    def hash_at(self, seq: int) -> bytes:
+        """The chain hash after record ``seq`` (GENESIS for 0)."""
+        if seq == 0:
+            return GENESIS
+        value = self._read(lambda txn: _copy(txn.get(u64(seq), db=self._db["log"])))
+        if value is None:
+            raise IndexError(f"no delta at seq {seq}")
+        return value[:HASH_SIZE]
+
+    def braid_head(self, braid_id: str) -> BraidHead:
+        raw = self._read(lambda txn: _copy(txn.get(braid_id.encode(), db=self._db["heads"])))
+        return BraidHead(0, 0) if raw is None else BraidHead(from_u64(raw[:8]), from_u64(raw[8:]))
+
+    def braids(self) -> dict[str, BraidHead]:
+        def fn(txn):
+            return {bytes(k).decode(): BraidHead(from_u64(v[:8]), from_u64(v[8:16]))
+                    for k, v in txn.cursor(self._db["heads"])}
+        return self._read(fn)
+
+    def seq_at(self, ts: datetime) -> int:
+        """The last seq such that every delta up to it has ``ts`` at or before the given time."""
+        t = ts_micros(ts)
+
+        def fn(txn):
+            log = self._db["log"]
+            lo, hi = 0, self._head_in(txn)[0].seq  # invariant: hw(lo) <= t < hw(hi + 1)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                value = txn.get(u64(mid), db=log)
+                if from_u64(value[HASH_SIZE:HASH_SIZE + _U64]) <= t:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return lo
+        return self._read(fn)
+
+    def verify(self, start: int = 1, stop: int | None = None, *,
+               progress: Progress | None = None) -> Head:
+        """Recompute the chain over [start, stop); the head of the range, or IntegrityError."""
+        return verify_bodies(self, start, stop, progress)
+
+    def counts(self, index: str) -> dict[str, int]:
+        """Number of deltas per key of an index ("braid" or "kind")."""
+        def fn(txn):
+            cur = txn.cursor(self._db[index])
+            out = {}
+            if cur.first():
+                while True:
+                    out[bytes(cur.key()).decode()] = cur.count()
+                    if not cur.next_nodup():
+                        break
+            return out
+        return self._read(fn)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    @staticmethod
+    def _ckpt_key(name: str, version: int, seq: int) -> bytes:
+        return name.encode() + b"\0" + version.to_bytes(4, "big") + u64(seq)
+
+    def put_checkpoint(self, name: str, version: int, seq: int, blob: bytes) -> None:
+        self._write(lambda txn: txn.put(self._ckpt_key(name, version, seq), blob, db=self._db["ckpt"]))
+
+    def checkpoint_seqs(self, name: str, version: int) -> list[int]:
+        prefix = self._ckpt_key(name, version, 0)[:-_U64]
+        return [s for n, v, s in self._checkpoint_keys(prefix)]
+
+    def get_checkpoint(self, name: str, version: int, seq: int) -> bytes | None:
+        key = self._ckpt_key(name, version, seq)
+        return self._read(lambda txn: _copy(txn.get(key, db=self._db["ckpt"])))
+
+    def checkpoint_keys(self) -> list[tuple[str, int, int]]:
+        return self._checkpoint_keys(b"")
+
+    def _checkpoint_keys(self, prefix: bytes) -> list[tuple[str, int, int]]:
+        def fn(txn):
+            cur = txn.cursor(self._db["ckpt"])
+            out = []
+            if cur.set_range(prefix):
+                for key in cur.iternext(values=False):
+                    key = bytes(key)
+                    if not key.startswith(prefix):
+                        break
+                    name, _, rest = key.partition(b"\0")
+                    out.append((name.decode(), int.from_bytes(rest[:4], "big"), from_u64(rest[4:])))
+            return out
+        return self._read(fn)
+
+    # -- operating -----------------------------------------------------------------------------
+    def stat(self) -> dict[str, int]:
+        """Map size, file size and page facts of the environment."""
+        info, stat = self._env.info(), self._env.stat()
+        return {"map_size": info["map_size"], "last_pgno": info["last_pgno"],
+                "page_size": stat["psize"],
+                "file_size": (self.path / "data.mdb").stat().st_size}
+
+    def copy(self, dest: str | os.PathLike[str], *, compact: bool = True) -> None:
+        """An online, consistent copy of the store into the empty directory ``dest``."""
+        self._alive()
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        try:
+            self._env.copy(str(dest), compact=compact)
+        except lmdb.Error as e:
+            raise StorageError(f"copy to {dest} failed: {e}", hint="dest must be an empty directory") from e
+
+    def sync(self) -> None:
+        """Flush everything to disk now (useful with durable=False)."""
+        self._env.sync(True)
+
+    def close(self) -> None:
+        if getattr(self, "_env", None) is not None and not self._forked:
+            self._env.close()
+        _open_stores.discard(self)
+
+    def __enter__(self) -> LmdbLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LmdbLog({str(self.path)!r})"
+
+
+def _copy(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)

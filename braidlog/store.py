@@ -1,0 +1,431 @@
+"""The ``LogStore`` protocol, the rules every store shares, and ``MemoryLog``, the reference.
+
+``MemoryLog`` is the specification in executable form: plain lists and dicts, no cleverness.
+``LmdbLog`` must behave exactly like it; ``tests/store_contract.py`` runs one suite against both.
+
+The log's invariants (docs/requirements.md numbers them):
+
+- A store assigns ``seq`` 1, 2, 3 … with no gaps; an append of one delta or a batch is atomic.
+- Record ``seq`` is stored as ``hash || body`` where ``body = hw || canonical delta bytes``,
+  ``hw`` is the highest ``ts`` (microseconds since the epoch, 8 bytes big-endian) of deltas
+  ``1..seq``, and ``hash = chain.link(hash[seq-1], seq, body)``.
+- A delta id is stored once. Appending it again with identical canonical bytes returns the stored
+  seq and writes nothing; with other bytes it is a ConflictError.
+- ``expected_version`` (the number of deltas a braid holds) is checked before anything is written.
+- There is no update and no delete.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import NamedTuple, Protocol, runtime_checkable
+
+from msgspec import Struct
+
+from .chain import GENESIS, first_mismatch, link
+from .delta import GenericDelta, referenced_ids, validate
+from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
+from .kinds import REGISTRY, Registry
+
+__all__ = [
+    "Head",
+    "BraidHead",
+    "Record",
+    "LogStore",
+    "MemoryLog",
+    "Staged",
+    "stage",
+    "ts_micros",
+    "Progress",
+]
+
+Progress = Callable[[int], None]
+"""Called with the number of records done so far, for progress bars."""
+
+
+class Head(NamedTuple):
+    """The log's head: the last seq and its chain hash. Write it down to prove the past later."""
+
+    seq: int
+    hash: bytes
+
+    def __str__(self) -> str:
+        return f"{self.seq}:{self.hash.hex()}"
+
+    @classmethod
+    def parse(cls, text: str) -> Head:
+        """``SEQ:HASH`` (hash in hex) as printed by ``str(head)`` and ``braidlog head``."""
+        seq, sep, hexhash = text.strip().partition(":")
+        try:
+            head = cls(int(seq), bytes.fromhex(hexhash))
+        except ValueError:
+            head = None
+        if not sep or head is None or len(head.hash) != 32 or head.seq < 0:
+            raise ValidationError("head", f"must be SEQ:HASH with a 64-digit hex hash, got {text!r}")
+        return head
+
+
+class BraidHead(NamedTuple):
+    """A braid's version (how many deltas it holds) and the seq of its last delta (0 if none)."""
+
+    version: int
+    seq: int
+
+
+class Record(Struct, frozen=True):
+    """A stored delta with its position and chain hash."""
+
+    seq: int
+    hash: bytes
+    delta: GenericDelta
+
+
+class Staged(NamedTuple):
+    """A validated delta ready to be written at ``seq``."""
+
+    seq: int
+    hash: bytes
+    body: bytes
+    delta: GenericDelta
+    refs: frozenset[str]
+
+
+def ts_micros(ts: datetime) -> int:
+    """A UTC datetime as whole microseconds since the epoch."""
+    return round(ts.timestamp() * 1_000_000)
+
+
+def hw_of(body: bytes) -> int:
+    return int.from_bytes(body[:8], "big")
+
+
+@runtime_checkable
+class LogStore(Protocol):
+    """What every store offers. Ranges are half-open [start, stop) over seq."""
+
+    registry: Registry
+
+    def append(self, delta: GenericDelta, *, expected_version: int | None = None) -> int: ...
+    def append_batch(self, deltas: Iterable[GenericDelta], *,
+                     expected_version: int | Mapping[str, int] | None = None,
+                     expected_head: int | None = None) -> list[int]: ...
+    def commit(self, deltas: Iterable[GenericDelta], *,
+               expected_version: int | Mapping[str, int] | None = None,
+               expected_head: int | None = None) -> list[Record]: ...
+    def read(self, seq: int) -> Record: ...
+    def get(self, delta_id: str) -> Record | None: ...
+    def seq_of(self, delta_id: str) -> int | None: ...
+    def body(self, seq: int) -> bytes: ...
+    def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
+             limit: int | None = None) -> Iterator[Record]: ...
+    def scan_bodies(self, start: int = 1, stop: int | None = None
+                    ) -> Iterator[tuple[int, bytes, bytes]]: ...
+    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
+                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]: ...
+    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]: ...
+    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]: ...
+    def head(self) -> Head: ...
+    def hash_at(self, seq: int) -> bytes: ...
+    def braid_head(self, braid_id: str) -> BraidHead: ...
+    def braids(self) -> dict[str, BraidHead]: ...
+    def counts(self, index: str) -> dict[str, int]: ...
+    def seq_at(self, ts: datetime) -> int: ...
+    def verify(self, start: int = 1, stop: int | None = None, *,
+               progress: Progress | None = None) -> Head: ...
+    def put_checkpoint(self, name: str, version: int, seq: int, blob: bytes) -> None: ...
+    def checkpoint_seqs(self, name: str, version: int) -> list[int]: ...
+    def get_checkpoint(self, name: str, version: int, seq: int) -> bytes | None: ...
+    def checkpoint_keys(self) -> list[tuple[str, int, int]]: ...
+    def close(self) -> None: ...
+
+
+def stage(deltas: Iterable[GenericDelta], *, registry: Registry, head: Head, hw: int,
+          lookup: Callable[[str], tuple[int, bytes] | None],
+          braid_version: Callable[[str], int],
+          expected_version: int | Mapping[str, int] | None,
+          expected_head: int | None,
+          dims: Callable[[str], int | None]) -> tuple[list[Staged], list[int]]:
+    """Validate a batch and place it after ``head``: the rules every store shares.
+
+    Returns the records to write (empty for a pure idempotent retry) and the seq of every delta
+    in input order. Raises ValidationError or ConflictError; the caller writes nothing then.
+    """
+    if expected_head is not None and expected_head != head.seq:
+        raise StaleHead(f"expected the log head at seq {expected_head}, it is at {head.seq}",
+                            expected=expected_head, actual=head.seq)
+    checked: list[tuple[GenericDelta, bytes]] = []
+    seen: set[str] = set()
+    for i, d in enumerate(deltas):
+        stored, data = validate(d, registry, index=i)
+        if stored.id in seen:
+            raise ValidationError("id", f"{stored.id} appears twice in the batch", index=i)
+        seen.add(stored.id)
+        checked.append((stored, data))
+    if not checked:
+        return [], []
+    seqs: list[int] = []
+    fresh: list[tuple[GenericDelta, bytes]] = []
+    for stored, data in checked:
+        found = lookup(stored.id)
+        if found is None:
+            seqs.append(0)
+            fresh.append((stored, data))
+        elif found[1][8:] == data:
+            seqs.append(found[0])
+        else:
+            raise ConflictError(
+                f"delta {stored.id} is already stored at seq {found[0]} with other content; "
+                "a delta id can be appended once (give the new delta a new id)",
+                expected=data, actual=found[1][8:])
+    if not fresh:
+        return [], seqs
+    _check_versions(fresh, expected_version, braid_version)
+    _check_dims(fresh, dims)
+    staged: list[Staged] = []
+    prev, seq = head.hash, head.seq
+    for stored, data in fresh:
+        seq += 1
+        hw = max(hw, ts_micros(stored.ts))
+        body = hw.to_bytes(8, "big") + data
+        prev = link(prev, seq, body)
+        staged.append(Staged(seq, prev, body, stored, frozenset(referenced_ids(stored, registry))))
+    it = iter(staged)
+    seqs = [s if s else next(it).seq for s in seqs]
+    return staged, seqs
+
+
+def _check_versions(fresh: list[tuple[GenericDelta, bytes]],
+                    expected: int | Mapping[str, int] | None,
+                    braid_version: Callable[[str], int]) -> None:
+    if expected is None:
+        return
+    if isinstance(expected, int):
+        braids = {d.braid_id for d, _ in fresh}
+        if len(braids) != 1:
+            raise ValidationError(
+                "expected_version",
+                f"an int applies to one braid but the batch spans {sorted(braids)}; pass a dict by braid")
+        expected = {braids.pop(): expected}
+    for braid_id, want in expected.items():
+        actual = braid_version(braid_id)
+        if actual != want:
+            raise ConflictError(
+                f"braid {braid_id!r} is at version {actual}, not the expected {want}; "
+                "read it again and retry", expected=want, actual=actual)
+
+
+def _check_dims(fresh: list[tuple[GenericDelta, bytes]], dims: Callable[[str], int | None]) -> None:
+    batch: dict[str, int] = {}
+    for i, (d, _) in enumerate(fresh):
+        v = d.vector
+        if v is None:
+            continue
+        want = batch.get(v.space) or dims(v.space)
+        if want is None:
+            batch[v.space] = v.dim
+        elif v.dim != want:
+            raise ValidationError(
+                "vector.data", f"vector space {v.space!r} has dimension {want}, this vector has {v.dim}",
+                index=i)
+
+
+class MemoryLog:
+    """The reference store: everything in lists and dicts, lost when the process ends."""
+
+    def __init__(self, registry: Registry = REGISTRY) -> None:
+        self.registry = registry
+        self._records: list[tuple[bytes, bytes, GenericDelta]] = []  # (hash, body, delta)
+        self._hw: list[int] = []
+        self._ids: dict[str, int] = {}
+        self._by: dict[tuple[str, str], list[int]] = {}  # (index, key) -> seqs
+        self._braids: dict[str, BraidHead] = {}
+        self._dims: dict[str, int] = {}
+        self._checkpoints: dict[tuple[str, int, int], bytes] = {}
+
+    # -- writing -----------------------------------------------------------------------------
+    def append(self, delta: GenericDelta, *, expected_version: int | None = None) -> int:
+        """Append one delta; return its seq."""
+        return self.append_batch([delta], expected_version=expected_version)[0]
+
+    def append_batch(self, deltas: Iterable[GenericDelta], *,
+                     expected_version: int | Mapping[str, int] | None = None,
+                     expected_head: int | None = None) -> list[int]:
+        """Append deltas atomically; return their seqs in order."""
+        return self._append(deltas, expected_version, expected_head)[1]
+
+    def commit(self, deltas: Iterable[GenericDelta], *,
+               expected_version: int | Mapping[str, int] | None = None,
+               expected_head: int | None = None) -> list[Record]:
+        """Append deltas atomically; return the records written (none for a pure retry)."""
+        return [Record(s.seq, s.hash, s.delta)
+                for s in self._append(deltas, expected_version, expected_head)[0]]
+
+    def _append(self, deltas, expected_version, expected_head):
+        staged, seqs = stage(
+            deltas, registry=self.registry, head=self.head(), hw=self._hw[-1] if self._hw else 0,
+            lookup=self._lookup, braid_version=lambda b: self.braid_head(b).version,
+            expected_version=expected_version, expected_head=expected_head, dims=self._dims.get)
+        for s in staged:
+            d = s.delta
+            self._records.append((s.hash, s.body, d))
+            self._hw.append(hw_of(s.body))
+            self._ids[d.id] = s.seq
+            self._by.setdefault(("braid", d.braid_id), []).append(s.seq)
+            self._by.setdefault(("kind", d.kind), []).append(s.seq)
+            for ref in s.refs:
+                self._by.setdefault(("refs", ref), []).append(s.seq)
+            self._braids[d.braid_id] = BraidHead(self.braid_head(d.braid_id).version + 1, s.seq)
+            if d.vector is not None:
+                self._dims.setdefault(d.vector.space, d.vector.dim)
+        return staged, seqs
+
+    def _lookup(self, delta_id: str) -> tuple[int, bytes] | None:
+        seq = self._ids.get(delta_id)
+        return None if seq is None else (seq, self._records[seq - 1][1])
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, seq: int) -> Record:
+        """The record at ``seq``; IndexError when there is none."""
+        if not 1 <= seq <= len(self._records):
+            raise IndexError(f"no delta at seq {seq}; the log holds 1..{len(self._records)}")
+        h, _, d = self._records[seq - 1]
+        return Record(seq, h, d)
+
+    def get(self, delta_id: str) -> Record | None:
+        seq = self._ids.get(delta_id)
+        return None if seq is None else self.read(seq)
+
+    def seq_of(self, delta_id: str) -> int | None:
+        return self._ids.get(delta_id)
+
+    def body(self, seq: int) -> bytes:
+        """The stored bytes of record ``seq`` (``hw || canonical delta``), as chained."""
+        self.read(seq)
+        return self._records[seq - 1][1]
+
+    def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
+             limit: int | None = None) -> Iterator[Record]:
+        seqs = range(max(start, 1), min(stop or 2**63, len(self._records) + 1))
+        return self._emit(reversed(seqs) if reverse else seqs, limit)
+
+    def scan_bodies(self, start: int = 1, stop: int | None = None
+                    ) -> Iterator[tuple[int, bytes, bytes]]:
+        """(seq, hash, body) for seqs in [start, stop), for verification and export."""
+        for seq in range(max(start, 1), min(stop or 2**63, len(self._records) + 1)):
+            h, body, _ = self._records[seq - 1]
+            yield seq, h, body
+
+    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
+                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._scan_index("braid", braid_id, start, stop, reverse, limit)
+
+    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._scan_index("kind", kind, start, stop, reverse, limit)
+
+    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._scan_index("refs", entity_id, start, stop, reverse, limit)
+
+    def _scan_index(self, index, key, start, stop, reverse, limit):
+        seqs = self._by.get((index, key), [])
+        lo = bisect.bisect_left(seqs, start)
+        hi = bisect.bisect_left(seqs, stop) if stop is not None else len(seqs)
+        chosen = seqs[lo:hi]
+        return self._emit(reversed(chosen) if reverse else chosen, limit)
+
+    def _emit(self, seqs, limit):
+        for n, seq in enumerate(seqs):
+            if limit is not None and n >= limit:
+                return
+            yield self.read(seq)
+
+    def counts(self, index: str) -> dict[str, int]:
+        """Number of deltas per key of an index ("braid" or "kind")."""
+        return {key: len(seqs) for (i, key), seqs in sorted(self._by.items()) if i == index}
+
+    def head(self) -> Head:
+        if not self._records:
+            return Head(0, GENESIS)
+        return Head(len(self._records), self._records[-1][0])
+
+    def hash_at(self, seq: int) -> bytes:
+        """The chain hash after record ``seq`` (GENESIS for 0)."""
+        return GENESIS if seq == 0 else self.read(seq).hash
+
+    def braid_head(self, braid_id: str) -> BraidHead:
+        return self._braids.get(braid_id, BraidHead(0, 0))
+
+    def braids(self) -> dict[str, BraidHead]:
+        return dict(sorted(self._braids.items()))
+
+    def seq_at(self, ts: datetime) -> int:
+        """The last seq such that every delta up to it has ``ts`` at or before the given time."""
+        return bisect.bisect_right(self._hw, ts_micros(ts))
+
+    def verify(self, start: int = 1, stop: int | None = None, *,
+               progress: Progress | None = None) -> Head:
+        """Recompute the chain over [start, stop); the head of the range, or IntegrityError."""
+        return verify_bodies(self, start, stop, progress)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def put_checkpoint(self, name: str, version: int, seq: int, blob: bytes) -> None:
+        self._checkpoints[(name, version, seq)] = blob
+
+    def checkpoint_seqs(self, name: str, version: int) -> list[int]:
+        return sorted(s for (n, v, s) in self._checkpoints if n == name and v == version)
+
+    def get_checkpoint(self, name: str, version: int, seq: int) -> bytes | None:
+        return self._checkpoints.get((name, version, seq))
+
+    def checkpoint_keys(self) -> list[tuple[str, int, int]]:
+        return sorted(self._checkpoints)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> MemoryLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def verify_bodies(store: LogStore, start: int, stop: int | None, progress: Progress | None) -> Head:
+    """Recompute the chain of ``store`` over [start, stop): shared by every store's ``verify``."""
+    start = max(start, 1)
+    end = store.head().seq if stop is None else min(stop - 1, store.head().seq)
+    prev = store.hash_at(start - 1)
+    expect = start
+    done = 0
+
+    def walk() -> Iterator[tuple[int, bytes, bytes]]:
+        nonlocal expect, done
+        for seq, h, body in store.scan_bodies(start, end + 1):
+            if seq != expect:
+                raise IntegrityError(f"seq {expect} is missing from the log (next found: {seq})",
+                                     seq=expect)
+            expect += 1
+            done += 1
+            if progress is not None and done % 65536 == 0:
+                progress(done)
+            yield seq, h, body
+
+    bad = first_mismatch(prev, walk())
+    if bad is not None:
+        seq, expected, found = bad
+        raise IntegrityError(
+            f"chain broken at seq {seq}: expected hash {expected.hex()}, found {found.hex()}; "
+            "the record or its hash was changed after it was written",
+            seq=seq, expected=expected, found=found)
+    if expect != end + 1:
+        raise IntegrityError(f"seq {expect} is missing from the log", seq=expect)
+    if progress is not None:
+        progress(done)
+    return Head(end, store.hash_at(end)) if end >= start else Head(end, prev)
+
+
