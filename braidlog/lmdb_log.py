@@ -161,10 +161,9 @@ class LmdbLog:
                                hint="open it with lmdb directly, or give another path")
         self._db: dict[str, Any] = {}
         if self.readonly:
-            with env.begin() as txn:
-                for name in _DBS:
-                    self._db[name] = env.open_db(name.encode(), txn=txn, create=False,
-                                                 dupsort=name in _DUPS)
+            for name in _DBS:
+                self._db[name] = env.open_db(name.encode(), create=False, dupsort=name in _DUPS,
+                                             dupfixed=name in _DUPS)
         else:
             with env.begin(write=True) as txn:
                 for name in _DBS:

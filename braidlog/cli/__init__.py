@@ -1,0 +1,59 @@
+"""The ``braidlog`` command. Each subcommand wraps one library call.
+
+Command groups live in modules of this package, each with ``register(subparsers)`` adding its
+subcommands; a subcommand's handler takes ``(args, out)`` and returns an exit code. Errors are
+one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ..errors import BraidlogError
+
+__all__ = ["main", "build_parser", "GROUPS"]
+
+#: Modules of this package that add subcommands, in help order.
+GROUPS = ("core",)
+OPTIONAL_GROUPS = ("audit", "recall_cmd", "bench_cmd", "replica_cmd")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="braidlog",
+        description="An embedded, append-only, hash-chained event log for agent memory.",
+        epilog="The store is ./braid.lmdb unless --store or BRAIDLOG_STORE names another.",
+    )
+    parser.add_argument("--store", default=os.environ.get("BRAIDLOG_STORE", "braid.lmdb"),
+                        help="the store directory (default: $BRAIDLOG_STORE or ./braid.lmdb)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in GROUPS + OPTIONAL_GROUPS:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args, sys.stdout) or 0)
+    except BraidlogError as e:
+        print(f"braidlog: error: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as e:
+        print(f"braidlog: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("braidlog: interrupted", file=sys.stderr)
+        return 130

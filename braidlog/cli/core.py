@@ -1,0 +1,264 @@
+"""Core commands: init, append, log, show, head, verify, state, rebuild, demo."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+import msgspec
+
+from ..delta import from_json
+from ..errors import IntegrityError, ValidationError
+from ..lmdb_log import LmdbLog
+from ..store import Head
+from .util import (
+    console, open_for_state, open_store, parse_point, progress_bar, record_json, store_path,
+    summary, to_builtins, write_json,
+)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("init", help="create an empty store",
+                       description="Create an empty store (a directory) at --store.")
+    p.set_defaults(handler=cmd_init)
+
+    p = sub.add_parser("append", help="append deltas from JSON or JSON Lines",
+                       description="Append deltas given as one JSON object, a JSON array, or JSON "
+                       "Lines, from FILE or standard input, in one atomic batch.")
+    p.add_argument("file", nargs="?", default="-", help="a file, or - for standard input (default)")
+    p.add_argument("--expected-version", type=int, default=None,
+                   help="the number of deltas the braid must hold, else nothing is written")
+    p.add_argument("--json", action="store_true", help="print the seqs as JSON")
+    p.set_defaults(handler=cmd_append)
+
+    p = sub.add_parser("log", help="list deltas", description="List deltas, oldest first.")
+    p.add_argument("--braid", help="only this braid")
+    p.add_argument("--kind", help="only this kind")
+    p.add_argument("--start", type=int, default=1, help="first seq (default 1)")
+    p.add_argument("--stop", type=int, default=None, help="stop before this seq")
+    p.add_argument("--limit", type=int, default=None, help="at most this many")
+    p.add_argument("--reverse", action="store_true", help="newest first")
+    p.add_argument("--json", action="store_true", help="one JSON record a line")
+    p.set_defaults(handler=cmd_log)
+
+    p = sub.add_parser("show", help="show one delta by seq or id",
+                       description="Show one delta, by seq or by delta id.")
+    p.add_argument("ref", help="a seq or a delta id")
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(handler=cmd_show)
+
+    p = sub.add_parser("head", help="print the head (seq and chain hash) to write down",
+                       description="Print the head SEQ:HASH. Keep it: `braidlog verify --against "
+                       "SEQ:HASH` later proves the first SEQ deltas are unchanged.")
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(handler=cmd_head)
+
+    p = sub.add_parser("verify", help="recompute the hash chain",
+                       description="Recompute the hash chain over the whole log and report the "
+                       "first seq that does not match.")
+    p.add_argument("--against", metavar="SEQ:HASH",
+                   help="also prove the first SEQ deltas are those of a head taken earlier")
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(handler=cmd_verify)
+
+    p = sub.add_parser("state", help="projection state as of a point",
+                       description="Print projection states as of a seq, delta id or time.")
+    p.add_argument("--at", default=None, help="SEQ, delta ID or ISO time (default: the head)")
+    p.add_argument("--projection", default=None, help="only this projection")
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(handler=cmd_state)
+
+    p = sub.add_parser("rebuild", help="rebuild every projection from the log",
+                       description="Fold the whole log into every projection again and "
+                       "rewrite their checkpoints.")
+    p.set_defaults(handler=cmd_rebuild)
+
+    p = sub.add_parser("demo", help="write a realistic agent session and show it",
+                       description="Write a realistic agent session into the store (created if "
+                       "needed) and show what is in it.")
+    p.add_argument("--quiet", action="store_true", help="only the summary lines")
+    p.set_defaults(handler=cmd_demo)
+
+
+def cmd_init(args: Any, out: IO[str]) -> int:
+    with LmdbLog(store_path(args)) as store:
+        out.write(f"store ready at {store.path} (head {store.head()})\n")
+    return 0
+
+
+def cmd_append(args: Any, out: IO[str]) -> int:
+    text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    deltas = parse_deltas(text)
+    if not deltas:
+        raise ValidationError("input", "no deltas given")
+    with LmdbLog(store_path(args)) as store:
+        seqs = store.append_batch(deltas, expected_version=args.expected_version)
+        head = store.head()
+    if args.json:
+        write_json(out, {"seqs": seqs, "head": str(head)})
+    else:
+        out.write(f"appended {len(seqs)} delta(s) at seq {seqs[0]}..{seqs[-1]}; head {head}\n")
+    return 0
+
+
+def parse_deltas(text: str) -> list[Any]:
+    """Deltas from one JSON object, a JSON array of them, or JSON Lines."""
+    stripped = text.strip()
+    if not stripped:
+        return []
+    if stripped.startswith("["):
+        try:
+            items = msgspec.json.decode(stripped)
+        except msgspec.DecodeError as e:
+            raise ValidationError("input", f"not a JSON array: {e}") from None
+        return [from_json(msgspec.json.encode(item), index=i + 1) for i, item in enumerate(items)]
+    lines = [ln for ln in stripped.splitlines() if ln.strip()]
+    if len(lines) > 1 and all(ln.lstrip().startswith("{") for ln in lines):
+        return [from_json(ln, index=i + 1) for i, ln in enumerate(lines)]
+    return [from_json(stripped)]
+
+
+def cmd_log(args: Any, out: IO[str]) -> int:
+    with open_store(args) as store:
+        kw = dict(reverse=args.reverse, limit=args.limit)
+        if args.braid and args.kind:
+            records = (r for r in store.scan_braid(args.braid, args.start, args.stop, **kw)
+                       if r.delta.kind == args.kind)
+        elif args.braid:
+            records = store.scan_braid(args.braid, args.start, args.stop, **kw)
+        elif args.kind:
+            records = store.scan_kind(args.kind, args.start, args.stop, **kw)
+        else:
+            records = store.scan(args.start, args.stop, **kw)
+        if args.json:
+            for rec in records:
+                write_json(out, record_json(rec))
+            return 0
+        print_records(out, records)
+    return 0
+
+
+def print_records(out: IO[str], records: Any, title: str | None = None) -> None:
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for col in ("seq", "ts", "braid", "kind", "prov", "conf", "payload"):
+        table.add_column(col, no_wrap=col != "payload",
+                         justify="right" if col in ("seq", "conf") else "left")
+    n = 0
+    for rec in records:
+        d = rec.delta
+        table.add_row(str(rec.seq), d.ts.strftime("%Y-%m-%d %H:%M:%S"), d.braid_id, d.kind,
+                      d.provenance.kind, f"{d.confidence:.2f}", summary(d))
+        n += 1
+    con = console(out)
+    if n:
+        con.print(table)
+    else:
+        con.print("no deltas")
+
+
+def cmd_show(args: Any, out: IO[str]) -> int:
+    with open_store(args) as store:
+        ref = args.ref.strip()
+        rec = (store.read(int(ref)) if ref.isdigit() and int(ref) <= store.head().seq
+               else store.get(ref))
+        if rec is None:
+            raise ValidationError("ref", f"no delta with seq or id {ref!r}")
+        if args.json:
+            write_json(out, record_json(rec))
+        else:
+            out.write(f"seq    {rec.seq}\nhash   {rec.hash.hex()}\n")
+            out.write(msgspec.json.format(msgspec.json.encode(rec.delta), indent=2).decode() + "\n")
+    return 0
+
+
+def cmd_head(args: Any, out: IO[str]) -> int:
+    with open_store(args) as store:
+        head = store.head()
+    if args.json:
+        write_json(out, {"seq": head.seq, "hash": head.hash.hex(), "head": str(head)})
+    else:
+        out.write(f"{head}\n")
+    return 0
+
+
+def cmd_verify(args: Any, out: IO[str]) -> int:
+    against = Head.parse(args.against) if args.against else None
+    with open_store(args) as store:
+        head = store.head()
+        stop = None
+        if against is not None:
+            if against.seq > head.seq:
+                raise IntegrityError(f"the log holds {head.seq} deltas, fewer than the {against.seq} "
+                                     "of the head given: deltas were lost", seq=head.seq + 1)
+            stop = against.seq + 1
+        total = head.seq if stop is None else against.seq
+        with progress_bar("verifying", total, enabled=total >= 100_000) as update:
+            checked = store.verify(1, stop, progress=update)
+        if against is not None and checked.hash != against.hash:
+            raise IntegrityError(
+                f"the first {against.seq} deltas differ from the head given: expected hash "
+                f"{against.hash.hex()}, found {checked.hash.hex()} at seq {against.seq}",
+                seq=against.seq, expected=against.hash, found=checked.hash)
+    if args.json:
+        write_json(out, {"ok": True, "verified": checked.seq, "head": str(head),
+                         "against": str(against) if against else None})
+    elif against is not None:
+        out.write(f"ok: the first {against.seq} deltas are unchanged since head {against}\n")
+    else:
+        out.write(f"ok: {checked.seq} deltas verified; head {head}\n")
+    return 0
+
+
+def cmd_state(args: Any, out: IO[str]) -> int:
+    braid = open_for_state(args, readonly=True)
+    try:
+        seq = braid.resolve(parse_point(args.at)) if args.at else braid.head().seq
+        view = braid.at(seq)
+        names = [args.projection] if args.projection else list(braid.projections)
+        if args.projection:
+            braid.projection(args.projection)
+        states = {name: view.state(name) for name in names}
+        if args.json:
+            write_json(out, {"seq": seq, "head": str(view.head()), "states": to_builtins(states)})
+        else:
+            con = console(out)
+            con.print(f"as of seq {seq} ({view.head()})")
+            for name, state in states.items():
+                con.rule(name)
+                con.print_json(msgspec.json.encode(to_builtins(state)).decode())
+    finally:
+        braid.close()
+    return 0
+
+
+def cmd_rebuild(args: Any, out: IO[str]) -> int:
+    braid = open_for_state(args)
+    try:
+        total = braid.head().seq
+        with progress_bar("rebuilding", total) as update:
+            head = braid.rebuild(progress=update)
+        braid.checkpoint()
+        out.write(f"rebuilt {len(braid.projections)} projection(s) over {head} deltas\n")
+    finally:
+        braid.close()
+    return 0
+
+
+def cmd_demo(args: Any, out: IO[str]) -> int:
+    from ..demo import run_demo
+
+    braid_id, first, lines = run_demo(store_path(args))
+    con = console(out)
+    con.print(f"[bold]braidlog demo[/bold]: wrote braid {braid_id} into {store_path(args)}")
+    for line in lines:
+        con.print(f"  • {line}")
+    if not args.quiet:
+        with open_store(args) as store:
+            print_records(out, store.scan(first), title=f"what the demo wrote (seq {first}..)")
+            head = store.head()
+            store.verify()
+        con.print(f"chain verified; head {head}")
+        con.print("next: braidlog log --kind message · braidlog state --at 5 · braidlog verify")
+    return 0

@@ -1,0 +1,114 @@
+"""What the command groups share: opening the store, points, JSON output, progress bars."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from datetime import datetime
+from typing import IO, Any
+
+import msgspec
+
+from ..braid import Braid, Point
+from ..braid import open as open_braid
+from ..errors import StorageError, ValidationError
+from ..lmdb_log import LmdbLog
+from ..store import Record
+
+_json = msgspec.json.Encoder(order="deterministic")
+
+
+def store_path(args: Any) -> str:
+    return os.fspath(args.store)
+
+
+def open_store(args: Any, *, readonly: bool = True) -> LmdbLog:
+    """The store named by ``--store``; it must exist."""
+    path = store_path(args)
+    if not os.path.exists(os.path.join(path, "data.mdb")):
+        raise StorageError(f"no store at {path}", hint="run `braidlog init` or `braidlog demo` first, "
+                           "or pass --store PATH")
+    return LmdbLog(path, create=False, readonly=readonly)
+
+
+def open_for_state(args: Any, *, readonly: bool = False) -> Braid:
+    """The store with every shipped projection live."""
+    open_store(args).close()
+    return open_braid(store_path(args), create=False, readonly=readonly)
+
+
+def parse_point(text: str) -> Point:
+    """A seq (digits), a delta id (ULID) or an ISO-8601 time with a timezone."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    if len(text) == 26 and text.isalnum():
+        return text.upper()
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError("--at", f"{text!r} is not a seq, a delta id or an ISO-8601 time") from None
+    if when.tzinfo is None:
+        raise ValidationError("--at", f"{text!r} has no timezone; add one, e.g. {text}+00:00")
+    return when
+
+
+def to_builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value, enc_hook=_enc_hook)
+
+
+def _enc_hook(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise NotImplementedError(type(value))
+
+
+def write_json(out: IO[str], value: Any) -> None:
+    out.write(msgspec.json.encode(to_builtins(value), order="deterministic").decode() + "\n")
+
+
+def record_json(rec: Record) -> dict[str, Any]:
+    return {"seq": rec.seq, "hash": rec.hash.hex(), "delta": msgspec.to_builtins(rec.delta)}
+
+
+def console(out: IO[str]):
+    from rich.console import Console
+
+    return Console(file=out, soft_wrap=False, width=max(100, _width()))
+
+
+def _width() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 120
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, total: int, *, enabled: bool = True) -> Iterator[Any]:
+    """A rich progress bar on stderr; yields ``update(done)``."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    if not enabled or total <= 0:
+        yield lambda done: None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
+def summary(d: Any, width: int = 70) -> str:
+    """A one-line summary of a delta's payload."""
+    p = d.payload
+    for key in ("text", "summary", "title", "content", "value", "tool", "name"):
+        if isinstance(p.get(key), str):
+            text = p[key]
+            break
+    else:
+        text = _json.encode(p).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,68 @@
+"""``braidlog demo``: a realistic agent session written into a store, then shown.
+
+The core part is a short conversation with a tool call; every shipped projection family adds
+its own scripted piece from ``projections.demos.<family>``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import datetime, timedelta, timezone
+
+from .braid import open as open_braid
+from .delta import GenericDelta, Provenance, Refs, new_id
+
+__all__ = ["run_demo", "core_session"]
+
+
+def core_session(braid_id: str, start: datetime) -> list[GenericDelta]:
+    """A user asks, the assistant calls a tool, reads the result and answers."""
+    t = iter(start + timedelta(seconds=s) for s in range(0, 3600, 7))
+    user, assistant = Provenance("user", source="chat"), Provenance("assistant", model="demo-llm")
+    call_id = new_id()
+
+    def d(kind, payload, prov, confidence=1.0, refs=None, tags=()):
+        return GenericDelta(braid_id=braid_id, kind=kind, ts=next(t), provenance=prov,
+                            confidence=confidence, payload=payload, refs=refs, tags=tags)
+
+    first = d("message", {"text": "Which database should the agent memory service use?"}, user)
+    return [
+        d("tick", {"note": "session start"}, Provenance("system")),
+        first,
+        d("observation", {"text": "workload: append-heavy, audit needed", "data": {"writes_per_s": 2000}},
+          Provenance("perception", source="metrics"), 0.9),
+        d("tool_call", {"tool": "web_search", "args": {"q": "embedded append-only log store"},
+                        "call_id": call_id}, assistant),
+        d("tool_result", {"tool": "web_search", "call_id": call_id,
+                          "output": ["LMDB: copy-on-write B+tree, one writer", "SQLite WAL"]},
+          Provenance("tool", tool="web_search"), 0.8),
+        d("microagent", {"name": "summariser", "spec": {"goal": "compare candidates"}}, assistant),
+        d("message", {"text": "An embedded LMDB log: one writer, fast reads, a hash chain for audit."},
+          assistant, 0.85, refs=Refs(deltas=(first.id,)), tags=("answer",)),
+    ]
+
+
+#: Scripted pieces from projections.demos, in the order they are written.
+PIECES = ("braid", "episodes", "decisions", "fields", "memories")
+
+
+def run_demo(path: str) -> tuple[str, int, list[str]]:
+    """Write the demo session into the store at ``path``; its braid id, first seq and lines."""
+    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=2)
+    braid_id = f"demo-{start:%Y%m%dT%H%M%S}"
+    lines: list[str] = []
+    with open_braid(path) as braid:
+        deltas = core_session(braid_id, start)
+        seqs = braid.append_batch(deltas)
+        first = seqs[0]
+        lines.append(f"a conversation with a tool call: {len(seqs)} deltas at seq {seqs[0]}..{seqs[-1]}")
+        offset = timedelta(minutes=5)
+        for piece in PIECES:
+            try:
+                module = importlib.import_module(f"projections.demos.{piece}")
+            except ModuleNotFoundError:
+                continue
+            lines.extend(module.write(braid, start + offset))
+            offset += timedelta(minutes=10)
+        lines.append(f"head {braid.head()}")
+    return braid_id, first, lines
