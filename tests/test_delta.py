@@ -1,0 +1,151 @@
+"""Every envelope rule gets a ValidationError naming the field and the rule; nothing is written."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import msgspec
+import pytest
+
+import braidlog
+from braidlog import BeadRef, GenericDelta, Provenance, Refs, ValidationError, Vector
+from braidlog.delta import decode, encode, from_json, to_json, validate
+from braidlog.kinds import Registry
+
+from .conftest import T0, make_delta
+
+GOOD = make_delta(0)
+
+
+def bad(**changes):
+    return msgspec.structs.replace(GOOD, **changes)
+
+
+@pytest.mark.parametrize("changes, field, rule", [
+    ({"kind": "no_such_kind"}, "kind", "unknown kind 'no_such_kind'"),
+    ({"kind": ""}, "kind", "length >= 1"),
+    ({"provenance": Provenance("robot")}, "provenance.kind", "must be one of user, assistant, tool, perception, system, dream"),
+    ({"confidence": 1.01}, "confidence", "must be a number in [0, 1]"),
+    ({"confidence": -0.1}, "confidence", "must be a number in [0, 1]"),
+    ({"ts": datetime(2026, 1, 1)}, "ts", "must be a timezone-aware datetime"),
+    ({"payload": {"text": ""}}, "payload.text", "length >= 1"),
+    ({"payload": {"txt": "typo"}}, "payload", "unknown field `txt`"),
+    ({"payload": {"text": 5}}, "payload.text", "Expected `str`, got `int`"),
+    ({"id": "not-a-ulid"}, "id", "must be a ULID"),
+    ({"id": "01ARZ3NDEKTSV4RRFFQ69G5FAU!"}, "id", "must be a ULID"),
+    ({"id": "81ARZ3NDEKTSV4RRFFQ69G5FAV"}, "id", "must be a ULID"),
+    ({"braid_id": ""}, "braid_id", "must be a non-empty string"),
+    ({"braid_id": "x" * 121}, "braid_id", "at most 120 characters"),
+    ({"refs": Refs(beads=(BeadRef("", "used"),))}, "refs.beads[0].bead_id", "length >= 1"),
+    ({"refs": Refs(knots=("",))}, "refs.knots[0]", "length >= 1"),
+    ({"tags": ("",)}, "tags[0]", "length >= 1"),
+    ({"payload": {"text": object()}}, "payload", "must be a JSON object of JSON values"),
+    ({"vector": Vector(b"\x00\x00\x80\x7f")}, "vector.data", "must be finite"),
+    ({"vector": Vector(b"\x00\x00\x80")}, "vector.data", "multiple of 4"),
+])
+def test_each_envelope_rule(log, changes, field, rule):
+    with pytest.raises(ValidationError) as e:
+        log.append(bad(**changes))
+    assert e.value.field == field
+    assert rule in e.value.rule
+    assert str(e.value).startswith(f"delta 0: {field}: ")
+    assert log.head().seq == 0
+
+
+def test_a_non_delta_is_refused(log):
+    with pytest.raises(ValidationError, match="expected a GenericDelta, got dict"):
+        log.append({"kind": "message"})
+    assert log.head().seq == 0
+
+
+def test_validation_error_is_a_value_error():
+    assert issubclass(ValidationError, ValueError)
+
+
+def test_id_is_generated_when_absent():
+    a, b = make_delta(0), make_delta(0)
+    assert a.id != b.id and len(a.id) == 26
+    validate(a)
+
+
+def test_canonical_bytes_do_not_depend_on_payload_key_order():
+    a = make_delta(0, kind="observation", payload={"text": "t", "data": {"x": 1, "y": 2}})
+    b = msgspec.structs.replace(a, payload={"data": {"y": 2, "x": 1}, "text": "t"})
+    assert validate(a)[1] == validate(b)[1]
+
+
+def test_encode_decode_round_trip_and_json_edges():
+    d = make_delta(0, refs=Refs(beads=(BeadRef("b", "used", "v"),), deltas=(GOOD.id,)),
+                   tags=("x",), vector=Vector.of([0.5, 1.5]))
+    assert decode(encode(d)) == d
+    assert from_json(to_json(d)) == d
+
+
+def test_json_with_a_naive_time_is_refused_naming_ts():
+    obj = msgspec.json.decode(to_json(GOOD))
+    obj["ts"] = obj["ts"].rstrip("Z")
+    text = msgspec.json.encode(obj)
+    with pytest.raises(ValidationError) as e:
+        from_json(text, index=3)
+    assert e.value.field == "ts" and e.value.index == 3
+
+
+def test_decode_error_for_bytes_that_are_not_a_delta():
+    with pytest.raises(braidlog.DecodeError):
+        decode(b"\x93\x01\x02")
+
+
+def test_delta_builder_defaults():
+    d = braidlog.delta("b", "message", {"text": "hi"}, provenance="assistant")
+    assert d.provenance == Provenance("assistant") and d.ts.tzinfo is not None
+    assert validate(d)[0].ts.utcoffset() == timedelta(0)
+
+
+class V1(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+
+
+class V2(msgspec.Struct, forbid_unknown_fields=True):
+    first: str
+    last: str = ""
+
+
+def upcast(p):
+    first, _, last = p["name"].partition(" ")
+    return {"first": first, "last": last}
+
+
+def test_old_payloads_are_upcast_on_read_and_never_rewritten(tmp_path):
+    reg = Registry()
+    reg.declare("person", V1, owner="test")
+    log = braidlog.LmdbLog(tmp_path / "s", registry=reg)
+    old = GenericDelta(braid_id="b", kind="person", ts=T0, provenance=Provenance("user"),
+                       confidence=1.0, payload={"name": "Ada Lovelace"})
+    log.append(old)
+    stored_before = log.body(1)
+    reg.declare("person", V2, owner="test", version=2, previous={1: V1}, upcasters={1: upcast})
+    assert reg["person"].typed(log.read(1).delta.payload) == V2("Ada", "Lovelace")
+    new = msgspec.structs.replace(old, id=braidlog.new_id(), payload={"first": "Grace"})
+    log.append(new)
+    assert log.read(2).delta.payload == {"first": "Grace", "_v": 2}
+    assert braidlog.typed(log.read(2).delta, reg) == V2("Grace")
+    assert log.body(1) == stored_before
+    with pytest.raises(ValidationError, match=r"payload._v"):
+        log.append(msgspec.structs.replace(old, id=braidlog.new_id(), payload={"name": "x", "_v": 7}))
+    log.close()
+
+
+def test_registry_refuses_a_second_owner_and_bad_versions():
+    reg = Registry()
+    reg.declare("thing", V1, owner="a")
+    with pytest.raises(ValidationError, match="already owned by 'a'"):
+        reg.declare("thing", V1, owner="b")
+    with pytest.raises(ValidationError, match="needs schemas and upcasters"):
+        reg.declare("other", V2, owner="a", version=2)
+    with pytest.raises(ValidationError, match="letters, digits"):
+        reg.declare("bad kind!", V1, owner="a")
+
+
+def test_minimum_kinds_are_declared():
+    for kind in braidlog.MINIMUM_KINDS:
+        assert kind in braidlog.REGISTRY

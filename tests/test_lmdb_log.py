@@ -1,0 +1,183 @@
+"""LmdbLog beyond the contract: persistence, format, growth, fork, tampering, read-only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import lmdb
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from braidlog import IntegrityError, LmdbLog, StorageError
+from braidlog.lmdb_log import FORMAT_VERSION
+
+from .conftest import make_delta
+
+
+def test_records_survive_close_and_reopen(lmdb_path):
+    with LmdbLog(lmdb_path) as log:
+        log.append_batch([make_delta(i) for i in range(5)])
+        head = log.head()
+    with LmdbLog(lmdb_path) as log:
+        assert log.head() == head
+        assert log.verify() == head
+        assert log.append(make_delta(5)) == 6
+
+
+def test_a_file_is_not_a_store(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("hello")
+    with pytest.raises(StorageError, match="is a file, not a braidlog store"):
+        LmdbLog(f)
+
+
+def test_a_directory_of_other_files_is_not_a_store(tmp_path):
+    (tmp_path / "x.txt").write_text("hello")
+    with pytest.raises(StorageError, match="not a braidlog store"):
+        LmdbLog(tmp_path)
+
+
+def test_a_foreign_lmdb_environment_is_not_a_store(tmp_path):
+    env = lmdb.open(str(tmp_path / "foreign"), max_dbs=2)
+    with env.begin(write=True) as txn:
+        txn.put(b"k", b"v")
+    env.close()
+    with pytest.raises(StorageError, match="an LMDB environment but not a braidlog store"):
+        LmdbLog(tmp_path / "foreign")
+
+
+def test_a_newer_format_is_refused(lmdb_path):
+    LmdbLog(lmdb_path).close()
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        txn.put(b"format", str(FORMAT_VERSION + 1).encode(), db=meta)
+    env.close()
+    with pytest.raises(StorageError, match=f"format version {FORMAT_VERSION + 1}.*upgrade braidlog"):
+        LmdbLog(lmdb_path)
+
+
+def test_missing_store_without_create(lmdb_path):
+    with pytest.raises(StorageError, match="no store at"):
+        LmdbLog(lmdb_path, create=False)
+
+
+def test_the_map_grows_by_itself(lmdb_path):
+    with LmdbLog(lmdb_path, map_size=64 * 1024) as log:
+        for i in range(40):
+            log.append_batch([make_delta(i * 50 + j, payload={"text": "x" * 500}) for j in range(50)])
+        assert log.head().seq == 2000
+        assert log.stat()["map_size"] > 64 * 1024
+        log.verify()
+
+
+def test_readonly_store_refuses_writes(lmdb_path):
+    LmdbLog(lmdb_path).close()
+    with LmdbLog(lmdb_path, readonly=True) as log:
+        with pytest.raises(StorageError, match="read-only"):
+            log.append(make_delta(0))
+
+
+def test_a_store_used_after_fork_raises_in_the_child(lmdb_path):
+    log = LmdbLog(lmdb_path)
+    log.append(make_delta(0))
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            log.head()
+        except StorageError as e:
+            os._exit(0 if "opened before fork" in str(e) else 2)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert log.head().seq == 1
+    log.close()
+
+
+def _tamper(path, seq: int, offset: int) -> bytes:
+    env = lmdb.open(str(path), max_dbs=16)
+    db = env.open_db(b"log")
+    with env.begin(write=True) as txn:
+        key = seq.to_bytes(8, "big")
+        value = bytearray(txn.get(key, db=db))
+        old = bytes(value)
+        value[offset % len(value)] ^= 0x01
+        txn.put(key, bytes(value), db=db)
+    env.close()
+    return old
+
+
+def _restore(path, seq: int, old: bytes) -> None:
+    env = lmdb.open(str(path), max_dbs=16)
+    db = env.open_db(b"log")
+    with env.begin(write=True) as txn:
+        txn.put(seq.to_bytes(8, "big"), old, db=db)
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def tamper_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tamper") / "store"
+    with LmdbLog(path) as log:
+        log.append_batch([make_delta(i) for i in range(30)])
+    return path
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seq=st.integers(1, 30), offset=st.integers(0, 10_000))
+def test_flipping_any_byte_of_any_record_is_named_by_verify(tamper_store, seq, offset):
+    old = _tamper(tamper_store, seq, offset)
+    try:
+        with LmdbLog(tamper_store, readonly=True) as log:
+            with pytest.raises(IntegrityError) as e:
+                log.verify()
+            assert e.value.seq == seq
+            assert e.value.expected != e.value.found
+    finally:
+        _restore(tamper_store, seq, old)
+    with LmdbLog(tamper_store, readonly=True) as log:
+        log.verify()
+
+
+def test_a_missing_record_is_named(lmdb_path):
+    with LmdbLog(lmdb_path) as log:
+        log.append_batch([make_delta(i) for i in range(5)])
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        txn.delete((3).to_bytes(8, "big"), db=env.open_db(b"log", txn=txn))
+    env.close()
+    with LmdbLog(lmdb_path, readonly=True) as log:
+        with pytest.raises(IntegrityError, match="seq 3 is missing") as e:
+            log.verify()
+        assert e.value.seq == 3
+
+
+def test_second_writer_process_waits_for_the_first(lmdb_path):
+    """LMDB's writer lock: a second process's write blocks until the first commits, then lands."""
+    LmdbLog(lmdb_path).close()
+    code = f"""
+import sys, time
+sys.path.insert(0, {os.getcwd()!r})
+from braidlog import LmdbLog
+from tests.conftest import make_delta
+t = time.monotonic()
+log = LmdbLog({str(lmdb_path)!r})
+seq = log.append(make_delta(1, braid="second"))
+print(seq, round(time.monotonic() - t, 3))
+"""
+    log = LmdbLog(lmdb_path)
+    with log._env.begin(write=True) as txn:  # hold the writer lock, as a long commit would
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        try:
+            proc.wait(timeout=1.0)
+            pytest.fail("the second writer did not wait")
+        except subprocess.TimeoutExpired:
+            pass
+        txn.put(b"probe", b"1", db=log._db["meta"])
+    out, _ = proc.communicate(timeout=30)
+    seq, waited = out.split()
+    assert int(seq) == 1 and float(waited) >= 0.5
+    assert log.braid_head("second") == (1, 1)
+    log.close()
