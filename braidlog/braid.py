@@ -38,7 +38,7 @@ Point = int | str | datetime
 def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 - the API's verb
          projections: Iterable[Projection] | None = None, durable: bool = True,
          readonly: bool = False, create: bool = True, checkpoint_every: int = 5000,
-         retries: int = 16, registry: Registry = REGISTRY, **store_options: Any) -> Braid:
+         retries: int = 2, registry: Registry = REGISTRY, **store_options: Any) -> Braid:
     """Open (or create) the store at ``path`` and keep ``projections`` live on it.
 
     ``path=None`` gives an in-memory store. ``projections=None`` loads every projection of the
@@ -62,13 +62,14 @@ class Braid:
     """A store plus its live projections: append, execute commands, travel in time."""
 
     def __init__(self, store: LogStore, projections: Iterable[Projection] = (), *,
-                 checkpoint_every: int = 5000, retries: int = 16) -> None:
+                 checkpoint_every: int = 5000, retries: int = 2) -> None:
         if checkpoint_every < 1:
             raise ValidationError("checkpoint_every", "must be at least 1")
         self.log = store
         self.checkpoint_every = checkpoint_every
         self.retries = retries
         self.notices: list[str] = []
+        self._deferred: list[int] | None = None
         self._projections: dict[str, Projection] = {}
         for p in projections:
             if p.name in self._projections:
@@ -135,6 +136,9 @@ class Braid:
         return head
 
     def _checkpoint_all(self, seq: int) -> None:
+        if self._deferred is not None:  # inside the writer lock: write after it is released
+            self._deferred.append(seq)
+            return
         for p, state in zip(self._order, self._states):
             if seq not in self.log.checkpoint_seqs(p.name, p.version)[-1:]:
                 write_checkpoint(self.log, p, seq, state)
@@ -188,20 +192,40 @@ class Braid:
         if now is not None and now.tzinfo is None:
             raise ValidationError("now", "must be a timezone-aware datetime")
         i = self._index(decider.name)
-        for _ in range(self.retries + 1):
-            head = self.catch_up()
+
+        def decide(head: int) -> list[GenericDelta]:
             ctx = Context(now=now or datetime.now(timezone.utc), braid_id=braid_id,
                           provenance=provenance, confidence=confidence, head=head,
                           log=ReadView(self.log, head))
-            deltas = decider.decide(command, self._states[i], ctx)
+            return decider.decide(command, self._states[i], ctx)
+
+        for _ in range(self.retries):
+            head = self.catch_up()
+            deltas = decide(head)
             if not deltas:
                 return []
             try:
                 return self.log.commit(deltas, expected_head=head, expected_version=expected_version)
             except StaleHead:
                 continue
-        raise ConflictError(f"gave up after {self.retries + 1} attempts: other writers kept "
-                            "appending; try again", expected=head, actual=self.log.head().seq)
+        return self._execute_locked(decide, expected_version)
+
+    def _execute_locked(self, decide, expected_version) -> list[Record]:
+        """Catch up and decide while holding the writer lock: no other writer can get in."""
+        def prepare(head: Head) -> list[GenericDelta]:
+            self.catch_up()
+            if self.seq != head.seq:
+                raise ConflictError(f"the live state stands at {self.seq}, the head at {head.seq}",
+                                    expected=head.seq, actual=self.seq)
+            return decide(head.seq)
+
+        self._deferred = []
+        try:
+            return self.log.commit_locked(prepare, expected_version=expected_version)
+        finally:
+            pending, self._deferred = self._deferred, None
+            if pending:  # the states stand at the head they were caught up to: checkpoint there
+                self._checkpoint_all(self.seq)
 
     # -- reading -------------------------------------------------------------------------------
     def head(self) -> Head:

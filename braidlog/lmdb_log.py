@@ -53,6 +53,7 @@ _open_stores: weakref.WeakSet[LmdbLog] = weakref.WeakSet()
 def _forked() -> None:
     for store in list(_open_stores):
         store._forked = True
+    _shared.clear()  # the child opens its own environments; the parent's are not touched
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -73,16 +74,20 @@ class _Gate:
         self._cv = threading.Condition()
         self._active = 0
         self._exclusive = False
+        self._local = threading.local()
 
     @contextmanager
     def shared(self) -> Iterator[None]:
+        depth = getattr(self._local, "depth", 0)
         with self._cv:
-            while self._exclusive:
+            while self._exclusive and not depth:  # a thread already inside never waits: no deadlock
                 self._cv.wait()
             self._active += 1
+        self._local.depth = depth + 1
         try:
             yield
         finally:
+            self._local.depth = depth
             with self._cv:
                 self._active -= 1
                 if not self._active:
@@ -104,6 +109,69 @@ class _Gate:
                 self._cv.notify_all()
 
 
+_shared: dict[str, _Shared] = {}
+_shared_lock = threading.Lock()
+
+
+class _Shared:
+    """One LMDB environment per path per process (LMDB forbids opening one twice), shared by
+    every LmdbLog of that path and closed with the last of them."""
+
+    def __init__(self, path: Path, *, readonly: bool, create: bool, durable: bool,
+                 map_size: int) -> None:
+        self.readonly = readonly
+        self.users = 0
+        self.gate = _Gate()
+        try:
+            self.env = lmdb.open(
+                str(path), map_size=map_size, max_dbs=len(_DBS) + 4, subdir=True,
+                readonly=readonly, create=create and not readonly, sync=True,
+                metasync=durable, lock=True, readahead=False, max_readers=512,
+            )
+        except lmdb.Error as e:
+            raise StorageError(f"cannot open store at {path}: {e}",
+                               hint="check the path and its permissions") from e
+        try:
+            self.db = self._open_dbs(path)
+        except BaseException:
+            self.env.close()
+            raise
+
+    def _open_dbs(self, path: Path) -> dict[str, Any]:
+        env = self.env
+        with env.begin() as txn:
+            names = {bytes(k) for k, _ in txn.cursor()}
+        if not names and self.readonly:
+            raise StorageError(f"{path} is an empty store", hint="run `braidlog init` first")
+        if names and b"meta" not in names:
+            raise StorageError(f"{path} is an LMDB environment but not a braidlog store",
+                               hint="open it with lmdb directly, or give another path")
+        db: dict[str, Any] = {}
+        if self.readonly:
+            for name in _DBS:
+                db[name] = env.open_db(name.encode(), create=False, dupsort=name in _DUPS,
+                                       dupfixed=name in _DUPS)
+        else:
+            with env.begin(write=True) as txn:
+                for name in _DBS:
+                    db[name] = env.open_db(name.encode(), txn=txn, dupsort=name in _DUPS,
+                                           dupfixed=name in _DUPS)
+                if txn.get(b"format", db=db["meta"]) is None:
+                    txn.put(b"format", str(FORMAT_VERSION).encode(), db=db["meta"])
+                    txn.put(b"engine", b"braidlog", db=db["meta"])
+        with env.begin() as txn:
+            raw = txn.get(b"format", db=db["meta"])
+        version = int(raw) if raw is not None else 0
+        if version > FORMAT_VERSION:
+            raise StorageError(
+                f"{path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
+                hint="upgrade braidlog to open it")
+        if version < 1:
+            raise StorageError(f"{path} has no braidlog format version", hint="not a braidlog store")
+        self.format_version = version
+        return db
+
+
 class LmdbLog:
     """The log in an LMDB environment at ``path`` (a directory).
 
@@ -120,22 +188,22 @@ class LmdbLog:
         self.durable = durable
         self.readonly = readonly
         self._forked = False
-        self._gate = _Gate()
         self._check_path(create and not readonly)
-        try:
-            self._env = lmdb.open(
-                str(self.path), map_size=map_size, max_dbs=len(_DBS) + 4, subdir=True,
-                readonly=readonly, create=create and not readonly, sync=True,
-                metasync=durable, lock=True, readahead=False, max_readers=512,
-            )
-        except lmdb.Error as e:
-            raise StorageError(f"cannot open store at {self.path}: {e}",
-                               hint="check the path and its permissions") from e
-        try:
-            self._open_dbs()
-        except BaseException:
-            self._env.close()
-            raise
+        key = os.path.realpath(self.path)
+        with _shared_lock:
+            shared = _shared.get(key)
+            if shared is None:
+                shared = _Shared(self.path, readonly=readonly, create=create, durable=durable,
+                                 map_size=map_size)
+                _shared[key] = shared
+            elif shared.readonly and not readonly:
+                raise StorageError(f"{self.path} is already open read-only in this process",
+                                   hint="close the read-only store first, or open this one read-only")
+            shared.users += 1
+        self._key = key
+        self._shared_env = shared
+        self._env, self._db, self._gate = shared.env, shared.db, shared.gate
+        self.format_version = shared.format_version
         _open_stores.add(self)
 
     # -- opening -----------------------------------------------------------------------------
@@ -149,40 +217,6 @@ class LmdbLog:
                                hint="give an empty or new directory to create one")
         if not p.exists() and not create:
             raise StorageError(f"no store at {p}", hint="run `braidlog init` or pass create=True")
-
-    def _open_dbs(self) -> None:
-        env = self._env
-        with env.begin() as txn:
-            names = {bytes(k) for k, _ in txn.cursor()}
-        if not names and self.readonly:
-            raise StorageError(f"{self.path} is an empty store", hint="run `braidlog init` first")
-        if names and b"meta" not in names:
-            raise StorageError(f"{self.path} is an LMDB environment but not a braidlog store",
-                               hint="open it with lmdb directly, or give another path")
-        self._db: dict[str, Any] = {}
-        if self.readonly:
-            for name in _DBS:
-                self._db[name] = env.open_db(name.encode(), create=False, dupsort=name in _DUPS,
-                                             dupfixed=name in _DUPS)
-        else:
-            with env.begin(write=True) as txn:
-                for name in _DBS:
-                    self._db[name] = env.open_db(name.encode(), txn=txn, dupsort=name in _DUPS,
-                                                 dupfixed=name in _DUPS)
-                meta = self._db["meta"]
-                if txn.get(b"format", db=meta) is None:
-                    txn.put(b"format", str(FORMAT_VERSION).encode(), db=meta)
-                    txn.put(b"engine", b"braidlog", db=meta)
-        with env.begin() as txn:
-            raw = txn.get(b"format", db=self._db["meta"])
-        version = int(raw) if raw is not None else 0
-        if version > FORMAT_VERSION:
-            raise StorageError(
-                f"{self.path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
-                hint="upgrade braidlog to open it")
-        if version < 1:
-            raise StorageError(f"{self.path} has no braidlog format version", hint="not a braidlog store")
-        self.format_version = version
 
     # -- transactions --------------------------------------------------------------------------
     def _alive(self) -> None:
@@ -249,6 +283,17 @@ class LmdbLog:
         """Append deltas atomically; return the records written (none for a pure retry)."""
         return [Record(s.seq, s.hash, s.delta)
                 for s in self._append(deltas, expected_version, expected_head)[0]]
+
+    def commit_locked(self, prepare: Callable[[Head], Iterable[Any]], *,
+                      expected_version: int | Mapping[str, int] | None = None) -> list[Record]:
+        """Hold the writer lock, call ``prepare(head)``, append what it returns in the same
+        transaction. No other writer can append in between, so nothing decided in ``prepare``
+        can be stale. ``prepare`` may read the store but must not write to it."""
+        def fn(txn):
+            head = self._head_in(txn)[0]
+            staged, _ = self._append_in(txn, list(prepare(head)), expected_version, head.seq)
+            return [Record(s.seq, s.hash, s.delta) for s in staged]
+        return self._write(fn)
 
     def _append(self, deltas: Iterable[Any], expected_version, expected_head
                 ) -> tuple[list[Staged], list[int]]:
@@ -570,9 +615,19 @@ class LmdbLog:
         self._env.sync(True)
 
     def close(self) -> None:
-        if getattr(self, "_env", None) is not None and not self._forked:
-            self._env.close()
+        """Release the store; the environment closes with the last LmdbLog of its path."""
+        shared = getattr(self, "_shared_env", None)
+        if shared is None:
+            return
+        self._shared_env = None
         _open_stores.discard(self)
+        with _shared_lock:
+            shared.users -= 1
+            if shared.users == 0:
+                if _shared.get(self._key) is shared:
+                    del _shared[self._key]
+                if not self._forked:
+                    shared.env.close()
 
     def __enter__(self) -> LmdbLog:
         return self

@@ -18,6 +18,7 @@ The log's invariants (docs/requirements.md numbers them):
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -114,6 +115,8 @@ class LogStore(Protocol):
     def commit(self, deltas: Iterable[GenericDelta], *,
                expected_version: int | Mapping[str, int] | None = None,
                expected_head: int | None = None) -> list[Record]: ...
+    def commit_locked(self, prepare: Callable[[Head], Iterable[GenericDelta]], *,
+                      expected_version: int | Mapping[str, int] | None = None) -> list[Record]: ...
     def read(self, seq: int) -> Record: ...
     def get(self, delta_id: str) -> Record | None: ...
     def seq_of(self, delta_id: str) -> int | None: ...
@@ -245,6 +248,7 @@ class MemoryLog:
         self._braids: dict[str, BraidHead] = {}
         self._dims: dict[str, int] = {}
         self._checkpoints: dict[tuple[str, int, int], bytes] = {}
+        self._lock = threading.RLock()  # the single writer
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, delta: GenericDelta, *, expected_version: int | None = None) -> int:
@@ -264,7 +268,19 @@ class MemoryLog:
         return [Record(s.seq, s.hash, s.delta)
                 for s in self._append(deltas, expected_version, expected_head)[0]]
 
+    def commit_locked(self, prepare: Callable[[Head], Iterable[GenericDelta]], *,
+                      expected_version: int | Mapping[str, int] | None = None) -> list[Record]:
+        """Call ``prepare(head)`` holding the writer lock and append its deltas atomically."""
+        with self._lock:
+            head = self.head()
+            return self.commit(list(prepare(head)), expected_version=expected_version,
+                               expected_head=head.seq)
+
     def _append(self, deltas, expected_version, expected_head):
+        with self._lock:
+            return self._append_unlocked(deltas, expected_version, expected_head)
+
+    def _append_unlocked(self, deltas, expected_version, expected_head):
         staged, seqs = stage(
             deltas, registry=self.registry, head=self.head(), hw=self._hw[-1] if self._hw else 0,
             lookup=self._lookup, braid_version=lambda b: self.braid_head(b).version,

@@ -1,0 +1,79 @@
+"""``braidlog bench``: braidlog and its peers measured side by side on this machine, in one run."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+from .. import bench
+from .util import console, write_json
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench", help="measure braidlog against raw LMDB, sqlite3 and eventsourcing here",
+        description="Time realistic agent workloads (batched and single durable appends, "
+        "concurrent appenders with and without group commit, scan and verify, replay, time "
+        "travel, recall) on braidlog and on every installed peer, with identical data, and "
+        "print each figure as the median and spread of repeated runs with its ratio to "
+        "braidlog. Peers: raw LMDB (the ceiling), sqlite3, and the eventsourcing library "
+        "(pip install 'braidlog[bench]'). docs/benchmarks.md explains how to read the table.")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and 3 repeats: finishes in under a minute")
+    p.add_argument("--json", action="store_true", help="the full report as JSON on stdout")
+    p.add_argument("--size", type=int, default=None, metavar="N",
+                   help="deltas in the append, scan, replay and time-travel logs "
+                   "(default 100,000; 5,000 with --quick)")
+    p.add_argument("--seed", type=int, default=7, metavar="S",
+                   help="seed of the generated workload (default 7)")
+    p.add_argument("--repeat", type=int, default=None, metavar="R",
+                   help="repeats of every workload (default 5; 3 with --quick)")
+    p.add_argument("--only", action="append", default=None, metavar="WORKLOAD",
+                   help=f"run only these workloads (repeatable or comma-separated): "
+                   f"{', '.join(bench.WORKLOADS)}")
+    p.add_argument("--dir", default=None, metavar="PATH",
+                   help="where the temporary stores go (default: the system's temp dir); "
+                   "the storage under it is part of what is measured")
+    p.set_defaults(handler=cmd_bench)
+
+
+def cmd_bench(args: Any, out: IO[str]) -> int:
+    only = None
+    if args.only:
+        only = [w.strip() for item in args.only for w in item.split(",") if w.strip()]
+    config = bench.Config.make(quick=args.quick, size=args.size, seed=args.seed,
+                               repeat=args.repeat, only=only, dir=args.dir)
+    with _progress() as (step, total):
+        report = bench.run(config, step=step, total=total)
+    if args.json:
+        write_json(out, report)
+    else:
+        bench.render(report, console(out))
+    return 0
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[tuple[Any, Any]]:
+    """A rich progress bar on a terminal; plain lines on stderr otherwise (logs, CI)."""
+    if not sys.stderr.isatty():
+        def step(label: str) -> None:
+            print(f"braidlog bench: {label}", file=sys.stderr, flush=True)
+
+        yield step, None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("braidlog bench", total=None)
+
+        def step(label: str) -> None:
+            bar.update(task, description=label, advance=1)
+
+        def total(n: int) -> None:
+            bar.update(task, total=n)
+
+        yield step, total

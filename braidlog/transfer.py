@@ -1,0 +1,643 @@
+"""Moving a store: JSON Lines export and import, backup and restore, and stats.
+
+**Export** writes one JSON object a line: a header, one line per record, and an end line::
+
+    {"braidlog":"export","format":1,"scope":"log","start":1,"stop":4,"braid":null,"prev":"00…"}
+    {"seq":1,"hash":"<hex>","body":"<base64>","delta":{…the delta as JSON…}}
+    …
+    {"end":true,"count":3,"head":"3:<hex>"}
+
+``body`` is the record's exact stored bytes (``hw || canonical delta``), ``hash`` its chain
+hash, ``delta`` the same delta as JSON for people (it must match ``body``). A log export covers
+the seq range [start, stop) and continues the chain from ``prev``, the chain hash at seq
+start - 1. A braid export (``braid=``) holds only that braid's records: it is not a piece of the
+chain (the records between them are missing), so its hashes cannot be checked on their own.
+
+**Import** of a log export reproduces the records byte for byte: the target store must stand
+exactly where the export starts (empty for an export from seq 1, or at head ``start - 1`` with
+hash ``prev``, so consecutive range exports can be imported one after another). Every line is
+checked as it is read (JSON shape, seq order, the delta JSON against the body, the hw, the chain
+hash, the payload schema) and the first bad line is refused, naming it; nothing is written until
+the whole file passed, and then all of it is appended in one transaction (``expected_head``), so
+a refused import leaves the target exactly as it was. A braid export (or any export with
+``as_new=True``) is imported as new deltas: same ids and delta bytes, appended after the target's
+head with new seqs and hashes; deltas already present with identical bytes are skipped.
+
+**Backup** is LMDB's compacting copy taken inside one read transaction: consistent while a
+writer appends. **Restore** copies a backup into a new directory beside the target, verifies the
+chain, the head recorded at backup time and every checkpoint there, and only then moves it into
+place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import msgspec
+from msgspec import Struct
+
+from .chain import GENESIS, HASH_SIZE, link
+from .delta import GenericDelta, decode, validate
+from .errors import ConflictError, DecodeError, IntegrityError, StorageError, ValidationError
+from .kinds import REGISTRY, Registry
+from .projection import Projection
+from .replay import Checkpoint, decode_state
+from .store import Head, LogStore, Progress, ts_micros
+
+__all__ = [
+    "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
+    "ImportReport", "BackupReport", "CheckpointCheck", "RestoreReport", "Stats",
+    "export", "import_", "read_export", "backup", "restore", "check_checkpoints", "stats",
+]
+
+FORMAT = 1
+#: The file a backup directory carries beside data.mdb: the head it holds, when and from where.
+MANIFEST = "braidlog-backup.json"
+HW_SIZE = 8
+
+
+# ------------------------------------------------------------------------------- the format
+
+class ExportHeader(Struct, frozen=True, forbid_unknown_fields=True):
+    """The first line of an export."""
+
+    braidlog: Literal["export"]
+    format: int
+    scope: Literal["log", "braid"]
+    start: int
+    stop: int
+    braid: str | None = None
+    prev: str | None = None
+
+
+class ExportLine(Struct, frozen=True, forbid_unknown_fields=True):
+    """One record: its seq, chain hash (hex), stored bytes (base64 in JSON) and the delta."""
+
+    seq: int
+    hash: str
+    body: bytes
+    delta: GenericDelta
+
+
+class ExportEnd(Struct, frozen=True, forbid_unknown_fields=True):
+    """The last line: how many records the file holds and the last one's seq and hash."""
+
+    end: bool
+    count: int
+    head: str
+
+
+class ExportReport(Struct, frozen=True):
+    """What an export wrote."""
+
+    scope: str
+    start: int
+    stop: int
+    count: int
+    head: str
+    braid: str | None = None
+
+
+class ImportReport(Struct, frozen=True):
+    """What an import appended: ``written`` new records, ``skipped`` already present."""
+
+    scope: str
+    lines: int
+    written: int
+    skipped: int
+    first: int
+    last: int
+    head: str
+    as_new: bool
+
+
+_json = msgspec.json.Encoder(order="deterministic")
+_line_decoder = msgspec.json.Decoder(ExportLine)
+_header_decoder = msgspec.json.Decoder(ExportHeader)
+_end_decoder = msgspec.json.Decoder(ExportEnd)
+
+
+# ---------------------------------------------------------------------------------- export
+
+@contextlib.contextmanager
+def _writer(out: IO[str] | str | os.PathLike[str]) -> Iterator[IO[str]]:
+    if isinstance(out, (str, os.PathLike)):
+        with open(out, "w", encoding="utf-8", newline="\n") as f:
+            yield f
+    else:
+        yield out
+
+
+def export(store: LogStore, out: IO[str] | str | os.PathLike[str], *, start: int = 1,
+           stop: int | None = None, braid: str | None = None,
+           progress: Progress | None = None) -> ExportReport:
+    """Write records [start, stop) (default: to the head now) as JSON Lines; only ``braid``'s
+    records when given. The head is read once, so a writer appending meanwhile is not exported."""
+    head = store.head()
+    stop = head.seq + 1 if stop is None else stop
+    if start < 1:
+        raise ValidationError("start", f"must be at least 1, got {start}")
+    if stop < start or stop > head.seq + 1:
+        raise ValidationError("stop", f"must be in {start}..{head.seq + 1} (the log holds 1..{head.seq}), got {stop}")
+    scope = "log" if braid is None else "braid"
+    prev = store.hash_at(start - 1).hex() if braid is None else None
+    header = ExportHeader("export", FORMAT, scope, start, stop, braid, prev)
+    count, last = 0, Head(start - 1, bytes.fromhex(prev) if prev else GENESIS)
+    with _writer(out) as f:
+        f.write(_json.encode(header).decode() + "\n")
+        for seq, h, body in _bodies(store, start, stop, braid):
+            line = ExportLine(seq, h.hex(), body, decode(body[HW_SIZE:]))
+            f.write(_json.encode(line).decode() + "\n")
+            count += 1
+            last = Head(seq, h)
+            if progress is not None and not count % 16384:
+                progress(count)
+        f.write(_json.encode(ExportEnd(True, count, str(last))).decode() + "\n")
+    if progress is not None:
+        progress(count)
+    return ExportReport(scope, start, stop, count, str(last), braid)
+
+
+def _bodies(store: LogStore, start: int, stop: int, braid: str | None
+            ) -> Iterator[tuple[int, bytes, bytes]]:
+    if braid is None:
+        yield from store.scan_bodies(start, stop)
+        return
+    for rec in store.scan_braid(braid, start, stop):
+        yield rec.seq, rec.hash, store.body(rec.seq)
+
+
+# ---------------------------------------------------------------------------------- import
+
+def _lines(source: IO[str] | str | os.PathLike[str] | Iterable[str]) -> Iterator[str]:
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, encoding="utf-8", newline="") as f:
+            yield from f
+    else:
+        yield from source
+
+
+def _refuse(n: int, message: str, *, seq: int | None = None, integrity: bool = True,
+            expected: bytes | None = None, found: bytes | None = None) -> Exception:
+    text = f"line {n}: {message}; nothing was imported"
+    if integrity:
+        e: Exception = IntegrityError(text, seq=seq, expected=expected, found=found)
+    else:
+        e = ValidationError(f"line {n}", f"{message}; nothing was imported")
+    e.line = n  # type: ignore[attr-defined]
+    return e
+
+
+class _Parsed(Struct, frozen=True):
+    header: ExportHeader
+    deltas: list[GenericDelta]
+    bodies: list[bytes]
+    seqs: list[int]
+    hashes: list[bytes]
+    end: ExportEnd
+    lines: int
+
+
+def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
+                registry: Registry = REGISTRY, hw: int | None = None,
+                chain: bool = True) -> _Parsed:
+    """Read and check an export line by line; the first bad line raises, naming it.
+
+    ``hw`` is the high-water time of the record before the export (the target's), used to check
+    the first record's hw; ``chain=False`` skips the chain checks (for a braid export).
+    """
+    header: ExportHeader | None = None
+    end: ExportEnd | None = None
+    deltas: list[GenericDelta] = []
+    bodies: list[bytes] = []
+    seqs: list[int] = []
+    hashes: list[bytes] = []
+    prev = GENESIS
+    n = 0
+    for n, raw in enumerate(_lines(source), 1):
+        text = raw.rstrip("\r\n")
+        if not raw.endswith("\n"):
+            raise _refuse(n, "the line is cut off (no newline at its end): the file was truncated")
+        if header is None:
+            header = _header(n, text)
+            if header.scope == "log":
+                prev = _hex(n, header.prev, "prev")
+            chain = chain and header.scope == "log"
+            continue
+        if end is not None:
+            raise _refuse(n, "text after the end line")
+        try:
+            line = _line_decoder.decode(text)
+        except msgspec.ValidationError as e:
+            if _is_end(text):
+                end = _end(n, text)
+                continue
+            raise _refuse(n, f"not an export record: {e}", integrity=False) from None
+        except msgspec.DecodeError as e:
+            raise _refuse(n, f"not JSON: {e}", integrity=False) from None
+        seq, body = line.seq, line.body
+        want = (seqs[-1] + 1) if seqs else header.start
+        if header.scope == "log" and seq != want:
+            raise _refuse(n, f"expected seq {want}, found seq {seq}: lines were reordered, "
+                          "dropped or duplicated", seq=want)
+        if header.scope == "braid" and (seqs and seq <= seqs[-1] or not header.start <= seq < header.stop):
+            raise _refuse(n, f"seq {seq} is out of order or outside {header.start}..{header.stop - 1}: "
+                          "lines were reordered or duplicated", seq=seq)
+        found = _hex(n, line.hash, "hash")
+        if len(body) <= HW_SIZE:
+            raise _refuse(n, "the body is too short to be a record", seq=seq)
+        try:
+            stored = decode(body[HW_SIZE:])
+        except DecodeError as e:
+            raise _refuse(n, f"the body is not a delta ({e})", seq=seq) from None
+        if stored != line.delta:
+            raise _refuse(n, f"the delta JSON differs from the record bytes (delta {stored.id}): "
+                          "one of them was edited", seq=seq)
+        if header.scope == "braid" and stored.braid_id != header.braid:
+            raise _refuse(n, f"the delta belongs to braid {stored.braid_id!r}, not {header.braid!r}",
+                          seq=seq)
+        record_hw = int.from_bytes(body[:HW_SIZE], "big")
+        t = ts_micros(stored.ts)
+        if chain:
+            before = hw if not seqs else int.from_bytes(bodies[-1][:HW_SIZE], "big")
+            if (before is not None and record_hw != max(before, t)) or record_hw < t:
+                raise _refuse(n, f"the record's high-water time {record_hw} does not follow from "
+                              "the deltas before it: the body was edited", seq=seq)
+            expected = link(prev, seq, body)
+            if expected != found:
+                raise _refuse(n, f"chain broken at seq {seq}: expected hash {expected.hex()}, "
+                              f"found {found.hex()}: the record or its hash was edited",
+                              seq=seq, expected=expected, found=found)
+            prev = found
+        try:
+            checked, data = validate(stored, registry)
+        except ValidationError as e:
+            raise _refuse(n, f"delta {stored.id} is refused by its schema ({e}); declare its kind "
+                          "(import the module that owns it) before importing", integrity=False) from None
+        if data != body[HW_SIZE:]:
+            raise _refuse(n, f"delta {stored.id} re-encodes to other bytes than stored: it was "
+                          "written by another version of its schema or encoder", seq=seq)
+        deltas.append(checked)
+        bodies.append(body)
+        seqs.append(seq)
+        hashes.append(found)
+    if header is None:
+        raise _refuse(1, "the file is empty: an export starts with its header line", integrity=False)
+    if end is None:
+        after = f"after seq {seqs[-1]}" if seqs else "before any record"
+        raise _refuse(n + 1, f"the file ends {after}, without its end line: it was truncated")
+    if end.count != len(seqs):
+        raise _refuse(n, f"the end line counts {end.count} record(s), the file holds {len(seqs)}: "
+                      "records were dropped or added")
+    last = f"{seqs[-1]}:{hashes[-1].hex()}" if seqs else str(Head(header.start - 1, prev))
+    if end.head != last:
+        raise _refuse(n, f"the end line names head {end.head}, the records end at {last}")
+    if header.scope == "log" and seqs and seqs[-1] != header.stop - 1:
+        raise _refuse(n, f"the header promises seqs {header.start}..{header.stop - 1}, the records "
+                      f"end at {seqs[-1]}: it was truncated")
+    return _Parsed(header, deltas, bodies, seqs, hashes, end, n)
+
+
+def _header(n: int, text: str) -> ExportHeader:
+    try:
+        header = _header_decoder.decode(text)
+    except msgspec.MsgspecError as e:
+        raise _refuse(n, f"not a braidlog export header ({e})", integrity=False) from None
+    if header.format != FORMAT:
+        raise _refuse(n, f"export format {header.format} is not supported (this braidlog reads "
+                      f"format {FORMAT})", integrity=False)
+    if header.start < 1 or header.stop < header.start:
+        raise _refuse(n, f"the range {header.start}..{header.stop} is empty or invalid", integrity=False)
+    if header.scope == "braid" and not header.braid:
+        raise _refuse(n, "a braid export must name its braid", integrity=False)
+    if header.scope == "log" and header.prev is None:
+        raise _refuse(n, "a log export must carry prev, the chain hash before its first record",
+                      integrity=False)
+    return header
+
+
+def _is_end(text: str) -> bool:
+    try:
+        obj = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(obj, dict) and "end" in obj
+
+
+def _end(n: int, text: str) -> ExportEnd:
+    try:
+        end = _end_decoder.decode(text)
+    except msgspec.MsgspecError as e:
+        raise _refuse(n, f"not an end line ({e})", integrity=False) from None
+    if end.end is not True:
+        raise _refuse(n, "the end line must say \"end\": true", integrity=False)
+    return end
+
+
+def _hex(n: int, text: str | None, name: str) -> bytes:
+    try:
+        value = bytes.fromhex(text or "")
+    except ValueError:
+        value = b""
+    if len(value) != HASH_SIZE:
+        raise _refuse(n, f"{name} must be a {HASH_SIZE * 2}-digit hex hash, got {text!r}")
+    return value
+
+
+def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
+            as_new: bool = False, against: Head | str | None = None) -> ImportReport:
+    """Import an export into ``store``: all of it in one transaction, or nothing.
+
+    A log export must start where the store stands (an empty store for an export from seq 1):
+    records are reproduced byte for byte with the same hashes. ``as_new`` (required for a braid
+    export) appends the deltas after the store's head as new records instead. ``against``
+    (``SEQ:HASH``, or a Head) must be a head the export reaches, e.g. one written down at the
+    source: the import is refused unless the export's chain passes through it.
+    """
+    if isinstance(against, str):
+        against = Head.parse(against)
+    head = store.head()
+    hw = int.from_bytes(store.body(head.seq)[:HW_SIZE], "big") if head.seq else 0
+    parsed = read_export(source, registry=store.registry, hw=None if as_new else hw)
+    h = parsed.header
+    if against is not None:
+        _check_against(parsed, against)
+    if h.scope == "braid" and not as_new:
+        raise _refuse(1, f"a braid export (braid {h.braid!r}) is not a prefix of the chain, so its "
+                      "records cannot be reproduced with their seqs and hashes; import it with "
+                      "as_new=True (--as-new) to append its deltas as new records", integrity=False)
+    if as_new:
+        records = store.commit(parsed.deltas)
+        after = store.head()
+        return ImportReport(h.scope, parsed.lines, len(records), len(parsed.deltas) - len(records),
+                            records[0].seq if records else 0, records[-1].seq if records else 0,
+                            str(after), True)
+    prev = bytes.fromhex(h.prev or "")
+    if head != Head(h.start - 1, prev):
+        where = "an empty store" if h.start == 1 else f"a store at head {Head(h.start - 1, prev)}"
+        raise ConflictError(
+            f"the target store is at head {head}; this export continues the chain from seq "
+            f"{h.start - 1}, so it imports only into {where}; nothing was imported",
+            expected=Head(h.start - 1, prev), actual=head)
+    if not parsed.deltas:
+        return ImportReport(h.scope, parsed.lines, 0, 0, 0, 0, str(head), False)
+    seqs = store.append_batch(parsed.deltas, expected_head=head.seq)
+    after = store.head()
+    if seqs != parsed.seqs or after != Head(parsed.seqs[-1], parsed.hashes[-1]):
+        raise IntegrityError(f"the store wrote the export at seqs {seqs[0]}..{seqs[-1]} with head "
+                             f"{after}, not {parsed.end.head}", seq=seqs[0])
+    return ImportReport(h.scope, parsed.lines, len(seqs), 0, seqs[0], seqs[-1], str(after), False)
+
+
+def _check_against(parsed: _Parsed, against: Head) -> None:
+    h = parsed.header
+    if h.scope != "log":
+        raise ValidationError("against", "a braid export carries no chain to check a head against")
+    if against.seq == h.start - 1:
+        found = bytes.fromhex(h.prev or "")
+    elif h.start <= against.seq <= (parsed.seqs[-1] if parsed.seqs else 0):
+        found = parsed.hashes[against.seq - h.start]
+    else:
+        raise ValidationError("against", f"seq {against.seq} is outside the export "
+                              f"({h.start - 1}..{parsed.seqs[-1] if parsed.seqs else h.start - 1})")
+    if found != against.hash:
+        raise IntegrityError(f"the export's chain at seq {against.seq} is {found.hex()}, not the "
+                             f"{against.hash.hex()} given: it is not the log that head was taken "
+                             "from; nothing was imported", seq=against.seq, expected=against.hash,
+                             found=found)
+
+
+# ----------------------------------------------------------------------- backup and restore
+
+class BackupReport(Struct, frozen=True):
+    """A backup: where, the head it holds, its size in bytes, and its checkpoints."""
+
+    path: str
+    head: str
+    size: int
+    checkpoints: int
+    taken_at: datetime
+
+
+class CheckpointCheck(Struct, frozen=True):
+    """One checkpoint checked: ``status`` ok, or why its state was not decoded."""
+
+    name: str
+    version: int
+    seq: int
+    status: str
+
+
+class RestoreReport(Struct, frozen=True):
+    """A restore that verified: the head, how many deltas, and every checkpoint."""
+
+    path: str
+    head: str
+    verified: int
+    checkpoints: list[CheckpointCheck]
+
+
+def _empty_target(path: Path, what: str) -> None:
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise StorageError(f"{what} {path} exists and is not empty",
+                           hint="give a new path, or move the old one away first")
+
+
+def _lmdb(path: Any, **kw: Any) -> Any:
+    from .lmdb_log import LmdbLog
+
+    return LmdbLog(path, **kw)
+
+
+def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
+    """An online, consistent, compacted copy of ``store`` (an LmdbLog or its path) into the new
+    or empty directory ``dest``, verified against the live log, with a manifest beside it."""
+    dest = Path(dest)
+    _empty_target(dest, "backup target")
+    own = not hasattr(store, "copy")
+    source = _lmdb(store, create=False, readonly=True) if own else store
+    created = not dest.exists()
+    try:
+        source.copy(dest, compact=True)
+        taken_at = datetime.now(timezone.utc)
+        with _lmdb(dest, create=False) as copy:
+            head = copy.head()
+            copy.verify()
+            if source.hash_at(head.seq) != head.hash:
+                raise IntegrityError(f"the backup's head {head} is not on the live log's chain",
+                                     seq=head.seq)
+            ckpts = len(copy.checkpoint_keys())
+        manifest = {"braidlog": "backup", "format": FORMAT, "head": str(head),
+                    "source": str(getattr(source, "path", store)), "taken_at": taken_at.isoformat(),
+                    "checkpoints": ckpts}
+        (dest / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        (dest / "lock.mdb").unlink(missing_ok=True)
+    except BaseException:
+        if created:
+            shutil.rmtree(dest, ignore_errors=True)
+        else:
+            for child in dest.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        raise
+    finally:
+        if own:
+            source.close()
+    size = (dest / "data.mdb").stat().st_size
+    return BackupReport(str(dest), str(head), size, ckpts, taken_at)
+
+
+def check_checkpoints(store: LogStore, projections: Iterable[Projection] | None = None
+                      ) -> list[CheckpointCheck]:
+    """Check every checkpoint: its blob decodes, its digest matches its content, it covers a seq
+    of the log with the log's chain hash there, and (for a loaded projection at that version) its
+    state decodes. The first damaged one raises IntegrityError naming it."""
+    known = {p.name: p for p in (projections or ())}
+    head = store.head().seq
+    decoder = msgspec.msgpack.Decoder(Checkpoint)
+    out = []
+    for name, version, seq in store.checkpoint_keys():
+        label = f"checkpoint {name} v{version} at seq {seq}"
+        raw = store.get_checkpoint(name, version, seq)
+        try:
+            ckpt = decoder.decode(raw or b"")
+        except msgspec.MsgspecError:
+            raise IntegrityError(f"{label} does not decode as a checkpoint", seq=seq) from None
+        if ckpt.seq != seq or not ckpt.intact():
+            raise IntegrityError(f"{label}: its content does not match its digest", seq=seq)
+        if seq > head:
+            raise IntegrityError(f"{label} covers seq {seq} but the log ends at {head}", seq=seq)
+        chain = store.hash_at(seq)
+        if ckpt.chain != chain:
+            raise IntegrityError(f"{label}: it covers chain hash {ckpt.chain.hex()}, the log has "
+                                 f"{chain.hex()}", seq=seq, expected=chain, found=ckpt.chain)
+        p = known.get(name)
+        if p is None:
+            status = "ok (state not decoded: projection not loaded)"
+        elif p.version != version:
+            status = f"ok (stale: the projection is now v{p.version}; ignored on open)"
+        else:
+            try:
+                decode_state(p, ckpt.state)
+            except msgspec.MsgspecError as e:
+                raise IntegrityError(f"{label}: its state does not decode ({e})", seq=seq) from None
+            status = "ok"
+        out.append(CheckpointCheck(name, version, seq, status))
+    return out
+
+
+def restore(backup_dir: str | os.PathLike[str], target: str | os.PathLike[str], *,
+            projections: Iterable[Projection] | None = None,
+            progress: Progress | None = None) -> RestoreReport:
+    """Restore a backup into the new path ``target``: copy it beside the target, verify the
+    chain, the head its manifest recorded and every checkpoint, then move it into place.
+
+    On any failure the target is left absent (or empty, as it was) and the error says why.
+    ``projections`` (default: every shipped one) decode the checkpoint states.
+    """
+    backup_dir, target = Path(backup_dir), Path(target)
+    if not (backup_dir / "data.mdb").exists():
+        raise StorageError(f"{backup_dir} is not a backup (no data.mdb)",
+                           hint="give the directory `braidlog backup` wrote")
+    _empty_target(target, "restore target")
+    if projections is None:
+        projections = _default_projections()
+    manifest = _manifest(backup_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.restoring-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with _lmdb(backup_dir, create=False, readonly=True) as source:
+            source.copy(tmp, compact=True)
+        with _lmdb(tmp, create=False) as restored:
+            head = restored.head()
+            if manifest is not None and str(head) != manifest["head"]:
+                raise IntegrityError(f"the backup holds head {head}, its manifest recorded "
+                                     f"{manifest['head']} when it was taken", seq=head.seq)
+            verified = restored.verify(progress=progress)
+            checks = check_checkpoints(restored, projections)
+        if target.exists():
+            target.rmdir()
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return RestoreReport(str(target), str(head), verified.seq, checks)
+
+
+def _manifest(backup_dir: Path) -> dict[str, Any] | None:
+    path = backup_dir / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        Head.parse(manifest["head"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise IntegrityError(f"{path} is damaged ({e}); restore without it only after checking "
+                             "the head by hand") from None
+    return manifest
+
+
+def _default_projections() -> list[Projection]:
+    try:
+        from projections import default_projections
+    except ImportError:
+        return []
+    return default_projections()
+
+
+# ------------------------------------------------------------------------------------ stats
+
+class Stats(Struct, frozen=True):
+    """What a store holds and how big it is."""
+
+    head: str
+    deltas: int
+    kinds: dict[str, int]
+    braids: dict[str, int]
+    size: dict[str, int] | None
+    checkpoints: list[dict[str, Any]]
+    recall: dict[str, Any] | None
+    first_ts: datetime | None
+    last_ts: datetime | None
+    hw: datetime | None
+
+
+def stats(store: LogStore) -> Stats:
+    """Deltas per kind and per braid, store size, head, checkpoints, recall index coverage and
+    the time span of the log (first and last delta time, and the high-water time)."""
+    head = store.head()
+    groups: dict[tuple[str, int], list[int]] = {}
+    for name, version, seq in store.checkpoint_keys():
+        groups.setdefault((name, version), []).append(seq)
+    ckpts = [{"projection": name, "version": version, "count": len(seqs), "newest": max(seqs)}
+             for (name, version), seqs in sorted(groups.items())]
+    first = last = hw = None
+    if head.seq:
+        first = store.read(1).delta.ts
+        last = store.read(head.seq).delta.ts
+        micros = int.from_bytes(store.body(head.seq)[:HW_SIZE], "big")
+        hw = datetime.fromtimestamp(micros // 1_000_000, timezone.utc).replace(
+            microsecond=micros % 1_000_000)
+    size = store.stat() if hasattr(store, "stat") else None
+    return Stats(head=str(head), deltas=head.seq, kinds=store.counts("kind"),
+                 braids=store.counts("braid"), size=size, checkpoints=ckpts,
+                 recall=_recall_coverage(store, head.seq), first_ts=first, last_ts=last, hw=hw)
+
+
+def _recall_coverage(store: LogStore, head: int) -> dict[str, Any] | None:
+    """The recall index's coverage, if braidlog.recall is installed and reports one."""
+    try:
+        from . import recall
+    except ImportError:
+        return None
+    fn = getattr(recall, "coverage", None)
+    if fn is None:
+        return None
+    return msgspec.to_builtins(fn(store))
