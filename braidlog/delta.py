@@ -50,7 +50,7 @@ ProvenanceKind = Literal["user", "assistant", "tool", "perception", "system", "d
 PROVENANCE_KINDS = ("user", "assistant", "tool", "perception", "system", "dream")
 
 
-class Provenance(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+class Provenance(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True, gc=False):
     """Where a delta came from. Orthogonal to its confidence."""
 
     kind: ProvenanceKind
@@ -61,7 +61,7 @@ class Provenance(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=
     knot_id: str | None = None
 
 
-class BeadRef(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+class BeadRef(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True, gc=False):
     """A reference to a bead; without a version it means the version active at the time."""
 
     bead_id: Ident
@@ -69,7 +69,7 @@ class BeadRef(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=Tru
     bead_version_id: Ident | None = None
 
 
-class Refs(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+class Refs(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True, gc=False):
     """What a delta refers to: beads, knots, episodes and other deltas."""
 
     beads: tuple[BeadRef, ...] = ()
@@ -78,7 +78,7 @@ class Refs(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
     deltas: tuple[Ident, ...] = ()
 
 
-class Vector(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+class Vector(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True, gc=False):
     """An embedding carried by a delta: float32 little-endian bytes in a named vector space."""
 
     data: bytes
@@ -101,7 +101,8 @@ def new_id() -> str:
     return str(ULID())
 
 
-class GenericDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+class GenericDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True,
+                   gc=False):
     """One immutable change, exactly the Braid seed's storage envelope (plus an optional vector)."""
 
     id: Ulid = msgspec.field(default_factory=new_id)
@@ -233,10 +234,15 @@ def _check_vector(v: Vector, index: int | None) -> None:
         raise ValidationError("vector.data", f"must be finite: element {bad} is {arr[bad]}", index=index)
 
 
-def referenced_ids(d: GenericDelta, registry: Registry = REGISTRY) -> set[str]:
+_NONE: frozenset[str] = frozenset()
+
+
+def referenced_ids(d: GenericDelta, registry: Registry = REGISTRY) -> frozenset[str]:
     """Every id a delta refers to: its refs, its provenance's episode and knot, its payload's subjects."""
+    r, p, spec = d.refs, d.provenance, registry.get(d.kind)
+    if r is None and p.episode_id is None and p.knot_id is None and (spec is None or spec.refers is None):
+        return _NONE
     ids: set[str] = set()
-    r = d.refs
     if r is not None:
         for b in r.beads:
             ids.add(b.bead_id)
@@ -245,14 +251,12 @@ def referenced_ids(d: GenericDelta, registry: Registry = REGISTRY) -> set[str]:
         ids.update(r.knots)
         ids.update(r.episodes)
         ids.update(r.deltas)
-    p = d.provenance
     if p.episode_id:
         ids.add(p.episode_id)
     if p.knot_id:
         ids.add(p.knot_id)
-    spec = registry.get(d.kind)
     if spec is not None and spec.refers is not None:
         ids.update(spec.ids(d.payload))
-    return ids
+    return frozenset(ids)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from itertools import islice
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -28,11 +29,11 @@ from typing import Any, TypeVar
 import lmdb
 
 from .chain import GENESIS, HASH_SIZE
-from .delta import decode
+from .delta import _decoder, decode
 from .errors import BraidlogError, StorageError, StoreFullError
 from .kinds import REGISTRY, Registry
 from .store import (
-    BraidHead, Head, Progress, Record, Staged, stage, ts_micros, verify_bodies,
+    BraidHead, Head, Progress, Record, Staged, check_batch, stage, ts_micros, verify_bodies,
 )
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
@@ -42,10 +43,12 @@ DEFAULT_MAP_SIZE = 1 << 30
 MAX_MAP_SIZE = 1 << 40
 CHUNK = 1024
 _U64 = 8
-_DBS = ("meta", "log", "ids", "braid", "kind", "refs", "heads", "ckpt", "spaces")
+_DBS = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces")
 _DUPS = {"braid", "kind", "refs"}
 
 T = TypeVar("T")
+
+_decode = _decoder.decode  # the strict decoder; records are decoded only as callers pull them
 
 _open_stores: weakref.WeakSet[LmdbLog] = weakref.WeakSet()
 
@@ -224,11 +227,11 @@ class LmdbLog:
             raise StorageError("this store was opened before fork()",
                                hint="open the store again in the child process")
 
-    def _read(self, fn: Callable[[Any], T]) -> T:
+    def _read(self, fn: Callable[[Any], T], *, buffers: bool = True) -> T:
         self._alive()
         while True:
             try:
-                with self._gate.shared(), self._env.begin(buffers=True) as txn:
+                with self._gate.shared(), self._env.begin(buffers=buffers) as txn:
                     return fn(txn)
             except lmdb.MapResizedError:
                 self._adopt_map()
@@ -291,19 +294,21 @@ class LmdbLog:
         can be stale. ``prepare`` may read the store but must not write to it."""
         def fn(txn):
             head = self._head_in(txn)[0]
-            staged, _ = self._append_in(txn, list(prepare(head)), expected_version, head.seq)
+            checked = check_batch(prepare(head), self.registry)
+            staged, _ = self._append_in(txn, checked, expected_version, head.seq)
             return [Record(s.seq, s.hash, s.delta) for s in staged]
         return self._write(fn)
 
     def _append(self, deltas: Iterable[Any], expected_version, expected_head
                 ) -> tuple[list[Staged], list[int]]:
-        deltas = list(deltas)
-        return self._write(lambda txn: self._append_in(txn, deltas, expected_version, expected_head))
+        checked = check_batch(deltas, self.registry)  # before the writer lock is taken
+        return self._write(lambda txn: self._append_in(txn, checked, expected_version, expected_head))
 
-    def _append_in(self, txn, deltas, expected_version, expected_head):
+    def _append_in(self, txn, checked, expected_version, expected_head):
         db = self._db
         head, hw = self._head_in(txn)
-        ids, heads, spaces = db["ids"], db["heads"], db["spaces"]
+        ids, braids, spaces = db["ids"], db["braid"], db["spaces"]
+        cur = txn.cursor(braids)
 
         def lookup(delta_id: str):
             seq = txn.get(delta_id.encode(), db=ids)
@@ -313,24 +318,22 @@ class LmdbLog:
             return seq, bytes(txn.get(u64(seq), db=db["log"]))[HASH_SIZE:]
 
         def braid_version(braid_id: str) -> int:
-            raw = txn.get(braid_id.encode(), db=heads)
-            return 0 if raw is None else from_u64(raw[:_U64])
+            return cur.count() if cur.set_key(braid_id.encode()) else 0
 
         def dims(space: str) -> int | None:
             raw = txn.get(space.encode(), db=spaces)
             return None if raw is None else from_u64(raw)
 
-        staged, seqs = stage(deltas, registry=self.registry, head=head, hw=hw, lookup=lookup,
+        staged, seqs = stage(checked, head=head, hw=hw, lookup=lookup,
                              braid_version=braid_version, expected_version=expected_version,
                              expected_head=expected_head, dims=dims)
         if staged:
-            self._put(txn, staged, braid_version)
+            self._put(txn, staged)
         return staged, seqs
 
-    def _put(self, txn, staged: list[Staged], braid_version) -> None:
+    def _put(self, txn, staged: list[Staged]) -> None:
         db = self._db
         log_rows, id_rows, braid_rows, kind_rows, ref_rows = [], [], [], [], []
-        versions: dict[str, list[int]] = {}
         new_spaces: dict[bytes, bytes] = {}
         for s in staged:
             d = s.delta
@@ -342,11 +345,6 @@ class LmdbLog:
             kind_rows.append((d.kind.encode(), key))
             for ref in s.refs:
                 ref_rows.append((ref.encode(), key))
-            v = versions.get(d.braid_id)
-            if v is None:
-                versions[d.braid_id] = v = [braid_version(d.braid_id), 0]
-            v[0] += 1
-            v[1] = s.seq
             if d.vector is not None:
                 new_spaces.setdefault(d.vector.space.encode(), u64(d.vector.dim))
         cur = txn.cursor(db["log"])
@@ -359,9 +357,6 @@ class LmdbLog:
         txn.cursor(db["kind"]).putmulti(kind_rows, dupdata=True)
         if ref_rows:
             txn.cursor(db["refs"]).putmulti(ref_rows, dupdata=True)
-        heads = db["heads"]
-        for braid_id, (version, seq) in versions.items():
-            txn.put(braid_id.encode(), u64(version) + u64(seq), db=heads)
         for space, dim in new_spaces.items():
             txn.put(space, dim, db=db["spaces"], overwrite=False)
 
@@ -407,46 +402,37 @@ class LmdbLog:
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
              limit: int | None = None) -> Iterator[Record]:
         """Records with seq in [start, stop), forward or reverse, at most ``limit``."""
-        def chunk(txn, lo, hi, n):
-            cur = txn.cursor(self._db["log"])
-            out = []
-            if reverse:
-                if not cur.set_range(u64(hi)):
-                    if not cur.last():
-                        return out
-                elif not cur.prev():
-                    return out
-                for key, value in cur.iterprev():
-                    seq = from_u64(key)
-                    if seq < lo or len(out) >= n:
-                        break
-                    out.append(Record(seq, bytes(value[:HASH_SIZE]), decode(value[HASH_SIZE + _U64:])))
-            else:
-                if not cur.set_range(u64(lo)):
-                    return out
-                for key, value in cur:
-                    seq = from_u64(key)
-                    if seq >= hi or len(out) >= n:
-                        break
-                    out.append(Record(seq, bytes(value[:HASH_SIZE]), decode(value[HASH_SIZE + _U64:])))
-            return out
-        return self._chunks(chunk, start, stop, reverse, limit)
+        for key, value in self._raw_rows(start, stop, reverse, limit):
+            yield Record(from_u64(key), value[:HASH_SIZE], _decode(value[HASH_SIZE + _U64:]))
 
     def scan_bodies(self, start: int = 1, stop: int | None = None
                     ) -> Iterator[tuple[int, bytes, bytes]]:
         """(seq, hash, body) for seqs in [start, stop), for verification and export."""
+        for key, value in self._raw_rows(start, stop, False, None):
+            yield from_u64(key), value[:HASH_SIZE], value[HASH_SIZE:]
+
+    def _raw_rows(self, start: int, stop: int | None, reverse: bool, limit: int | None
+                  ) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) copies of log rows, read a chunk per short transaction and decoded
+        only as the caller pulls them (no buffer outlives its transaction)."""
         def chunk(txn, lo, hi, n):
             cur = txn.cursor(self._db["log"])
-            out = []
-            if cur.set_range(u64(lo)):
-                for key, value in cur:
-                    seq = from_u64(key)
-                    if seq >= hi or len(out) >= n:
-                        break
-                    value = bytes(value)
-                    out.append((seq, value[:HASH_SIZE], value[HASH_SIZE:]))
-            return out
-        return self._chunks(chunk, start, stop, False, None, key=lambda row: row[0])
+            if reverse:
+                if not cur.set_range(u64(hi)):
+                    if not cur.last():
+                        return []
+                elif not cur.prev():
+                    return []
+                rows = list(islice(cur.iterprev(), n))
+                lo_key = u64(lo)
+                return [r for r in rows if r[0] >= lo_key]
+            if not cur.set_range(u64(lo)):
+                return []
+            hi_key = u64(hi) if hi < 2**63 else None
+            rows = list(islice(cur.iternext(), n))
+            return rows if hi_key is None else [r for r in rows if r[0] < hi_key]
+        return self._chunks(chunk, start, stop, reverse, limit, key=lambda row: from_u64(row[0]),
+                            buffers=False)
 
     def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
                    reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
@@ -489,11 +475,11 @@ class LmdbLog:
             return [self._record_in(txn, seq) for seq in out]
         return self._chunks(chunk, start, stop, reverse, limit)
 
-    def _chunks(self, chunk, start, stop, reverse, limit, key=lambda r: r.seq):
+    def _chunks(self, chunk, start, stop, reverse, limit, key=lambda r: r.seq, buffers=True):
         lo, hi = max(start, 1), stop if stop is not None else 2**63
         left = limit if limit is not None else 2**63
         while left > 0 and lo < hi:
-            rows = self._read(lambda txn: chunk(txn, lo, hi, min(CHUNK, left)))
+            rows = self._read(lambda txn: chunk(txn, lo, hi, min(CHUNK, left)), buffers=buffers)
             if not rows:
                 return
             yield from rows
@@ -516,13 +502,27 @@ class LmdbLog:
         return value[:HASH_SIZE]
 
     def braid_head(self, braid_id: str) -> BraidHead:
-        raw = self._read(lambda txn: _copy(txn.get(braid_id.encode(), db=self._db["heads"])))
-        return BraidHead(0, 0) if raw is None else BraidHead(from_u64(raw[:8]), from_u64(raw[8:]))
+        """A braid's version and last seq, from its index: the count and the last of its seqs."""
+        def fn(txn):
+            cur = txn.cursor(self._db["braid"])
+            if not cur.set_key(braid_id.encode()):
+                return BraidHead(0, 0)
+            count = cur.count()
+            cur.last_dup()
+            return BraidHead(count, from_u64(cur.value()))
+        return self._read(fn)
 
     def braids(self) -> dict[str, BraidHead]:
         def fn(txn):
-            return {bytes(k).decode(): BraidHead(from_u64(v[:8]), from_u64(v[8:16]))
-                    for k, v in txn.cursor(self._db["heads"])}
+            cur = txn.cursor(self._db["braid"])
+            out = {}
+            ok = cur.first()
+            while ok:
+                key, count = bytes(cur.key()).decode(), cur.count()
+                cur.last_dup()
+                out[key] = BraidHead(count, from_u64(cur.value()))
+                ok = cur.next_nodup()
+            return out
         return self._read(fn)
 
     def seq_at(self, ts: datetime) -> int:

@@ -37,6 +37,8 @@ __all__ = [
     "LogStore",
     "MemoryLog",
     "Staged",
+    "Checked",
+    "check_batch",
     "stage",
     "ts_micros",
     "Progress",
@@ -75,7 +77,7 @@ class BraidHead(NamedTuple):
     seq: int
 
 
-class Record(Struct, frozen=True):
+class Record(Struct, frozen=True, gc=False):
     """A stored delta with its position and chain hash."""
 
     seq: int
@@ -146,68 +148,85 @@ class LogStore(Protocol):
     def close(self) -> None: ...
 
 
-def stage(deltas: Iterable[GenericDelta], *, registry: Registry, head: Head, hw: int,
-          lookup: Callable[[str], tuple[int, bytes] | None],
-          braid_version: Callable[[str], int],
-          expected_version: int | Mapping[str, int] | None,
-          expected_head: int | None,
-          dims: Callable[[str], int | None]) -> tuple[list[Staged], list[int]]:
-    """Validate a batch and place it after ``head``: the rules every store shares.
+class Checked(NamedTuple):
+    """A delta that passed every envelope and payload rule, with its canonical bytes."""
 
-    Returns the records to write (empty for a pure idempotent retry) and the seq of every delta
-    in input order. Raises ValidationError or ConflictError; the caller writes nothing then.
-    """
-    if expected_head is not None and expected_head != head.seq:
-        raise StaleHead(f"expected the log head at seq {expected_head}, it is at {head.seq}",
-                            expected=expected_head, actual=head.seq)
-    checked: list[tuple[GenericDelta, bytes]] = []
+    delta: GenericDelta
+    data: bytes
+    refs: frozenset[str]
+
+
+def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Checked]:
+    """Validate a batch before any transaction: envelope, payload schema, ids unique in it."""
+    checked: list[Checked] = []
     seen: set[str] = set()
     for i, d in enumerate(deltas):
         stored, data = validate(d, registry, index=i)
         if stored.id in seen:
             raise ValidationError("id", f"{stored.id} appears twice in the batch", index=i)
         seen.add(stored.id)
-        checked.append((stored, data))
+        checked.append(Checked(stored, data, referenced_ids(stored, registry)))
+    return checked
+
+
+def stage(checked: list[Checked], *, head: Head, hw: int,
+          lookup: Callable[[str], tuple[int, bytes] | None],
+          braid_version: Callable[[str], int],
+          expected_version: int | Mapping[str, int] | None,
+          expected_head: int | None,
+          dims: Callable[[str], int | None]) -> tuple[list[Staged], list[int]]:
+    """Place a checked batch after ``head``, inside the writer's transaction: the rules every
+    store shares (idempotent retry, expected versions, vector dimensions, seq and chain).
+
+    Returns the records to write (empty for a pure idempotent retry) and the seq of every delta
+    in input order. Raises ConflictError or ValidationError; the caller writes nothing then.
+    """
+    if expected_head is not None and expected_head != head.seq:
+        raise StaleHead(f"expected the log head at seq {expected_head}, it is at {head.seq}",
+                        expected=expected_head, actual=head.seq)
     if not checked:
         return [], []
     seqs: list[int] = []
-    fresh: list[tuple[GenericDelta, bytes]] = []
-    for stored, data in checked:
-        found = lookup(stored.id)
+    fresh: list[Checked] = []
+    for c in checked:
+        found = lookup(c.delta.id)
         if found is None:
             seqs.append(0)
-            fresh.append((stored, data))
-        elif found[1][8:] == data:
+            fresh.append(c)
+        elif found[1][8:] == c.data:
             seqs.append(found[0])
         else:
             raise ConflictError(
-                f"delta {stored.id} is already stored at seq {found[0]} with other content; "
+                f"delta {c.delta.id} is already stored at seq {found[0]} with other content; "
                 "a delta id can be appended once (give the new delta a new id)",
-                expected=data, actual=found[1][8:])
+                expected=c.data, actual=found[1][8:])
     if not fresh:
         return [], seqs
     _check_versions(fresh, expected_version, braid_version)
     _check_dims(fresh, dims)
     staged: list[Staged] = []
     prev, seq = head.hash, head.seq
-    for stored, data in fresh:
+    for stored, data, refs in fresh:
         seq += 1
-        hw = max(hw, ts_micros(stored.ts))
+        ts = ts_micros(stored.ts)
+        if ts > hw:
+            hw = ts
         body = hw.to_bytes(8, "big") + data
         prev = link(prev, seq, body)
-        staged.append(Staged(seq, prev, body, stored, frozenset(referenced_ids(stored, registry))))
+        staged.append(Staged(seq, prev, body, stored, refs))
+    if len(fresh) == len(checked):
+        return staged, [s.seq for s in staged]
     it = iter(staged)
-    seqs = [s if s else next(it).seq for s in seqs]
-    return staged, seqs
+    return staged, [s if s else next(it).seq for s in seqs]
 
 
-def _check_versions(fresh: list[tuple[GenericDelta, bytes]],
+def _check_versions(fresh: list[Checked],
                     expected: int | Mapping[str, int] | None,
                     braid_version: Callable[[str], int]) -> None:
     if expected is None:
         return
     if isinstance(expected, int):
-        braids = {d.braid_id for d, _ in fresh}
+        braids = {c.delta.braid_id for c in fresh}
         if len(braids) != 1:
             raise ValidationError(
                 "expected_version",
@@ -221,10 +240,10 @@ def _check_versions(fresh: list[tuple[GenericDelta, bytes]],
                 "read it again and retry", expected=want, actual=actual)
 
 
-def _check_dims(fresh: list[tuple[GenericDelta, bytes]], dims: Callable[[str], int | None]) -> None:
+def _check_dims(fresh: list[Checked], dims: Callable[[str], int | None]) -> None:
     batch: dict[str, int] = {}
-    for i, (d, _) in enumerate(fresh):
-        v = d.vector
+    for i, c in enumerate(fresh):
+        v = c.delta.vector
         if v is None:
             continue
         want = batch.get(v.space) or dims(v.space)
@@ -277,12 +296,13 @@ class MemoryLog:
                                expected_head=head.seq)
 
     def _append(self, deltas, expected_version, expected_head):
+        checked = check_batch(deltas, self.registry)
         with self._lock:
-            return self._append_unlocked(deltas, expected_version, expected_head)
+            return self._place(checked, expected_version, expected_head)
 
-    def _append_unlocked(self, deltas, expected_version, expected_head):
+    def _place(self, checked, expected_version, expected_head):
         staged, seqs = stage(
-            deltas, registry=self.registry, head=self.head(), hw=self._hw[-1] if self._hw else 0,
+            checked, head=self.head(), hw=self._hw[-1] if self._hw else 0,
             lookup=self._lookup, braid_version=lambda b: self.braid_head(b).version,
             expected_version=expected_version, expected_head=expected_head, dims=self._dims.get)
         for s in staged:

@@ -10,7 +10,7 @@ import importlib
 __all__ = ["FAMILIES", "default_projections"]
 
 #: The projection families shipped with braidlog, in the order their modules are loaded.
-FAMILIES: tuple[str, ...] = ()
+FAMILIES: tuple[str, ...] = ("beads", "knots", "trust", "episodes", "decisions", "fields", "memories")
 
 
 def default_projections() -> list:

@@ -1,0 +1,64 @@
+"""Demo piece for fields: a project topic whose owner changes hands, read, bumped and forgotten."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from projections.fields import (
+    ArchiveTopics, BumpSalience, RestoreTopic, ReviseField, get_field, get_topic, list_topics,
+    topic_salience,
+)
+
+__all__ = ["write"]
+
+
+def _braid_id(braid) -> str:
+    """The braid of the session written so far (the last delta's), or "demo" on an empty log."""
+    head = braid.head().seq
+    return braid.log.read(head).delta.braid_id if head else "demo"
+
+
+def write(braid, start: datetime) -> list[str]:
+    """Append the fields piece of the session through ``braid.execute``; lines that describe it."""
+    braid_id = _braid_id(braid)
+
+    def run(command, minute: int, who: str):
+        return braid.execute("fields", command, braid_id=braid_id, provenance=who,
+                             now=start + timedelta(minutes=minute))
+
+    topic = "project-atlas"
+    run(ReviseField(topic_id=topic, field="owner", value="unassigned", provenance="api"), 0, "tool")
+    (priya,) = run(ReviseField(topic_id=topic, field="owner", value="Priya", provenance="llm",
+                               why_changed="Priya volunteered in stand-up"), 1, "assistant")
+    run(ReviseField(topic_id=topic, field="owner", value="Aya", provenance="ui",
+                    why_changed="handoff from Priya", impact_expected="Aya chairs the weekly review"),
+        2, "user")
+    run(ReviseField(topic_id=topic, field="budget_eur", value=12000, field_type="float", salience=4,
+                    provenance="api"), 3, "tool")
+    run(ReviseField(topic_id=topic, field="due", value="2026-06-30", field_type="date",
+                    provenance="mcp"), 4, "tool")
+    scratch = get_topic(braid.state("fields"), "scratch-notes", include_archived=True)
+    if scratch is not None and scratch.archived:  # a second demo run into the same store
+        run(RestoreTopic(topic_id="scratch-notes", reason="demo rerun"), 5, "system")
+    run(ReviseField(topic_id="scratch-notes", field="idea", value="try the other cafe", salience=0.2,
+                    provenance="llm"), 5, "assistant")
+
+    state = braid.state("fields")
+    owner = get_field(state, topic, "owner", history=True)
+    trail = " <- ".join(f"{r.value!r} ({r.provenance})" for r in owner.history)
+    before = owner.salience
+    run(BumpSalience(topic_id=topic, field="owner", by=0.5), 6, "system")  # the read, recorded
+    after = get_field(braid.state("fields"), topic, "owner").salience
+    archived = run(ArchiveTopics(below=0.5, reason="forget low-salience topics"), 7, "system")
+    state = braid.state("fields")
+    then = get_field(braid.at(priya.seq).state("fields"), topic, "owner").value
+    return [
+        f"fields: {topic}.owner is {owner.value!r}; history newest first: {trail}",
+        f"fields: why it changed: {owner.why_changed!r}; expected impact: {owner.impact_expected!r}",
+        f"fields: time travel to seq {priya.seq} reads owner = {then!r}",
+        f"fields: reading owner bumped its salience {before:g} -> {after:g} by an explicit delta; "
+        f"topic salience {topic_salience(state, topic):.2f} (mean of its fields)",
+        f"fields: forgetting archived {len(archived)} topic(s) below salience 0.5 "
+        f"({', '.join(r.delta.payload['topic_id'] for r in archived)}); live topics: "
+        f"{', '.join(t.topic_id for t in list_topics(state))}",
+    ]
