@@ -13,6 +13,7 @@ up to ``retries`` times, then ``ConflictError``.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import msgspec
 
 from .delta import GenericDelta, Provenance
-from .errors import ConflictError, StaleHead, ValidationError
+from .errors import CheckpointWarning, ConflictError, StaleHead, ValidationError
 from .kinds import REGISTRY, Registry
 from .projection import Context, Decider, Projection
 from .replay import (
@@ -89,10 +90,6 @@ class Braid:
         self.catch_up()
 
     def _notice(self, message: str) -> None:
-        import warnings
-
-        from .errors import CheckpointWarning
-
         self.notices.append(message)
         warnings.warn(message, CheckpointWarning, stacklevel=4)
 
@@ -128,25 +125,31 @@ class Braid:
         head = self.log.head().seq
         if not self._order:
             return head
-        if min(self._seqs) < head:
-            every = self.checkpoint_every
-            fold(self.log, self._order, self._states, self._seqs, head,
-                 on_seq=lambda seq: self._checkpoint_all(seq) if not seq % every else None,
-                 progress=progress)
+        every, done = self.checkpoint_every, 0
+        while (at := min(self._seqs)) < head:
+            boundary = (at // every + 1) * every  # fold segment by segment, checkpointing between
+            stop = min(head, boundary)
+            fold(self.log, self._order, self._states, self._seqs, stop,
+                 progress=None if progress is None else lambda n, base=done: progress(base + n))
+            done += stop - at
+            if stop == boundary:
+                self._checkpoint_all(stop)
         return head
 
     def _checkpoint_all(self, seq: int) -> None:
+        if self.log_readonly:
+            return
         if self._deferred is not None:  # inside the writer lock: write after it is released
             self._deferred.append(seq)
             return
         for p, state in zip(self._order, self._states):
-            if seq not in self.log.checkpoint_seqs(p.name, p.version)[-1:]:
+            if self.log.get_checkpoint(p.name, p.version, seq) is None:
                 write_checkpoint(self.log, p, seq, state)
 
     def checkpoint(self) -> int:
         """Checkpoint every live state at the head now; the seq checkpointed."""
         head = self.catch_up()
-        if head and not self.log_readonly:
+        if head:
             self._checkpoint_all(head)
         return head
 

@@ -63,16 +63,25 @@ def decode_state(projection: Projection, data: bytes) -> Any:
 
 
 def fold(store: LogStore, projections: Sequence[Projection], states: list[Any], seqs: list[int],
-         stop: int, *, on_seq: Callable[[int], None] | None = None,
-         progress: Progress | None = None) -> None:
+         stop: int, *, progress: Progress | None = None) -> None:
     """Fold records up to ``stop`` (inclusive) into ``states`` in place; ``seqs[i]`` is where
-    state i stands and is advanced. ``on_seq(seq)`` runs after each record is applied."""
+    state i stands and is advanced."""
     start = min(seqs, default=stop) + 1
     if start > stop:
         return
     evolves = [p.evolve for p in projections]
     kinds = [p.kinds for p in projections]
     n = len(projections)
+    if n == 1:  # the common case of time travel: one projection, no per-state bookkeeping
+        evolve, k, state = evolves[0], kinds[0], states[0]
+        for rec in store.scan(start, stop + 1):
+            d = rec.delta
+            if k is None or d.kind in k:
+                state = evolve(state, d)
+        states[0], seqs[0] = state, stop
+        if progress is not None:
+            progress(stop - start + 1)
+        return
     done = 0
     for rec in store.scan(start, stop + 1):
         seq, d = rec.seq, rec.delta
@@ -82,8 +91,6 @@ def fold(store: LogStore, projections: Sequence[Projection], states: list[Any], 
                 if k is None or d.kind in k:
                     states[i] = evolves[i](states[i], d)
                 seqs[i] = seq
-        if on_seq is not None:
-            on_seq(seq)
         done += 1
         if progress is not None and not done & 0x3FFF:
             progress(done)

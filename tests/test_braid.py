@@ -253,3 +253,25 @@ def test_at_k_equals_a_fresh_fold_and_the_live_state_after_k(tmp_path_factory, s
                 b.close()
                 b = open_braid(path, checkpoint_every=every)
         b.close()
+
+
+def test_a_read_only_braid_catches_up_without_writing(tmp_path):
+    path = tmp_path / "store"
+    with braidlog.LmdbLog(path) as log:
+        log.append_batch([make_delta(i) for i in range(12)])
+    b = open_braid(path, readonly=True, checkpoint_every=5)
+    assert b.state("counts").by_kind == {"message": 12}
+    assert b.at(7).state("counts").by_kind == {"message": 7}
+    b.close()
+    with braidlog.LmdbLog(path) as log:
+        assert log.checkpoint_keys() == []
+
+
+def test_catch_up_reports_progress_and_checkpoints_each_boundary(tmp_path):
+    b = open_braid(tmp_path / "store", checkpoint_every=5)
+    b.log.append_batch([make_delta(i) for i in range(12)])
+    seen = []
+    assert b.catch_up(progress=seen.append) == 12
+    assert seen[-1] == 12 and seen == sorted(seen)
+    assert b.log.checkpoint_seqs("counts", 1) == [5, 10]
+    b.close()
