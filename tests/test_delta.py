@@ -149,3 +149,10 @@ def test_registry_refuses_a_second_owner_and_bad_versions():
 def test_minimum_kinds_are_declared():
     for kind in braidlog.MINIMUM_KINDS:
         assert kind in braidlog.REGISTRY
+
+
+def test_the_strict_mirror_has_exactly_the_envelope_fields():
+    from braidlog.delta import _StrictDelta
+
+    assert _StrictDelta.__struct_fields__ == GenericDelta.__struct_fields__
+    assert _StrictDelta.__struct_defaults__[-3:] == GenericDelta.__struct_defaults__[-3:]
