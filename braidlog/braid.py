@@ -6,8 +6,10 @@ deciders, checkpoints projection states, and answers ``at(point)`` with read-onl
 Commands are decided optimistically, as Equinox does: catch the live states up to the head H,
 decide against them, and append with ``expected_head=H``; the store checks that inside its write
 transaction, so a decision and its append are atomic with respect to every other writer
-(thread or process). When another writer got in first the head moved: catch up, decide again,
-up to ``retries`` times, then ``ConflictError``.
+(thread or process). When another writer got in first the head moved: after ``retries``
+optimistic attempts, the braid catches up and decides while holding the writer lock, in the
+same transaction as the append, so it always makes progress and never decides on stale state.
+A stale ``expected_version`` given by the caller is the caller's conflict: ``ConflictError``.
 """
 
 from __future__ import annotations
@@ -56,7 +58,11 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
 
         store = LmdbLog(path, durable=durable, readonly=readonly, create=create,
                         registry=registry, **store_options)
-    return Braid(store, projections, checkpoint_every=checkpoint_every, retries=retries)
+    try:
+        return Braid(store, projections, checkpoint_every=checkpoint_every, retries=retries)
+    except BaseException:
+        store.close()
+        raise
 
 
 class Braid:
@@ -143,8 +149,7 @@ class Braid:
             self._deferred.append(seq)
             return
         for p, state in zip(self._order, self._states):
-            if self.log.get_checkpoint(p.name, p.version, seq) is None:
-                write_checkpoint(self.log, p, seq, state)
+            write_checkpoint(self.log, p, seq, state)
 
     def checkpoint(self) -> int:
         """Checkpoint every live state at the head now; the seq checkpointed."""

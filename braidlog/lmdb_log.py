@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
+import msgspec
 
 from .chain import GENESIS, HASH_SIZE
-from .delta import _decoder, decode
-from .errors import BraidlogError, StorageError, StoreFullError
+from .chain import link
+from .delta import _decoder
+from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, StoreFullError
 from .kinds import REGISTRY, Registry
 from .store import (
     BraidHead, Head, Progress, Record, Staged, check_batch, stage, ts_micros, verify_bodies,
@@ -185,7 +187,7 @@ class LmdbLog:
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = True, create: bool = True,
                  readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
-                 registry: Registry = REGISTRY) -> None:
+                 registry: Registry = REGISTRY, check_head: bool = True) -> None:
         self.path = Path(path)
         self.registry = registry
         self.durable = durable
@@ -208,6 +210,31 @@ class LmdbLog:
         self._env, self._db, self._gate = shared.env, shared.db, shared.gate
         self.format_version = shared.format_version
         _open_stores.add(self)
+        if check_head:
+            try:
+                self.check_head()
+            except BaseException:
+                self.close()
+                raise
+
+    def check_head(self) -> Head:
+        """The O(1) check made on open: the head record chains from the one before it."""
+        def fn(txn):
+            cur = txn.cursor(self._db["log"])
+            if not cur.last():
+                return Head(0, GENESIS)
+            seq, value = from_u64(cur.key()), bytes(cur.value())
+            prev = bytes(cur.value())[:HASH_SIZE] if cur.prev() else GENESIS
+            if seq > 1 and from_u64(cur.key()) != seq - 1:
+                raise IntegrityError(f"seq {seq - 1} is missing below the head {seq}", seq=seq - 1)
+            expected = link(prev, seq, value[HASH_SIZE:])
+            if expected != value[:HASH_SIZE]:
+                raise IntegrityError(
+                    f"the head record (seq {seq}) does not chain: expected hash {expected.hex()}, "
+                    f"found {value[:HASH_SIZE].hex()}; run `braidlog verify` to find the first bad seq",
+                    seq=seq, expected=expected, found=value[:HASH_SIZE])
+            return Head(seq, value[:HASH_SIZE])
+        return self._read(fn)
 
     # -- opening -----------------------------------------------------------------------------
     def _check_path(self, create: bool) -> None:
@@ -380,7 +407,10 @@ class LmdbLog:
         value = txn.get(u64(seq), db=self._db["log"]) if seq >= 1 else None
         if value is None:
             return None
-        return Record(seq, bytes(value[:HASH_SIZE]), decode(value[HASH_SIZE + _U64:]))
+        try:
+            return Record(seq, bytes(value[:HASH_SIZE]), _decode(value[HASH_SIZE + _U64:]))
+        except msgspec.MsgspecError as e:
+            raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
 
     def get(self, delta_id: str) -> Record | None:
         def fn(txn):
@@ -403,7 +433,11 @@ class LmdbLog:
              limit: int | None = None) -> Iterator[Record]:
         """Records with seq in [start, stop), forward or reverse, at most ``limit``."""
         for key, value in self._raw_rows(start, stop, reverse, limit):
-            yield Record(from_u64(key), value[:HASH_SIZE], _decode(value[HASH_SIZE + _U64:]))
+            try:
+                yield Record(from_u64(key), value[:HASH_SIZE], _decode(value[HASH_SIZE + _U64:]))
+            except msgspec.MsgspecError as e:
+                raise DecodeError(f"the record at seq {from_u64(key)} is not a delta ({e})",
+                                  ) from None
 
     def scan_bodies(self, start: int = 1, stop: int | None = None
                     ) -> Iterator[tuple[int, bytes, bytes]]:

@@ -99,9 +99,11 @@ def fold(store: LogStore, projections: Sequence[Projection], states: list[Any], 
 
 
 def write_checkpoint(store: LogStore, projection: Projection, seq: int, state: Any) -> None:
-    """Store ``state`` as the checkpoint of ``projection`` at ``seq``."""
-    blob = Checkpoint.make(seq, store.hash_at(seq), encode_state(state))
-    store.put_checkpoint(projection.name, projection.version, seq, _ckpt_encoder.encode(blob))
+    """Store ``state`` as the checkpoint of ``projection`` at ``seq`` (unless that very blob is
+    there already; a damaged one is replaced)."""
+    blob = _ckpt_encoder.encode(Checkpoint.make(seq, store.hash_at(seq), encode_state(state)))
+    if store.get_checkpoint(projection.name, projection.version, seq) != blob:
+        store.put_checkpoint(projection.name, projection.version, seq, blob)
 
 
 def load_checkpoint(store: LogStore, projection: Projection, at_most: int,

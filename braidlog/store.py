@@ -44,6 +44,8 @@ __all__ = [
     "Progress",
 ]
 
+MAX_REF_BYTES = 480  # an index key must stay under LMDB's 511-byte limit
+
 Progress = Callable[[int], None]
 """Called with the number of records done so far, for progress bars."""
 
@@ -165,7 +167,13 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Chec
         if stored.id in seen:
             raise ValidationError("id", f"{stored.id} appears twice in the batch", index=i)
         seen.add(stored.id)
-        checked.append(Checked(stored, data, referenced_ids(stored, registry)))
+        refs = referenced_ids(stored, registry)
+        for ref in refs:
+            if not 0 < len(ref.encode()) <= MAX_REF_BYTES:
+                raise ValidationError(
+                    "payload", f"kind {stored.kind!r} refers to an id of {len(ref.encode())} bytes; "
+                    f"ids must be 1 to {MAX_REF_BYTES} bytes", index=i)
+        checked.append(Checked(stored, data, refs))
     return checked
 
 

@@ -213,3 +213,16 @@ def test_no_update_or_delete_api(log):
 
 def test_integrity_error_type_is_exported():
     assert issubclass(IntegrityError, Exception)
+
+
+def test_an_id_from_a_refers_function_must_fit_an_index_key(log):
+    import msgspec as ms
+
+    class Note(ms.Struct):
+        about: str
+
+    log.registry.declare("test_note_about", Note, owner="tests", refers=lambda p: [p.about])
+    with pytest.raises(ValidationError, match="ids must be 1 to 480 bytes"):
+        log.append(make_delta(0, kind="test_note_about", payload={"about": "x" * 600}))
+    assert log.append(make_delta(1, kind="test_note_about", payload={"about": "entity-1"})) == 1
+    assert [r.seq for r in log.scan_refs("entity-1")] == [1]

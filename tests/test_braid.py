@@ -275,3 +275,31 @@ def test_catch_up_reports_progress_and_checkpoints_each_boundary(tmp_path):
     assert seen[-1] == 12 and seen == sorted(seen)
     assert b.log.checkpoint_seqs("counts", 1) == [5, 10]
     b.close()
+
+
+def test_a_damaged_checkpoint_is_replaced_when_rewritten(tmp_path):
+    from braidlog.replay import Checkpoint
+
+    path = tmp_path / "store"
+    b = open_braid(path)
+    b.append_batch([make_delta(i) for i in range(4)])
+    b.close()
+    log = braidlog.LmdbLog(path)
+    ck = _checkpoint_blob(log, "counts", 4)
+    log.put_checkpoint("counts", 1, 4, msgspec.msgpack.encode(Checkpoint(ck.seq, ck.chain, ck.state, b"\0" * 32)))
+    log.close()
+    with pytest.warns(CheckpointWarning):
+        b = open_braid(path)
+    b.close()  # checkpoints again at the head: the damaged blob is replaced
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CheckpointWarning)
+        b = open_braid(path)
+    assert b.notices == []
+    b.close()
+
+
+def test_open_closes_the_store_when_the_braid_cannot_start(tmp_path):
+    path = tmp_path / "store"
+    with pytest.raises(ValidationError, match="two projections"):
+        braidlog.open(path, projections=[COUNTS, COUNTS])
+    braidlog.open(path, projections=[COUNTS]).close()  # not left open behind the caller's back

@@ -130,7 +130,7 @@ def tamper_store(tmp_path_factory):
 def test_flipping_any_byte_of_any_record_is_named_by_verify(tamper_store, seq, offset):
     old = _tamper(tamper_store, seq, offset)
     try:
-        with LmdbLog(tamper_store, readonly=True) as log:
+        with LmdbLog(tamper_store, readonly=True, check_head=False) as log:
             with pytest.raises(IntegrityError) as e:
                 log.verify()
             assert e.value.seq == seq
@@ -148,7 +148,7 @@ def test_a_missing_record_is_named(lmdb_path):
     with env.begin(write=True) as txn:
         txn.delete((3).to_bytes(8, "big"), db=env.open_db(b"log", txn=txn))
     env.close()
-    with LmdbLog(lmdb_path, readonly=True) as log:
+    with LmdbLog(lmdb_path, readonly=True, check_head=False) as log:
         with pytest.raises(IntegrityError, match="seq 3 is missing") as e:
             log.verify()
         assert e.value.seq == 3
@@ -183,3 +183,39 @@ print(seq, round(time.monotonic() - t, 3))
     assert int(seq) == 1 and float(waited) >= 0.9
     assert log.braid_head("second") == (1, 1)
     log.close()
+
+
+def test_opening_checks_the_head_record_in_constant_time(lmdb_path):
+    with LmdbLog(lmdb_path) as log:
+        log.append_batch([make_delta(i) for i in range(5)])
+    old = _tamper(lmdb_path, 5, 100)
+    with pytest.raises(IntegrityError, match=r"head record \(seq 5\) does not chain.*braidlog verify") as e:
+        LmdbLog(lmdb_path)
+    assert e.value.seq == 5
+    with LmdbLog(lmdb_path, check_head=False) as log:  # still open to audit it
+        with pytest.raises(IntegrityError):
+            log.verify()
+    _restore(lmdb_path, 5, old)
+    with LmdbLog(lmdb_path) as log:
+        assert log.check_head() == log.head()
+
+
+def test_a_record_that_does_not_decode_is_a_decode_error_naming_its_seq(lmdb_path):
+    from braidlog import DecodeError
+
+    with LmdbLog(lmdb_path) as log:
+        log.append_batch([make_delta(i) for i in range(3)])
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    db = env.open_db(b"log")
+    with env.begin(write=True) as txn:
+        value = bytes(txn.get((2).to_bytes(8, "big"), db=db))
+        txn.put((2).to_bytes(8, "big"), value[:40] + b"\x93\x01\x02", db=db)
+    env.close()
+    with LmdbLog(lmdb_path, check_head=False) as log:
+        with pytest.raises(DecodeError, match="seq 2 is not a delta"):
+            list(log.scan())
+        with pytest.raises(DecodeError, match="seq 2 is not a delta"):
+            log.read(2)
+        with pytest.raises(IntegrityError) as e:
+            log.verify()
+        assert e.value.seq == 2

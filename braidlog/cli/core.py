@@ -185,7 +185,7 @@ def cmd_head(args: Any, out: IO[str]) -> int:
 
 def cmd_verify(args: Any, out: IO[str]) -> int:
     against = Head.parse(args.against) if args.against else None
-    with open_store(args) as store:
+    with open_store(args, check_head=False) as store:
         head = store.head()
         stop = None
         if against is not None:

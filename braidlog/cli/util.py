@@ -23,13 +23,13 @@ def store_path(args: Any) -> str:
     return os.fspath(args.store)
 
 
-def open_store(args: Any, *, readonly: bool = True) -> LmdbLog:
+def open_store(args: Any, *, readonly: bool = True, check_head: bool = True) -> LmdbLog:
     """The store named by ``--store``; it must exist."""
     path = store_path(args)
     if not os.path.exists(os.path.join(path, "data.mdb")):
         raise StorageError(f"no store at {path}", hint="run `braidlog init` or `braidlog demo` first, "
                            "or pass --store PATH")
-    return LmdbLog(path, create=False, readonly=readonly)
+    return LmdbLog(path, create=False, readonly=readonly, check_head=check_head)
 
 
 def open_for_state(args: Any, *, readonly: bool = False) -> Braid:
@@ -50,7 +50,8 @@ def parse_point(text: str) -> Point:
     except ValueError:
         raise ValidationError("--at", f"{text!r} is not a seq, a delta id or an ISO-8601 time") from None
     if when.tzinfo is None:
-        raise ValidationError("--at", f"{text!r} has no timezone; add one, e.g. {text}+00:00")
+        raise ValidationError("--at", f"{text!r} has no timezone; give one, e.g. "
+                              f"{when.isoformat(timespec='seconds')}+00:00")
     return when
 
 
