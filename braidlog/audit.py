@@ -45,7 +45,8 @@ __all__ = [
     "format_explain", "format_diff",
 ]
 
-#: Payload keys whose text says why a delta was written, in the order they are reported.
+#: Payload keys whose text says why a delta was written (also any key ending in ``_<one of
+#: these>``, such as ``resolution_rationale``), reported in payload order.
 REASON_KEYS = ("why_changed", "rationale", "reason", "why", "justification", "explanation")
 
 #: Values of a ``status``-like field (or keys that become set/true) meaning "no longer in force".
@@ -64,7 +65,7 @@ _MISSING = object()
 
 # ------------------------------------------------------------------------------------ results
 
-class Change(Struct, frozen=True, omit_defaults=True):
+class Change(Struct, frozen=True):
     """One field that differs: ``op`` is added, removed or changed; ``path`` is dotted."""
 
     path: str
@@ -170,15 +171,19 @@ def reasons(payload: Mapping[str, Any], *, _path: str = "", _depth: int = 0) -> 
         if isinstance(targets, (list, tuple)) and targets:
             text += " " + ", ".join(str(t) for t in targets)
         out[_path + "resolution_type"] = text
-    for key in REASON_KEYS:
-        value = payload.get(key)
-        if isinstance(value, str) and value.strip():
+    for key, value in payload.items():
+        if isinstance(key, str) and _is_reason(key) and isinstance(value, str) and value.strip():
             out[_path + key] = value
     if _depth < 2:
         for key, value in payload.items():
             if isinstance(value, Mapping):
                 out.update(reasons(value, _path=f"{_path}{key}.", _depth=_depth + 1))
     return out
+
+
+def _is_reason(key: str) -> bool:
+    """A reason key: one of REASON_KEYS, or one ending in ``_<reason key>`` (resolution_rationale)."""
+    return key in REASON_KEYS or any(key.endswith("_" + k) for k in REASON_KEYS)
 
 
 # -------------------------------------------------------------------------- structural diffs
@@ -295,24 +300,25 @@ def _search(state: Any, entity_id: str) -> Any:
     return found if found else _MISSING
 
 
-def _walk_states(braid: Any, projection: Projection, seqs: Iterable[int]):
-    """(seq, state) for each seq in ascending order: nearest checkpoint, then folds forward.
+def _walk_states(braid: Any, projections: list[Projection], seqs: Iterable[int]):
+    """(seq, states) for each seq in ascending order: every projection resumes from its nearest
+    checkpoint when one lies ahead of it, then all fold forward together in one pass.
 
-    The state is the one being folded: read it before asking for the next seq.
+    The states are the ones being folded: read them before asking for the next seq.
     """
     store = braid.log
-    ckpts = store.checkpoint_seqs(projection.name, projection.version)
-    at, state = 0, projection.start()
+    ckpts = [store.checkpoint_seqs(p.name, p.version) for p in projections]
+    states = [p.start() for p in projections]
+    where = [0 for _ in projections]
     for seq in seqs:
-        i = bisect.bisect_right(ckpts, seq)
-        if i and ckpts[i - 1] > at:
-            found = load_checkpoint(store, projection, seq)
-            if found is not None and found[0] > at:
-                at, state = found
-        states, where = [state], [at]
-        fold(store, [projection], states, where, seq)
-        state, at = states[0], where[0]
-        yield seq, state
+        for i, p in enumerate(projections):
+            k = bisect.bisect_right(ckpts[i], seq)
+            if k and ckpts[i][k - 1] > where[i]:
+                found = load_checkpoint(store, p, seq)
+                if found is not None and found[0] > where[i]:
+                    where[i], states[i] = found
+        fold(store, projections, states, where, seq)
+        yield seq, states
 
 
 # --------------------------------------------------------------------------------- history
@@ -324,7 +330,8 @@ def _source(braid_or_view: Any) -> tuple[Any, Any, int]:
         return view_braid, braid_or_view.log, braid_or_view.seq
     if hasattr(braid_or_view, "resolve") and hasattr(braid_or_view, "log"):
         return braid_or_view, braid_or_view.log, braid_or_view.log.head().seq
-    raise ValidationError("braid_or_view", f"expected a Braid or a View, got {type(braid_or_view).__name__}")
+    raise ValidationError("braid_or_view",
+                          f"expected a Braid or a View, got {type(braid_or_view).__name__}")
 
 
 def _records(log: Any, entity_id: str, seq: int) -> list[Record]:
@@ -350,27 +357,37 @@ def history(braid_or_view: Any, entity_id: str, *, states: bool = True,
     recs = _records(log, entity_id, seq)
     per_step: list[dict[str, Any]] = [{} for _ in recs]
     current: dict[str, Any] = {}
+    relevant: list[Projection] = []
     if states:
         names = list(projections) if projections is not None else list(braid.projections)
-        for name in names:
-            p = braid.projection(name)
-            if recs and not any(p.reads(r.delta) for r in recs):
-                continue
-            seqs = [r.seq for r in recs] + [seq]
-            values = [_entity(p, state, entity_id, entities) for _, state in _walk_states(braid, p, seqs)]
-            for i, value in enumerate(values[:-1]):
+        relevant = [p for p in map(braid.projection, names)
+                    if not recs or any(p.reads(r.delta) for r in recs)]
+    if relevant:
+        seqs = [r.seq for r in recs] + [seq]
+        for i, (_, folded) in enumerate(_walk_states(braid, relevant, seqs)):
+            found = per_step[i] if i < len(recs) else current
+            for p, state in zip(relevant, folded):
+                value = _entity(p, state, entity_id, entities)
                 if value is not _MISSING:
-                    per_step[i][name] = value
-            if values[-1] is not _MISSING:
-                current[name] = values[-1]
+                    found[p.name] = value
     steps, previous = [], {}
     for rec, after in zip(recs, per_step):
-        delta_changes = {name: cs for name, value in after.items()
-                         if (cs := changes(previous[name], value) if name in previous
-                             else [Change("", "added", new=value)])}
+        delta_changes = {}
+        for p in relevant:
+            old, new = previous.get(p.name, _MISSING), after.get(p.name, _MISSING)
+            if old is _MISSING and new is _MISSING:
+                continue
+            if old is _MISSING:
+                cs = [Change("", "added", new=new)]
+            elif new is _MISSING:
+                cs = [Change("", "removed", old=old)]
+            else:
+                cs = changes(old, new)
+            if cs:
+                delta_changes[p.name] = cs
         steps.append(Step(seq=rec.seq, hash=rec.hash.hex(), delta=rec.delta,
                           reasons=reasons(rec.delta.payload), states=after, changes=delta_changes))
-        previous = {**previous, **after}
+        previous = after
     ts = log.read(seq).delta.ts if seq else None
     return History(entity_id=entity_id, seq=seq, head=str(log.head()), ts=ts, steps=steps,
                    current=current)

@@ -128,7 +128,7 @@ class _StrictDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid
     GenericDelta (about twice as fast); only writes pay for the constraints.
     """
 
-    id: Ulid
+    id: Ulid = msgspec.field(default_factory=new_id)
     braid_id: Ident
     kind: Name
     ts: UtcTime

@@ -48,8 +48,8 @@ PIECES = ("braid", "episodes", "decisions", "fields", "memories")
 
 def run_demo(path: str) -> tuple[str, int, list[str]]:
     """Write the demo session into the store at ``path``; its braid id, first seq and lines."""
-    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=2)
-    braid_id = f"demo-{start:%Y%m%dT%H%M%S}"
+    start = datetime.now(timezone.utc) - timedelta(hours=2)  # microseconds keep runs apart
+    braid_id = f"demo-{start:%Y%m%dT%H%M%S.%f}"
     lines: list[str] = []
     with open_braid(path) as braid:
         deltas = core_session(braid_id, start)

@@ -46,7 +46,7 @@ MAX_MAP_SIZE = 1 << 40
 CHUNK = 1024
 _U64 = 8
 _DBS = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces")
-_DUPS = {"braid", "kind", "refs"}
+_DUPS = {"braid", "kind", "refs"}  # DUPSORT, not DUPFIXED: LMDB 0.9's compacting copy crashes on that
 
 T = TypeVar("T")
 
@@ -154,13 +154,11 @@ class _Shared:
         db: dict[str, Any] = {}
         if self.readonly:
             for name in _DBS:
-                db[name] = env.open_db(name.encode(), create=False, dupsort=name in _DUPS,
-                                       dupfixed=name in _DUPS)
+                db[name] = env.open_db(name.encode(), create=False, dupsort=name in _DUPS)
         else:
             with env.begin(write=True) as txn:
                 for name in _DBS:
-                    db[name] = env.open_db(name.encode(), txn=txn, dupsort=name in _DUPS,
-                                           dupfixed=name in _DUPS)
+                    db[name] = env.open_db(name.encode(), txn=txn, dupsort=name in _DUPS)
                 if txn.get(b"format", db=db["meta"]) is None:
                     txn.put(b"format", str(FORMAT_VERSION).encode(), db=db["meta"])
                     txn.put(b"engine", b"braidlog", db=db["meta"])

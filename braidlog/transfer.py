@@ -23,8 +23,8 @@ a refused import leaves the target exactly as it was. A braid export (or any exp
 ``as_new=True``) is imported as new deltas: same ids and delta bytes, appended after the target's
 head with new seqs and hashes; deltas already present with identical bytes are skipped.
 
-**Backup** is LMDB's compacting copy taken inside one read transaction: consistent while a
-writer appends. **Restore** copies a backup into a new directory beside the target, verifies the
+**Backup** is LMDB's compacting copy (``MDB_CP_COMPACT``) taken inside one read transaction:
+consistent while a writer appends, and free of the live file's free pages. **Restore** copies a backup into a new directory beside the target, verifies the
 chain, the head recorded at backup time and every checkpoint there, and only then moves it into
 place.
 """
@@ -35,7 +35,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -53,7 +53,7 @@ from .store import Head, LogStore, Progress, ts_micros
 
 __all__ = [
     "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
-    "ImportReport", "BackupReport", "CheckpointCheck", "RestoreReport", "Stats",
+    "ImportReport", "ParsedExport", "BackupReport", "CheckpointCheck", "RestoreReport", "Stats",
     "export", "import_", "read_export", "backup", "restore", "check_checkpoints", "stats",
 ]
 
@@ -61,6 +61,11 @@ FORMAT = 1
 #: The file a backup directory carries beside data.mdb: the head it holds, when and from where.
 MANIFEST = "braidlog-backup.json"
 HW_SIZE = 8
+
+
+def _log(store: Any) -> Any:
+    """The store of a Braid, or the store itself."""
+    return getattr(store, "log", store)
 
 
 # ------------------------------------------------------------------------------- the format
@@ -138,14 +143,17 @@ def _writer(out: IO[str] | str | os.PathLike[str]) -> Iterator[IO[str]]:
 def export(store: LogStore, out: IO[str] | str | os.PathLike[str], *, start: int = 1,
            stop: int | None = None, braid: str | None = None,
            progress: Progress | None = None) -> ExportReport:
-    """Write records [start, stop) (default: to the head now) as JSON Lines; only ``braid``'s
-    records when given. The head is read once, so a writer appending meanwhile is not exported."""
+    """Write records [start, stop) of ``store`` (a LogStore or a Braid; default: up to the head
+    now) as JSON Lines to a text stream or a path; only ``braid``'s records when given. The head
+    is read once, so a writer appending meanwhile is not exported."""
+    store = _log(store)
     head = store.head()
     stop = head.seq + 1 if stop is None else stop
     if start < 1:
         raise ValidationError("start", f"must be at least 1, got {start}")
     if stop < start or stop > head.seq + 1:
-        raise ValidationError("stop", f"must be in {start}..{head.seq + 1} (the log holds 1..{head.seq}), got {stop}")
+        raise ValidationError("stop", f"must be in {start}..{head.seq + 1} (the log holds "
+                              f"1..{head.seq}), got {stop}")
     scope = "log" if braid is None else "braid"
     prev = store.hash_at(start - 1).hex() if braid is None else None
     header = ExportHeader("export", FORMAT, scope, start, stop, braid, prev)
@@ -195,7 +203,10 @@ def _refuse(n: int, message: str, *, seq: int | None = None, integrity: bool = T
     return e
 
 
-class _Parsed(Struct, frozen=True):
+class ParsedExport(Struct, frozen=True):
+    """An export read and checked: its header, deltas (as they will be stored), bodies, seqs,
+    hashes and end line, and how many lines it had."""
+
     header: ExportHeader
     deltas: list[GenericDelta]
     bodies: list[bytes]
@@ -206,12 +217,13 @@ class _Parsed(Struct, frozen=True):
 
 
 def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
-                registry: Registry = REGISTRY, hw: int | None = None,
-                chain: bool = True) -> _Parsed:
+                registry: Registry = REGISTRY, hw: int | None = None, chain: bool = True,
+                on_header: Callable[[ExportHeader], None] | None = None) -> ParsedExport:
     """Read and check an export line by line; the first bad line raises, naming it.
 
     ``hw`` is the high-water time of the record before the export (the target's), used to check
-    the first record's hw; ``chain=False`` skips the chain checks (for a braid export).
+    the first record's hw; ``chain=False`` skips the chain checks (a braid export has none);
+    ``on_header`` may refuse the file as soon as its header is read.
     """
     header: ExportHeader | None = None
     end: ExportEnd | None = None
@@ -223,10 +235,11 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
     n = 0
     for n, raw in enumerate(_lines(source), 1):
         text = raw.rstrip("\r\n")
-        if not raw.endswith("\n"):
-            raise _refuse(n, "the line is cut off (no newline at its end): the file was truncated")
+        cut = not raw.endswith("\n")  # only the last line can be; fine if it is complete JSON
         if header is None:
-            header = _header(n, text)
+            header = _header(n, text, cut)
+            if on_header is not None:
+                on_header(header)
             if header.scope == "log":
                 prev = _hex(n, header.prev, "prev")
             chain = chain and header.scope == "log"
@@ -241,13 +254,14 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
                 continue
             raise _refuse(n, f"not an export record: {e}", integrity=False) from None
         except msgspec.DecodeError as e:
-            raise _refuse(n, f"not JSON: {e}", integrity=False) from None
+            raise _cut(n) if cut else _refuse(n, f"not JSON: {e}", integrity=False) from None
         seq, body = line.seq, line.body
         want = (seqs[-1] + 1) if seqs else header.start
         if header.scope == "log" and seq != want:
             raise _refuse(n, f"expected seq {want}, found seq {seq}: lines were reordered, "
                           "dropped or duplicated", seq=want)
-        if header.scope == "braid" and (seqs and seq <= seqs[-1] or not header.start <= seq < header.stop):
+        misplaced = bool(seqs) and seq <= seqs[-1] or not header.start <= seq < header.stop
+        if header.scope == "braid" and misplaced:
             raise _refuse(n, f"seq {seq} is out of order or outside {header.start}..{header.stop - 1}: "
                           "lines were reordered or duplicated", seq=seq)
         found = _hex(n, line.hash, "hash")
@@ -276,11 +290,14 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
                               f"found {found.hex()}: the record or its hash was edited",
                               seq=seq, expected=expected, found=found)
             prev = found
+        if stored.kind not in registry:
+            raise _refuse(n, f"kind {stored.kind!r} is not declared; declare it (import the module "
+                          "that owns it) before importing", integrity=False)
         try:
             checked, data = validate(stored, registry)
         except ValidationError as e:
-            raise _refuse(n, f"delta {stored.id} is refused by its schema ({e}); declare its kind "
-                          "(import the module that owns it) before importing", integrity=False) from None
+            raise _refuse(n, f"delta {stored.id} is refused by its kind's schema ({e})",
+                          integrity=False) from None
         if data != body[HW_SIZE:]:
             raise _refuse(n, f"delta {stored.id} re-encodes to other bytes than stored: it was "
                           "written by another version of its schema or encoder", seq=seq)
@@ -302,12 +319,20 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
     if header.scope == "log" and seqs and seqs[-1] != header.stop - 1:
         raise _refuse(n, f"the header promises seqs {header.start}..{header.stop - 1}, the records "
                       f"end at {seqs[-1]}: it was truncated")
-    return _Parsed(header, deltas, bodies, seqs, hashes, end, n)
+    return ParsedExport(header, deltas, bodies, seqs, hashes, end, n)
 
 
-def _header(n: int, text: str) -> ExportHeader:
+def _cut(n: int) -> Exception:
+    return _refuse(n, "the line is cut off (it ends without a newline and is not complete "
+                   "JSON): the file was truncated")
+
+
+def _header(n: int, text: str, cut: bool = False) -> ExportHeader:
     try:
         header = _header_decoder.decode(text)
+    except msgspec.DecodeError as e:
+        raise _cut(n) if cut else _refuse(n, f"not a braidlog export header ({e})",
+                                          integrity=False) from None
     except msgspec.MsgspecError as e:
         raise _refuse(n, f"not a braidlog export header ({e})", integrity=False) from None
     if header.format != FORMAT:
@@ -320,6 +345,9 @@ def _header(n: int, text: str) -> ExportHeader:
     if header.scope == "log" and header.prev is None:
         raise _refuse(n, "a log export must carry prev, the chain hash before its first record",
                       integrity=False)
+    if header.scope == "log" and header.start == 1 and header.prev != GENESIS.hex():
+        raise _refuse(n, f"an export from seq 1 continues the genesis hash ({GENESIS.hex()}), "
+                      f"not {header.prev}: the header was edited")
     return header
 
 
@@ -353,7 +381,8 @@ def _hex(n: int, text: str | None, name: str) -> bytes:
 
 def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
             as_new: bool = False, against: Head | str | None = None) -> ImportReport:
-    """Import an export into ``store``: all of it in one transaction, or nothing.
+    """Import an export (a path, a text stream or lines) into ``store`` (a LogStore or a Braid):
+    all of it in one transaction, or nothing.
 
     A log export must start where the store stands (an empty store for an export from seq 1):
     records are reproduced byte for byte with the same hashes. ``as_new`` (required for a braid
@@ -361,42 +390,49 @@ def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable
     (``SEQ:HASH``, or a Head) must be a head the export reaches, e.g. one written down at the
     source: the import is refused unless the export's chain passes through it.
     """
+    store = _log(store)
     if isinstance(against, str):
         against = Head.parse(against)
     head = store.head()
     hw = int.from_bytes(store.body(head.seq)[:HW_SIZE], "big") if head.seq else 0
-    parsed = read_export(source, registry=store.registry, hw=None if as_new else hw)
+
+    def placed(h: ExportHeader) -> None:
+        if h.scope == "braid" and not as_new:
+            raise _refuse(1, f"a braid export (braid {h.braid!r}) is not a prefix of the chain, so "
+                          "its records cannot be reproduced with their seqs and hashes; import it "
+                          "with as_new=True (--as-new) to append its deltas as new records",
+                          integrity=False)
+        start = Head(h.start - 1, bytes.fromhex(h.prev or ""))
+        if not as_new and head != start:
+            where = "an empty store" if h.start == 1 else f"a store at head {start}"
+            raise ConflictError(
+                f"the target store is at head {head}; this export continues the chain from seq "
+                f"{h.start - 1}, so it imports only into {where}; nothing was imported",
+                expected=start, actual=head)
+
+    parsed = read_export(source, registry=store.registry, hw=None if as_new else hw,
+                         on_header=placed)
     h = parsed.header
     if against is not None:
         _check_against(parsed, against)
-    if h.scope == "braid" and not as_new:
-        raise _refuse(1, f"a braid export (braid {h.braid!r}) is not a prefix of the chain, so its "
-                      "records cannot be reproduced with their seqs and hashes; import it with "
-                      "as_new=True (--as-new) to append its deltas as new records", integrity=False)
     if as_new:
         records = store.commit(parsed.deltas)
         after = store.head()
         return ImportReport(h.scope, parsed.lines, len(records), len(parsed.deltas) - len(records),
                             records[0].seq if records else 0, records[-1].seq if records else 0,
                             str(after), True)
-    prev = bytes.fromhex(h.prev or "")
-    if head != Head(h.start - 1, prev):
-        where = "an empty store" if h.start == 1 else f"a store at head {Head(h.start - 1, prev)}"
-        raise ConflictError(
-            f"the target store is at head {head}; this export continues the chain from seq "
-            f"{h.start - 1}, so it imports only into {where}; nothing was imported",
-            expected=Head(h.start - 1, prev), actual=head)
     if not parsed.deltas:
         return ImportReport(h.scope, parsed.lines, 0, 0, 0, 0, str(head), False)
     seqs = store.append_batch(parsed.deltas, expected_head=head.seq)
     after = store.head()
     if seqs != parsed.seqs or after != Head(parsed.seqs[-1], parsed.hashes[-1]):
         raise IntegrityError(f"the store wrote the export at seqs {seqs[0]}..{seqs[-1]} with head "
-                             f"{after}, not {parsed.end.head}", seq=seqs[0])
+                             f"{after}, not {parsed.end.head}: the records were written; run "
+                             "`braidlog verify` and report this as a bug", seq=seqs[0])
     return ImportReport(h.scope, parsed.lines, len(seqs), 0, seqs[0], seqs[-1], str(after), False)
 
 
-def _check_against(parsed: _Parsed, against: Head) -> None:
+def _check_against(parsed: ParsedExport, against: Head) -> None:
     h = parsed.header
     if h.scope != "log":
         raise ValidationError("against", "a braid export carries no chain to check a head against")
@@ -457,10 +493,11 @@ def _lmdb(path: Any, **kw: Any) -> Any:
 
 
 def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
-    """An online, consistent, compacted copy of ``store`` (an LmdbLog or its path) into the new
-    or empty directory ``dest``, verified against the live log, with a manifest beside it."""
+    """An online, consistent copy of ``store`` (an LmdbLog or its path) into the new or empty
+    directory ``dest``, verified against the live log, with a manifest beside it."""
     dest = Path(dest)
     _empty_target(dest, "backup target")
+    store = _log(store)
     own = not hasattr(store, "copy")
     source = _lmdb(store, create=False, readonly=True) if own else store
     created = not dest.exists()
@@ -611,7 +648,9 @@ class Stats(Struct, frozen=True):
 
 def stats(store: LogStore) -> Stats:
     """Deltas per kind and per braid, store size, head, checkpoints, recall index coverage and
-    the time span of the log (first and last delta time, and the high-water time)."""
+    the time span of the log (first and last delta time, and the high-water time) of a
+    LogStore or a Braid."""
+    store = _log(store)
     head = store.head()
     groups: dict[tuple[str, int], list[int]] = {}
     for name, version, seq in store.checkpoint_keys():
@@ -632,12 +671,27 @@ def stats(store: LogStore) -> Stats:
 
 
 def _recall_coverage(store: LogStore, head: int) -> dict[str, Any] | None:
-    """The recall index's coverage, if braidlog.recall is installed and reports one."""
-    try:
-        from . import recall
-    except ImportError:
+    """The persisted recall indexes beside an LMDB store (``<store>/recall/*/meta.msgpack``):
+    per index, its vectors, the seq it covers, how far behind the head it is and whether it
+    matches the log. Read from the files only: stats never builds or catches up an index."""
+    root = getattr(store, "path", None)
+    if root is None or not (Path(root) / "recall").is_dir():
         return None
-    fn = getattr(recall, "coverage", None)
-    if fn is None:
-        return None
-    return msgspec.to_builtins(fn(store))
+    out: dict[str, Any] = {}
+    for meta_path in sorted((Path(root) / "recall").glob("*/meta.msgpack")):
+        name = meta_path.parent.name
+        try:
+            meta = msgspec.msgpack.decode(meta_path.read_bytes())
+            covered, chain = int(meta["covered_seq"]), bytes(meta["covered_hash"])
+        except (OSError, msgspec.MsgspecError, KeyError, TypeError, ValueError) as e:
+            out[name] = {"status": f"damaged ({e}); rebuilt from the log when next opened"}
+            continue
+        if covered > head or store.hash_at(covered) != chain:
+            status = "stale (not this log's chain); rebuilt from the log when next opened"
+        elif covered < head:
+            status = f"behind by {head - covered} delta(s); caught up when next opened"
+        else:
+            status = "current"
+        out[name] = {"space": meta.get("space"), "metric": meta.get("metric"),
+                     "vectors": meta.get("count"), "covered_seq": covered, "status": status}
+    return out or None

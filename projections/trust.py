@@ -201,6 +201,8 @@ class TestResult(Struct, kw_only=True):
 
 
 class Promotion(Struct, kw_only=True):
+    """A hypothesis's promotion: from ``ts`` on it holds ``confidence`` without decay."""
+
     ts: datetime
     delta_id: str
     confidence: float
@@ -208,6 +210,8 @@ class Promotion(Struct, kw_only=True):
 
 
 class Rejection(Struct, kw_only=True):
+    """A hypothesis's rejection: from ``ts`` on its confidence is 0."""
+
     ts: datetime
     delta_id: str
     reason: str

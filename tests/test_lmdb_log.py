@@ -219,3 +219,16 @@ def test_a_record_that_does_not_decode_is_a_decode_error_naming_its_seq(lmdb_pat
         with pytest.raises(IntegrityError) as e:
             log.verify()
         assert e.value.seq == 2
+
+
+def test_a_compacting_copy_of_a_store_with_large_indexes(lmdb_path, tmp_path):
+    """LMDB 0.9 segfaults compacting a DUPFIXED table with a few hundred values under one key."""
+    with LmdbLog(lmdb_path) as log:
+        for i in range(0, 1200, 400):
+            log.append_batch([make_delta(j) for j in range(i, i + 400)])  # one braid, one kind
+        head = log.head()
+        log.copy(tmp_path / "copy")
+    with LmdbLog(tmp_path / "copy", readonly=True) as copy:
+        assert copy.verify() == head
+        assert copy.braid_head("b1") == (1200, 1200)
+        assert [r.seq for r in copy.scan_kind("message", reverse=True, limit=2)] == [1200, 1199]

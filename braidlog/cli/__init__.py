@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    for command in sub.choices.values():  # --store also after the command: braidlog head --store X
+        command.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 

@@ -12,8 +12,7 @@ from .. import audit, transfer
 from ..errors import StorageError, ValidationError
 from ..lmdb_log import LmdbLog
 from .util import (
-    console, open_for_state, open_store, parse_point, progress_bar, store_path, to_builtins,
-    write_json,
+    console, open_for_state, open_store, parse_point, progress_bar, store_path, write_json,
 )
 
 
@@ -76,9 +75,9 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(handler=cmd_import)
 
-    p = sub.add_parser("backup", help="online, consistent, compacted copy of the store",
+    p = sub.add_parser("backup", help="online, consistent copy of the store",
                        description="Copy --store into the new or empty directory DEST while "
-                       "writers keep appending (LMDB's compacting copy in one read transaction), "
+                       "writers keep appending (LMDB's copy of one read transaction's snapshot), "
                        "verify the copy's chain against the live log and write a manifest.")
     p.add_argument("dest", help="a new or empty directory")
     p.add_argument("--json", action="store_true", help="as JSON")
@@ -217,7 +216,8 @@ def cmd_backup(args: Any, out: IO[str]) -> int:
 
 def cmd_restore(args: Any, out: IO[str]) -> int:
     if not os.path.isdir(args.backup):
-        raise StorageError(f"no backup at {args.backup}", hint="give the directory `braidlog backup` wrote")
+        raise StorageError(f"no backup at {args.backup}",
+                           hint="give the directory `braidlog backup` wrote")
     with LmdbLog(args.backup, create=False, readonly=True) as source:
         total = source.head().seq
     with progress_bar("verifying", total, enabled=total >= 100_000) as update:
@@ -259,7 +259,12 @@ def cmd_stats(args: Any, out: IO[str]) -> int:
         con.print(t)
     else:
         con.print("checkpoints  none")
-    con.print("recall index  " + (_recall_line(s.recall) if s.recall else "none"))
+    if not s.recall:
+        con.print("recall index  none")
+    for name, r in (s.recall or {}).items():
+        facts = "" if "covered_seq" not in r else (
+            f"{r['vectors']} vector(s), covers seq {r['covered_seq']}; ")
+        con.print(f"recall index  {name}: {facts}{r['status']}")
     return 0
 
 
@@ -272,7 +277,3 @@ def _table(con: Any, title: str, key: str, counts: dict[str, int]) -> None:
     for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         t.add_row(k, str(n))
     con.print(t)
-
-
-def _recall_line(recall: dict[str, Any]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in to_builtins(recall).items())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from itertools import islice
 from typing import IO, Any
 
 import msgspec
@@ -102,7 +103,10 @@ def cmd_append(args: Any, out: IO[str]) -> int:
 
 
 def parse_deltas(text: str) -> list[Any]:
-    """Deltas from one JSON object, a JSON array of them, or JSON Lines."""
+    """Deltas from one JSON object, a JSON array of them, or JSON Lines.
+
+    Errors name a delta by its position in the batch, counting from 0, as the library does.
+    """
     stripped = text.strip()
     if not stripped:
         return []
@@ -111,10 +115,10 @@ def parse_deltas(text: str) -> list[Any]:
             items = msgspec.json.decode(stripped)
         except msgspec.DecodeError as e:
             raise ValidationError("input", f"not a JSON array: {e}") from None
-        return [from_json(msgspec.json.encode(item), index=i + 1) for i, item in enumerate(items)]
+        return [from_json(msgspec.json.encode(item), index=i) for i, item in enumerate(items)]
     lines = [ln for ln in stripped.splitlines() if ln.strip()]
     if len(lines) > 1 and all(ln.lstrip().startswith("{") for ln in lines):
-        return [from_json(ln, index=i + 1) for i, ln in enumerate(lines)]
+        return [from_json(ln, index=i) for i, ln in enumerate(lines)]
     return [from_json(stripped)]
 
 
@@ -122,8 +126,9 @@ def cmd_log(args: Any, out: IO[str]) -> int:
     with open_store(args) as store:
         kw = dict(reverse=args.reverse, limit=args.limit)
         if args.braid and args.kind:
-            records = (r for r in store.scan_braid(args.braid, args.start, args.stop, **kw)
-                       if r.delta.kind == args.kind)
+            matching = (r for r in store.scan_braid(args.braid, args.start, args.stop, reverse=args.reverse)
+                        if r.delta.kind == args.kind)
+            records = islice(matching, args.limit)
         elif args.braid:
             records = store.scan_braid(args.braid, args.start, args.stop, **kw)
         elif args.kind:
@@ -161,8 +166,11 @@ def print_records(out: IO[str], records: Any, title: str | None = None) -> None:
 def cmd_show(args: Any, out: IO[str]) -> int:
     with open_store(args) as store:
         ref = args.ref.strip()
-        rec = (store.read(int(ref)) if ref.isdigit() and int(ref) <= store.head().seq
-               else store.get(ref))
+        if ref.isdigit():
+            seq = int(ref)
+            rec = store.read(seq) if 1 <= seq <= store.head().seq else None
+        else:
+            rec = store.get(ref.upper() if len(ref) == 26 else ref)
         if rec is None:
             raise ValidationError("ref", f"no delta with seq or id {ref!r}")
         if args.json:

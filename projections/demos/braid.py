@@ -14,7 +14,7 @@ BRAID = "braid-demo"
 
 def write(braid: braidlog.Braid, start: datetime) -> list[str]:
     """Append a scripted piece of a session starting at ``start``; lines saying what it shows."""
-    stamp = start.strftime("%Y%m%dT%H%M%S")
+    stamp = start.strftime("%Y%m%dT%H%M%S%f")
     tool_bead, thought_bead, knot_id = f"bead-web_search-{stamp}", f"bead-thought-{stamp}", f"knot-{stamp}"
     lines: list[str] = []
 

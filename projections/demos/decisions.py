@@ -36,7 +36,7 @@ def write(braid, start: datetime) -> list[str]:
     writes into a store of its own without meeting the decisions of earlier runs.
     """
     braid_id = _braid_id(braid, start)
-    namespace = f"demo-{start:%Y%m%dT%H%M%S}"
+    namespace = f"demo-{start:%Y%m%dT%H%M%S.%f}"
     human = Provenance("user", source="cli")
     agent = Provenance("assistant", model="demo-llm")
     at = [start + timedelta(minutes=m) for m in range(10)]

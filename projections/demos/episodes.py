@@ -48,7 +48,7 @@ QUOTES = [
 
 def write(braid: braidlog.Braid, start: datetime) -> list[str]:
     """Append a scripted piece of a session starting at ``start``; lines saying what it shows."""
-    stamp = start.strftime("%Y%m%dT%H%M%S")
+    stamp = start.strftime("%Y%m%dT%H%M%S%f")
     episode_id = f"episode-storage-{stamp}"
     clock = iter(start + timedelta(seconds=10 * i) for i in range(1000))
     lines: list[str] = []
