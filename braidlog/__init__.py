@@ -12,8 +12,8 @@ from .delta import (
     from_json, new_id, to_json, validate,
 )
 from .errors import (
-    BraidlogError, CheckpointWarning, ConflictError, DecodeError, IntegrityError, Rejected,
-    StaleHead, StorageError, StoreFullError, ValidationError,
+    BraidlogError, CheckpointWarning, ConflictError, DecodeError, IntegrityError, NotAcknowledged,
+    Rejected, ReplicationError, StaleHead, StaleWriter, StorageError, StoreFullError, ValidationError,
 )
 from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, declare, typed
 from .lmdb_log import LmdbLog
@@ -28,6 +28,7 @@ __all__ = [
     "delta", "new_id", "encode", "decode", "to_json", "from_json", "validate",
     "BraidlogError", "ValidationError", "DecodeError", "ConflictError", "StaleHead", "Rejected",
     "IntegrityError", "StorageError", "StoreFullError", "CheckpointWarning",
+    "ReplicationError", "NotAcknowledged", "StaleWriter",
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
     "Projection", "Decider", "Context",
     "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",

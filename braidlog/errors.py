@@ -12,6 +12,9 @@ __all__ = [
     "IntegrityError",
     "StorageError",
     "StoreFullError",
+    "ReplicationError",
+    "NotAcknowledged",
+    "StaleWriter",
     "CheckpointWarning",
 ]
 
@@ -77,6 +80,22 @@ class StorageError(BraidlogError):
 
 class StoreFullError(StorageError):
     """The store could not grow; .hint says how to make room."""
+
+
+class ReplicationError(StorageError):
+    """NATS JetStream could not be reached, timed out, or holds a stream braidlog cannot use."""
+
+
+class NotAcknowledged(ReplicationError):
+    """Appended to the local store, but the stream did not acknowledge it in time (.seqs)."""
+
+    def __init__(self, message: str, *, seqs: list[int], hint: str = "") -> None:
+        self.seqs = list(seqs)
+        super().__init__(message, hint=hint)
+
+
+class StaleWriter(ConflictError):
+    """The stream holds records this store did not write: another writer owns it (error 10071)."""
 
 
 class CheckpointWarning(UserWarning):

@@ -1,0 +1,173 @@
+"""Replication commands: ship, sync-append, replica, promote (docs/replication.md).
+
+They need the optional extra ``braidlog[replication]``; without it they say how to install it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from ..errors import ValidationError
+from ..lmdb_log import LmdbLog
+from .util import open_store, store_path, write_json
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "ship", help="ship the log to a NATS JetStream stream",
+        description="Publish every committed record of --store to the JetStream stream NAME "
+        "(created if needed), in seq order, one atomic batch in flight, then keep following the "
+        "log until interrupted. Resumes from the stream's watermark after a crash. Refused "
+        "when the stream holds another writer's records.")
+    _common(p)
+    p.add_argument("--replicas", type=int, default=1,
+                   help="stream replicas when the stream is created (3 on a 3-node cluster)")
+    p.add_argument("--batch", type=int, default=1000, help="records per atomic batch (max 1000)")
+    p.add_argument("--once", action="store_true", help="ship what is committed now, then exit")
+    p.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
+                   help="follow for this long, then exit (default: until interrupted)")
+    p.add_argument("--poll", type=float, default=0.05, help="seconds between looks at the log")
+    p.set_defaults(handler=cmd_ship)
+
+    p = sub.add_parser(
+        "sync-append", help="append deltas and wait until the stream holds them",
+        description="Append deltas (one JSON object, a JSON array or JSON Lines, from FILE or "
+        "standard input) to --store in one atomic batch, and return only once the JetStream "
+        "stream acknowledged them with its replicas (synchronous mode).")
+    p.add_argument("file", nargs="?", default="-", help="a file, or - for standard input")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="print the seqs as JSON")
+    p.set_defaults(handler=cmd_sync_append)
+
+    p = sub.add_parser(
+        "replica", help="rebuild --store from a stream and keep following it",
+        description="Follow the JetStream stream NAME from this store's head: every record's "
+        "seq and chain hash are checked against the head before it is appended, and a "
+        "transaction is applied whole. A record that does not chain stops the replica with an "
+        "error naming its seq; nothing after it is applied.")
+    _common(p)
+    p.add_argument("--once", action="store_true", help="catch up with the stream, then exit")
+    p.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
+                   help="follow for this long, then exit (default: until interrupted)")
+    p.set_defaults(handler=cmd_replica)
+
+    p = sub.add_parser(
+        "promote", help="check a replica caught up, so it may become the writer",
+        description="Catch --store up with the stream and check it holds everything the stream "
+        "acknowledged (same head, no half-shipped transaction). Exit 0 means: start writing "
+        "to this store and ship it (`braidlog ship`); the old writer is then refused.")
+    _common(p)
+    p.set_defaults(handler=cmd_promote)
+
+
+def _common(p: Any) -> None:
+    p.add_argument("--nats", required=True, metavar="URL[,URL...]",
+                   help="NATS server URLs, comma-separated (give every node of a cluster)")
+    p.add_argument("--stream", required=True, metavar="NAME", help="the JetStream stream name")
+    p.add_argument("--prefix", default=None,
+                   help="subject prefix (default braidlog.NAME; subjects are PREFIX.<braid>)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds to wait for NATS before giving up (default 60)")
+
+
+def _replication() -> Any:
+    from .. import replication  # raises ReplicationError with the install hint without nats-py
+
+    replication._nats()
+    return replication
+
+
+def _kinds() -> None:
+    """Declare every shipped kind, so deltas validate exactly as they did on the writer."""
+    try:
+        from projections import default_projections
+    except ImportError:
+        return
+    default_projections()
+
+
+def _stream(args: Any, *, create: bool, replicas: int = 1) -> Any:
+    rep = _replication()
+    return rep.Stream(args.nats, args.stream, replicas=replicas, create=create,
+                      prefix=args.prefix, timeout=min(args.timeout, 10.0))
+
+
+def _until(duration: float | None) -> threading.Event:
+    stop = threading.Event()
+    if duration is not None:
+        timer = threading.Timer(duration, stop.set)
+        timer.daemon = True
+        timer.start()
+    return stop
+
+
+def cmd_ship(args: Any, out: IO[str]) -> int:
+    rep = _replication()
+    _kinds()
+    with open_store(args) as store, _stream(args, create=True, replicas=args.replicas) as stream:
+        shipper = rep.Shipper(store, stream, batch=args.batch)
+        if args.once:
+            wm = shipper.ship(timeout=args.timeout)
+        else:
+            out.write(f"shipping {store.path} to stream {stream.name}; Ctrl-C stops\n")
+            out.flush()
+            try:
+                wm = shipper.follow(_until(args.duration), poll=args.poll,
+                                    ship_timeout=args.timeout)
+            except KeyboardInterrupt:
+                wm = shipper.ship(timeout=args.timeout)
+        out.write(f"shipped {shipper.shipped} record(s); stream {stream.name} at {wm}\n")
+    return 0
+
+
+def cmd_sync_append(args: Any, out: IO[str]) -> int:
+    from .core import parse_deltas
+
+    rep = _replication()
+    _kinds()
+    text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    deltas = parse_deltas(text)
+    if not deltas:
+        raise ValidationError("input", "no deltas given")
+    with LmdbLog(store_path(args)) as store, _stream(args, create=True) as stream:
+        seqs = rep.SyncLog(store, stream, timeout=args.timeout).append_batch(deltas)
+        head = store.head()
+    if args.json:
+        write_json(out, {"seqs": seqs, "head": str(head)})
+    else:
+        out.write(f"appended {len(seqs)} delta(s) at seq {seqs[0]}..{seqs[-1]}, acknowledged by "
+                  f"stream {args.stream}; head {head}\n")
+    return 0
+
+
+def cmd_replica(args: Any, out: IO[str]) -> int:
+    rep = _replication()
+    _kinds()
+    start = time.monotonic()
+    with LmdbLog(store_path(args)) as store, _stream(args, create=False) as stream:
+        replica = rep.Replica(store, stream)
+        if args.once:
+            head = replica.catch_up(timeout=args.timeout)
+        else:
+            out.write(f"following stream {stream.name} into {store.path}; Ctrl-C stops\n")
+            out.flush()
+            try:
+                head = replica.follow(_until(args.duration))
+            except KeyboardInterrupt:
+                head = replica.head
+        took = time.monotonic() - start
+    out.write(f"applied {replica.applied} record(s) in {took:.1f} s; replica at {head}\n")
+    return 0
+
+
+def cmd_promote(args: Any, out: IO[str]) -> int:
+    rep = _replication()
+    _kinds()
+    with LmdbLog(store_path(args)) as store, _stream(args, create=False) as stream:
+        head = rep.promote(store, stream, timeout=args.timeout)
+    out.write(f"promoted at {head}: this store holds everything stream {args.stream} "
+              "acknowledged; write to it and run `braidlog ship` from here\n")
+    return 0

@@ -1,0 +1,768 @@
+"""Log shipping to NATS JetStream and verified replicas, against real nats-server processes.
+
+One-node tests share one server per module (a fresh stream each); the three-node failover
+tests start their own cluster (marked cluster and slow). Every loop is bounded in count and
+time; every process started here is stopped here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+nats = pytest.importorskip("nats")
+
+import braidlog  # noqa: E402
+from braidlog import (  # noqa: E402
+    Braid, ConflictError, IntegrityError, LmdbLog, Projection, ValidationError,
+)
+from braidlog.chain import link  # noqa: E402
+from braidlog.cli import main  # noqa: E402
+from braidlog.recall import Recall, embed_delta  # noqa: E402
+from braidlog.replication import (  # noqa: E402
+    HDR_COMMIT, HDR_HASH, HDR_SEQ, NotAcknowledged, Replica, ReplicationError, Shipper,
+    StaleWriter, Stream, SyncLog, braid_token, promote,
+)
+
+from .conftest import make_delta, random_deltas  # noqa: E402
+
+pytestmark = pytest.mark.nats
+ROOT = Path(__file__).resolve().parent.parent
+MIN_VERSION = (2, 12)
+
+
+# -- real nats-server processes ----------------------------------------------------------------
+def server_binary() -> str | None:
+    """A nats-server new enough for atomic batches: the pip-installed one first, then PATH."""
+    candidates = [Path(sysconfig.get_path("scripts")) / "nats-server", shutil.which("nats-server")]
+    for path in candidates:
+        if path and Path(path).exists():
+            try:
+                out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
+                                     timeout=10).stdout
+                version = tuple(int(x) for x in out.split("v")[-1].strip().split(".")[:2])
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                continue
+            if version >= MIN_VERSION:
+                return str(path)
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+@dataclass
+class NatsNode:
+    """One nats-server process with JetStream, on loopback ports, storing under ``root``."""
+
+    binary: str
+    root: Path
+    name: str
+    cluster: list[int] = field(default_factory=list)  # every node's cluster port, this one first
+    port: int = 0
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, port: int | None = None) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for _attempt in range(3):  # a free port can be taken between probe and bind
+            self.port = port or free_port()
+            args = [self.binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-n", self.name,
+                    "-sd", str(self.root / self.name)]
+            if self.cluster:
+                routes = ",".join(f"nats://127.0.0.1:{p}" for p in self.cluster[1:])
+                args += ["--cluster_name", "braidtest", "--cluster",
+                         f"nats://127.0.0.1:{self.cluster[0]}", "--routes", routes]
+            log = open(self.root / f"{self.name}.log", "ab")
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+            log.close()
+            if wait_port(self.port, self.proc):
+                return
+            self.stop()
+        raise RuntimeError(f"nats-server {self.name} did not start; see {self.root}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc = None
+
+
+@dataclass
+class NatsCluster:
+    """One node, or a three-node JetStream cluster, on 127.0.0.1."""
+
+    nodes: list[NatsNode]
+
+    @classmethod
+    def start(cls, binary: str, root: Path, size: int) -> NatsCluster:
+        cports = [free_port() for _ in range(size)] if size > 1 else []
+        nodes = [NatsNode(binary, root, f"n{i}",
+                          cports[i:] + cports[:i] if cports else []) for i in range(size)]
+        cluster = cls(nodes)
+        try:
+            for node in nodes:
+                node.start()
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+
+    def node(self, name: str) -> NatsNode:
+        return next(n for n in self.nodes if n.name == name)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+@pytest.fixture(scope="module")
+def nats_binary() -> str:
+    binary = server_binary()
+    if binary is None:
+        pytest.skip("needs nats-server >= 2.12 (pip install 'braidlog[replication]')")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def nats_server(nats_binary, tmp_path_factory) -> Iterator[NatsCluster]:
+    cluster = NatsCluster.start(nats_binary, tmp_path_factory.mktemp("nats"), 1)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def nats_cluster(nats_binary, tmp_path) -> Iterator[NatsCluster]:
+    cluster = NatsCluster.start(nats_binary, tmp_path / "nats", 3)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def url(nats_server) -> str:
+    return nats_server.urls[0]
+
+
+_names = iter(range(10**6))
+
+
+@pytest.fixture
+def stream_name() -> str:
+    return f"T{os.getpid()}x{next(_names)}"
+
+
+@pytest.fixture
+def open_stream(url, stream_name) -> Iterator[Callable[..., Stream]]:
+    opened: list[Stream] = []
+
+    def make(name: str = stream_name, **kw) -> Stream:
+        stream = Stream(kw.pop("servers", url), name, **kw)
+        opened.append(stream)
+        return stream
+
+    yield make
+    for stream in opened:
+        stream.close()
+
+
+@pytest.fixture
+def stores(tmp_path) -> Iterator[Callable[[str], LmdbLog]]:
+    opened: list[LmdbLog] = []
+
+    def make(name: str) -> LmdbLog:
+        store = LmdbLog(tmp_path / name, durable=False)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+# -- reading a stream raw (what is really in JetStream) ---------------------------------------
+def raw_messages(servers: str | list[str], name: str, limit: int = 100_000) -> list[tuple[int, str, dict, bytes]]:
+    """Every message of a stream as (stream seq, subject, headers, data), by batched direct get."""
+
+    async def run() -> list[tuple[int, str, dict, bytes]]:
+        nc = await nats.connect(servers, connect_timeout=2, max_reconnect_attempts=3)
+        try:
+            out: list[tuple[int, str, dict, bytes]] = []
+            for _ in range(limit // 500 + 2):
+                inbox = nc.new_inbox()
+                sub = await nc.subscribe(inbox)
+                await nc.publish(f"$JS.API.DIRECT.GET.{name}",
+                                 json.dumps({"seq": len(out) + 1, "batch": 500}).encode(), reply=inbox)
+                got = 0
+                while True:
+                    msg = await sub.next_msg(timeout=5)
+                    if msg.headers and msg.headers.get("Status"):
+                        break
+                    out.append((int(msg.headers["Nats-Sequence"]), msg.headers["Nats-Subject"],
+                                dict(msg.headers), msg.data))
+                    got += 1
+                await sub.unsubscribe()
+                if not got:
+                    return out
+            return out
+        finally:
+            await nc.close()
+
+    return asyncio.run(run())
+
+
+def republish(servers: str | list[str], name: str, messages: list[tuple[str, dict, bytes]]) -> None:
+    """Publish messages (subject, headers, data) to a stream one by one, as a raw client would."""
+
+    async def run() -> None:
+        nc = await nats.connect(servers, connect_timeout=2, max_reconnect_attempts=3)
+        try:
+            js = nc.jetstream()
+            for subject, headers, data in messages:
+                await js.publish(subject, data, headers=headers, timeout=5)
+        finally:
+            await nc.close()
+
+    asyncio.run(run())
+
+
+_TRANSPORT = ("Nats-", "Status", "Description")
+
+
+def assert_stream_is_the_log(servers, name: str, store: LmdbLog) -> None:
+    """The stream holds each record once, in seq order, with its exact bytes and hash."""
+    messages = raw_messages(servers, name)
+    head = store.head()
+    assert [m[0] for m in messages] == list(range(1, head.seq + 1)), "gap, duplicate or reorder"
+    for (seq, subject, headers, data), (lseq, chain, body) in zip(messages, store.scan_bodies()):
+        assert int(headers[HDR_SEQ]) == seq == lseq
+        assert headers[HDR_HASH] == chain.hex() == headers["Nats-Msg-Id"]
+        assert data == body
+        assert int(headers[HDR_COMMIT]) >= seq
+        assert subject.endswith("." + braid_token(braidlog.decode(body[8:]).braid_id))
+
+
+def append_mixed(store, deltas, rng) -> list[list[int]]:
+    """Append deltas as a mix of single appends and batches; the seqs of each transaction."""
+    txns, i = [], 0
+    while i < len(deltas):
+        n = rng.choice([1, 1, 2, 5])
+        txns.append(store.append_batch(deltas[i:i + n]))
+        i += n
+    return txns
+
+
+def count_by_braid(state: dict, d) -> dict:
+    state[d.braid_id] = state.get(d.braid_id, 0) + 1
+    return state
+
+
+COUNTS = Projection("counts", 1, {}, count_by_braid)
+
+
+# -- unit ------------------------------------------------------------------------------------
+def test_braid_ids_become_one_subject_token():
+    assert braid_token("agent-7_main") == "agent-7_main"
+    assert braid_token("a.b c>*") == "a~2Eb~20c~3E~2A"
+    assert braid_token("é~") == "~C3~A9~7E"
+    assert braid_token("a.b") != braid_token("a~2Eb")  # escaping is injective: ~ is escaped too
+
+
+def test_bad_arguments_are_refused_before_anything_is_sent(url, stores):
+    with pytest.raises(ValidationError, match="stream"):
+        Stream(url, "bad.name")
+    with pytest.raises(ValidationError, match="replicas"):
+        Stream(url, "ok", replicas=0)
+    with pytest.raises(ValidationError, match="servers"):
+        Stream(" , ", "ok")
+
+
+def test_unreachable_nats_is_a_clear_error():
+    start = time.monotonic()
+    with pytest.raises(ReplicationError, match="cannot reach NATS"):
+        Stream(f"nats://127.0.0.1:{free_port()}", "S", timeout=0.5)
+    assert time.monotonic() - start < 10
+
+
+def test_a_foreign_stream_of_that_name_is_refused(url, stream_name, open_stream):
+    async def make_plain() -> None:
+        nc = await nats.connect(url)
+        await nc.jetstream().add_stream(name=stream_name, subjects=[f"plain.{stream_name}"])
+        await nc.close()
+
+    asyncio.run(make_plain())
+    with pytest.raises(ReplicationError, match="not a braidlog stream"):
+        open_stream()
+    with pytest.raises(ReplicationError, match="there is no stream"):
+        open_stream(stream_name + "missing", create=False)
+
+
+def test_a_record_larger_than_max_payload_is_a_clear_error(stores, open_stream):
+    writer = stores("w")
+    writer.append(make_delta(1, payload={"text": "x" * (1 << 20)}))
+    with pytest.raises(ReplicationError, match="record seq 1 is .* bytes, more than .* max_payload"):
+        Shipper(writer, open_stream()).ship(timeout=5)
+
+
+def test_shipper_batch_size_is_checked(stores, open_stream):
+    with pytest.raises(ValidationError, match="batch"):
+        Shipper(stores("w"), open_stream(), batch=1001)
+
+
+# -- shipping and rebuilding -----------------------------------------------------------------
+def test_replica_rebuilt_from_the_stream_has_the_writers_head(stores, open_stream, rng, tmp_path):
+    writer = stores("w")
+    txns = append_mixed(writer, random_deltas(rng, 400, braids=4), rng)
+    writer.append(make_delta(9999, braid="odd braid.id/é"))
+    writer.append_batch([embed_delta(make_delta(i, payload={"text": f"note {i} about topic {i % 7}"}))
+                         for i in range(60)])
+    stream = open_stream()
+    wm = Shipper(writer, stream).ship(timeout=20)
+    assert (wm.seq, wm.hash) == writer.head()
+    assert_stream_is_the_log(stream.servers, stream.name, writer)
+
+    replica = stores("r")
+    head = Replica(replica, stream).catch_up(timeout=20)
+    assert head == writer.head() == replica.head()
+    assert replica.verify() == writer.head()
+    assert list(replica.scan_bodies()) == list(writer.scan_bodies()), "not byte-identical"
+    assert replica.braids() == writer.braids()
+    some = writer.read(len(txns)).delta
+    assert [r.seq for r in replica.scan_refs(some.id)] == [r.seq for r in writer.scan_refs(some.id)]
+
+    # projections, time travel and recall work on the replica, read-only
+    replica.close()
+    view = braidlog.open(tmp_path / "r", projections=[COUNTS], readonly=True, create=False)
+    mine = Braid(writer, [COUNTS])
+    try:
+        assert view.state("counts") == mine.state("counts")
+        mid = head.seq // 2
+        assert view.at(mid).state("counts") == mine.at(mid).state("counts")
+        theirs, ours = Recall(view, directory=False), Recall(writer, directory=False)
+        for as_of in (None, head.seq - 30):
+            got = [(h.seq, h.delta_id) for h in theirs.recall("topic 3", 5, as_of=as_of)]
+            assert got and got == [(h.seq, h.delta_id) for h in ours.recall("topic 3", 5, as_of=as_of)]
+        with pytest.raises(braidlog.StorageError, match="read-only"):
+            view.append(make_delta(1, braid="nope"))
+    finally:
+        view.close()
+
+
+def test_sync_appends_return_after_the_stream_holds_them(stores, open_stream):
+    writer, stream = stores("w"), open_stream()
+    log = SyncLog(writer, stream)
+    first = make_delta(1)
+    seq = log.append(first)
+    assert stream.watermark().seq == seq == 1
+    seqs = log.append_batch([make_delta(i, braid=f"b{i % 2}") for i in range(2, 7)])
+    wm = stream.watermark()
+    assert (wm.seq, wm.hash, wm.commit) == (seqs[-1], writer.head().hash, seqs[-1])
+    # a Braid on a SyncLog: every append and execute is synchronous
+    braid = Braid(log, [COUNTS])
+    braid.append(make_delta(7))
+    assert stream.watermark().seq == 7
+    assert braid.state("counts") == {"b1": 4, "b0": 3}
+    # one transaction = one group: its records share the marker, which is its last seq
+    messages = raw_messages(stream.servers, stream.name)
+    assert [int(h[HDR_COMMIT]) for _, _, h, _ in messages] == [1, 6, 6, 6, 6, 6, 7]
+    assert log.append(first) == 1  # an idempotent retry ships nothing new
+    assert stream.watermark().seq == 7
+
+
+def test_unacknowledged_sync_append_says_so_and_ships_later(nats_binary, tmp_path, stores):
+    node = NatsCluster.start(nats_binary, tmp_path / "own", 1).nodes[0]
+    try:
+        stream = Stream(node.url, "LOSSY", timeout=1)
+        writer = stores("w")
+        log = SyncLog(writer, stream, timeout=1.0)
+        log.append(make_delta(1))
+        node.stop()  # the stream goes away
+        with pytest.raises(NotAcknowledged, match=r"seq 2\.\.2 were appended locally") as err:
+            log.append(make_delta(2))
+        assert err.value.seqs == [2] and writer.head().seq == 2
+        node.start(port=node.port)  # it comes back (same port, same storage)
+        log.timeout = 20.0  # long enough to wait out the reconnect
+        log.append(make_delta(3))  # seq 2 goes out with it, before the append returns
+        assert_stream_is_the_log(node.url, "LOSSY", writer)
+        # "not acknowledged" means unknown, not lost: the client may flush the unacknowledged
+        # batch after reconnecting (its expected-last-sequence still fits), else 2 and 3 go
+        # out as one group; either way each record is in the stream once, in order
+        markers = [int(h[HDR_COMMIT]) for _, _, h, _ in raw_messages(node.url, "LOSSY")]
+        assert markers in ([1, 2, 3], [1, 3, 3])
+        stream.close()
+    finally:
+        node.stop()
+
+
+def test_replica_follows_a_background_shipper(stores, open_stream, rng):
+    writer, stream = stores("w"), open_stream()
+    shipper = Shipper(writer, stream).start(poll=0.01)
+    replica = Replica(stores("r"), stream)
+    stop = threading.Event()
+    follower = threading.Thread(target=lambda: replica.follow(stop, timeout=30, poll=0.05))
+    follower.start()
+    try:
+        for batch in range(60):
+            writer.append_batch(random_deltas(rng, rng.randrange(1, 6)))
+            if batch % 10 == 0:
+                time.sleep(0.01)
+        shipper.stop()
+        end = time.monotonic() + 15
+        while replica.head != writer.head() and time.monotonic() < end:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        follower.join(20)
+        shipper.stop()
+    assert not follower.is_alive()
+    assert replica.head == writer.head() == replica.store.head()
+
+
+@pytest.mark.slow
+def test_shipper_sigkilled_mid_group_resumes_from_the_watermark(stores, open_stream, url,
+                                                                 stream_name, tmp_path, rng):
+    writer = stores("w")
+    writer.append_batch(random_deltas(rng, 3000))  # one transaction, many atomic batches
+    writer.append(make_delta(5000))
+    head = writer.head()
+    stream = open_stream()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.test_replication", "ship", str(tmp_path / "w"), url,
+         stream_name, "10"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 30
+        while stream.info()["last_seq"] < 200 and time.monotonic() < end and child.poll() is None:
+            time.sleep(0.005)
+        child.send_signal(signal.SIGKILL)
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    wm = stream.watermark()
+    assert 0 < wm.seq < 3000, f"the shipper was not killed mid-transaction ({wm}); {err}"
+    assert wm.commit == 3001 and not wm.complete  # one group: both transactions, read at once
+    # a replica applies nothing of the half-shipped transaction
+    replica = stores("r")
+    assert Replica(replica, stream).catch_up(timeout=20).seq == 0
+    with pytest.raises(ConflictError, match="ends inside a transaction"):
+        promote(stores("p"), stream, timeout=20)
+    # a new shipper finishes the transaction, then ships the rest: nothing lost, nothing twice
+    assert Shipper(writer, stream, batch=500).ship(timeout=30) == (head.seq, head.hash, head.seq)
+    assert_stream_is_the_log(url, stream_name, writer)
+    markers = [int(h[HDR_COMMIT]) for _, _, h, _ in raw_messages(url, stream_name)]
+    assert markers == [3001] * 3001  # the resumed shipper finished the same group
+    assert Replica(replica, stream).catch_up(timeout=20) == head
+
+
+# -- refusing what does not chain ------------------------------------------------------------
+def flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:]
+
+
+def shipped(stores, open_stream, n: int = 12, group: tuple[int, int] | None = None):
+    """A writer whose records went out one transaction per group; the stream's raw messages."""
+    writer, stream = stores("w"), open_stream()
+    log = SyncLog(writer, stream)
+    seq = 0
+    while seq < n:
+        if group and seq + 1 == group[0]:
+            log.append_batch([make_delta(i) for i in range(group[0], group[1] + 1)])
+        else:
+            log.append(make_delta(seq + 1))
+        seq = writer.head().seq
+    return writer, stream, raw_messages(stream.servers, stream.name)
+
+
+def forged(messages, k: int, how: str) -> list[tuple[str, dict, bytes]]:
+    out = []
+    for seq, subject, headers, data in messages:
+        h = {key: v for key, v in headers.items() if not key.startswith(_TRANSPORT)}
+        if seq == k:
+            if how == "body":
+                data = flip(data, len(data) - 3)
+            elif how == "hash":
+                h[HDR_HASH] = flip(bytes.fromhex(h[HDR_HASH]), 0).hex()
+            elif how == "seq":
+                h[HDR_SEQ] = str(k + 1)
+            elif how == "dropped":
+                continue
+            elif how == "rechained":  # changed bytes with a hash recomputed to match them
+                data = flip(data, len(data) - 3)
+                prev = bytes.fromhex(messages[k - 2][2][HDR_HASH]) if k > 1 else bytes(32)
+                h[HDR_HASH] = link(prev, k, data).hex()
+        out.append((subject, h, data))
+    return out
+
+
+@pytest.mark.parametrize("how", ["body", "hash", "seq", "dropped"])
+def test_a_record_tampered_with_in_the_stream_is_refused(stores, open_stream, stream_name, how):
+    _, stream, messages = shipped(stores, open_stream)
+    copy = open_stream(stream_name + "copy", prefix=stream.prefix + "copy")
+    republish(copy.servers, copy.name, [(s.replace(stream.prefix, copy.prefix, 1), h, d)
+                                        for s, h, d in forged(messages, 7, how)])
+    replica = Replica(stores("r"), copy)
+    with pytest.raises(IntegrityError, match="record seq 7 refused") as err:
+        replica.catch_up(timeout=20)
+    assert err.value.seq == 7
+    assert "stopped at seq 6 and applied nothing after it" in str(err.value)
+    assert replica.store.head().seq == 6 and replica.error is err.value
+    with pytest.raises(IntegrityError):  # it stays stopped
+        replica.catch_up(timeout=5)
+    assert replica.store.head().seq == 6
+
+
+def test_a_rechained_forgery_breaks_the_chain_at_the_next_record(stores, open_stream, stream_name):
+    _, stream, messages = shipped(stores, open_stream)
+    copy = open_stream(stream_name + "copy", prefix=stream.prefix + "copy")
+    republish(copy.servers, copy.name, [(s.replace(stream.prefix, copy.prefix, 1), h, d)
+                                        for s, h, d in forged(messages, 7, "rechained")])
+    replica = Replica(stores("r"), copy)
+    with pytest.raises(IntegrityError, match="record seq 7 refused|record seq 8 refused") as err:
+        replica.catch_up(timeout=20)
+    # a flipped byte inside the canonical msgpack either stops decoding (7) or, when it still
+    # decodes, leaves record 8 unable to chain onto the forged hash; a writer's head written
+    # down (braidlog head / verify --against) is what proves the forged prefix wrong
+    assert err.value.seq in (7, 8) and replica.store.head().seq == err.value.seq - 1
+
+
+def test_a_tampered_record_stops_its_whole_transaction(stores, open_stream, stream_name):
+    _, stream, messages = shipped(stores, open_stream, group=(5, 9))
+    copy = open_stream(stream_name + "copy", prefix=stream.prefix + "copy")
+    republish(copy.servers, copy.name, [(s.replace(stream.prefix, copy.prefix, 1), h, d)
+                                        for s, h, d in forged(messages, 7, "body")])
+    replica = Replica(stores("r"), copy)
+    with pytest.raises(IntegrityError, match="record seq 7 refused.*stopped at seq 4"):
+        replica.catch_up(timeout=20)
+    assert replica.store.head().seq == 4, "part of a transaction was applied"
+
+
+def test_a_store_that_is_not_a_prefix_of_the_stream_is_refused(stores, open_stream):
+    writer, stream, _ = shipped(stores, open_stream, n=5)
+    other = stores("o")
+    other.append(make_delta(1, braid="elsewhere"))
+    with pytest.raises(IntegrityError, match="record seq 1 refused.*not a replica"):
+        Replica(other, stream).catch_up(timeout=10)
+    longer = stores("l")
+    for rec in writer.scan():
+        longer.append(rec.delta)
+    longer.append(make_delta(99))
+    with pytest.raises(ConflictError, match="not a replica of that stream"):
+        Replica(longer, stream).catch_up(timeout=10)
+
+
+# -- the guide ---------------------------------------------------------------------------------
+def test_the_guide_example_runs(url, tmp_path, monkeypatch):
+    """docs/replication.md's Python example (not run by test_docs: it needs a server)."""
+    text = (ROOT / "docs" / "replication.md").read_text(encoding="utf-8")
+    marker = "<!-- no-run: needs a running nats-server; tests/test_replication.py runs this block -->"
+    block = text.split(marker, 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0]
+    assert 'NATS = "nats://127.0.0.1:4222"' in block
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block.replace("nats://127.0.0.1:4222", url), "docs/replication.md", "exec"),
+         namespace)
+    assert namespace["head"].seq == 5  # 1 + 3 appended asynchronously, 1 synchronously
+
+
+# -- failover on one node ----------------------------------------------------------------------
+def test_a_stale_writer_is_refused_and_nothing_is_merged(stores, open_stream):
+    old = stores("old")
+    stream = open_stream()
+    old_log = SyncLog(old, stream)
+    for i in range(1, 6):
+        old_log.append(make_delta(i))
+    new = stores("new")
+    assert promote(new, stream, timeout=10) == old.head()
+    new_log = SyncLog(new, stream)
+    new_log.append(make_delta(100, braid="after-failover"))
+    before = stream.watermark()
+
+    old.append(make_delta(200, braid="split-brain"))  # the old writer comes back
+    with pytest.raises(StaleWriter, match="another writer's records.*error 10071") as err:
+        old_log.ship()
+    assert "nothing was merged" in str(err.value)
+    with pytest.raises(StaleWriter, match="nothing was appended"):
+        old_log.append(make_delta(201))
+    assert old.head().seq == 6, "a refused stale writer appended locally again"
+    assert stream.watermark() == before
+    assert_stream_is_the_log(stream.servers, stream.name, new)
+    with pytest.raises(StaleWriter, match="another writer"):
+        Shipper(old, stream).ship(timeout=10)  # a fresh shipper reads the watermark: refused too
+
+
+# -- the command line --------------------------------------------------------------------------
+def test_cli_ships_rebuilds_and_promotes(tmp_path, url, stream_name, capsys, rng):
+    w, r = str(tmp_path / "w"), str(tmp_path / "r")
+    with LmdbLog(w) as writer:
+        append_mixed(writer, random_deltas(rng, 50), rng)
+        head = writer.head()
+    assert main(["--store", w, "ship", "--nats", url, "--stream", stream_name, "--once"]) == 0
+    assert f"stream {stream_name} at {head}" in capsys.readouterr().out
+    assert main(["--store", r, "replica", "--nats", url, "--stream", stream_name, "--once"]) == 0
+    assert f"replica at {head}" in capsys.readouterr().out
+    with LmdbLog(w) as writer:  # following: ship and replica run for a while, then exit
+        writer.append(make_delta(60))
+        head = writer.head()
+    assert main(["--store", w, "ship", "--nats", url, "--stream", stream_name, "--for", "0.3"]) == 0
+    assert main(["--store", r, "replica", "--nats", url, "--stream", stream_name, "--for", "0.3"]) == 0
+    assert "applied 1 record(s)" in capsys.readouterr().out.splitlines()[-1]
+    with LmdbLog(r) as replica:
+        assert replica.head() == head
+    assert main(["--store", r, "promote", "--nats", url, "--stream", stream_name]) == 0
+    assert f"promoted at {head}" in capsys.readouterr().out
+    line = json.dumps(json.loads(braidlog.to_json(make_delta(77, braid="cli"))))
+    (tmp_path / "d.jsonl").write_text(line + "\n")
+    assert main(["--store", r, "sync-append", str(tmp_path / "d.jsonl"), "--nats", url,
+                 "--stream", stream_name]) == 0
+    assert "acknowledged by stream" in capsys.readouterr().out
+    with LmdbLog(w) as writer:
+        writer.append(make_delta(78, braid="stale"))
+    assert main(["--store", w, "ship", "--nats", url, "--stream", stream_name, "--once"]) == 1
+    assert "another writer" in capsys.readouterr().err
+
+
+def test_cli_replica_exits_1_naming_the_refused_seq(tmp_path, stores, open_stream, stream_name,
+                                                    url, capsys):
+    _, stream, messages = shipped(stores, open_stream)
+    copy = open_stream(stream_name + "copy", prefix=stream.prefix + "copy")
+    republish(copy.servers, copy.name, [(s.replace(stream.prefix, copy.prefix, 1), h, d)
+                                        for s, h, d in forged(messages, 4, "body")])
+    code = main(["--store", str(tmp_path / "cli-r"), "replica", "--nats", url,
+                 "--stream", copy.name, "--prefix", copy.prefix, "--once"])
+    assert code == 1
+    assert "record seq 4 refused" in capsys.readouterr().err
+    with LmdbLog(tmp_path / "cli-r") as replica:
+        assert replica.head().seq == 3
+
+
+# -- three nodes: losing the leader, losing the writer ------------------------------------------
+def leader(stream: Stream) -> str:
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        name = stream.info(timeout=10)["leader"]
+        if name:
+            return name
+        time.sleep(0.1)
+    raise AssertionError("the stream has no leader")
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_leader_sigkilled_during_shipping_loses_duplicates_and_reorders_nothing(
+        nats_cluster, stores, rng):
+    stream = Stream(nats_cluster.urls, "R3KILL", replicas=3, timeout=5)
+    writer = stores("w")
+    shipper = Shipper(writer, stream, batch=50).start(poll=0.005, ship_timeout=60)
+    killed = None
+    try:
+        deltas = random_deltas(rng, 4000)
+        i, end = 0, time.monotonic() + 60
+        while i < len(deltas) and time.monotonic() < end:
+            n = rng.randrange(1, 8)
+            writer.append_batch(deltas[i:i + n])
+            i += n
+            if killed is None and i >= 800:
+                killed = leader(stream)
+                nats_cluster.node(killed).kill()  # SIGKILL, mid-shipping
+                at_kill = (shipper.shipped, writer.head().seq)
+            time.sleep(0.0005)
+        assert i >= len(deltas), "the writer did not finish in time"
+        wm = shipper.stop(timeout=90)
+    finally:
+        if shipper._thread is not None:
+            shipper._stop.set()
+    head = writer.head()
+    print(f"killed leader {killed} with {at_kill[0]} of {at_kill[1]} records shipped; "
+          f"{shipper.retries} retries; {head.seq} shipped in the end")
+    assert at_kill[0] < head.seq
+    assert (wm.seq, wm.hash) == head
+    assert leader(stream) != killed, "no new leader was elected"
+    assert_stream_is_the_log(nats_cluster.urls, "R3KILL", writer)
+    replica = stores("r")
+    assert Replica(replica, stream).catch_up(timeout=60) == head
+    assert list(replica.scan_bodies()) == list(writer.scan_bodies())
+    stream.close()
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_failover_promotes_a_caught_up_replica_and_refuses_the_old_writer(nats_cluster, stores):
+    old_stream = Stream(nats_cluster.urls, "R3FAIL", replicas=3, timeout=5)
+    new_stream = None
+    try:
+        old = stores("old")
+        old_log = SyncLog(old, old_stream)
+        for k in range(40):
+            old_log.append_batch([make_delta(10 * k + j, braid=f"b{j}") for j in range(3)])
+        acked = old.head()
+        old.append(make_delta(9000, braid="never-shipped"))  # then the writer's machine is cut off
+
+        new_stream = Stream(nats_cluster.urls[::-1], "R3FAIL", create=False, timeout=5)
+        replica = stores("new")
+        assert promote(replica, new_stream, timeout=60) == acked
+        new_log = SyncLog(replica, new_stream)
+        new_log.append(make_delta(9100, braid="new-writer"))
+        nats_cluster.node(leader(new_stream)).kill()  # and the stream loses its leader too
+        new_log.append(make_delta(9101, braid="new-writer"))
+        assert new_stream.watermark(timeout=30).seq == acked.seq + 2
+
+        # the old writer comes back and ships what it committed: refused, not merged
+        with pytest.raises(StaleWriter, match="error 10071"):
+            old_log.ship()
+        assert_stream_is_the_log(nats_cluster.urls, "R3FAIL", replica)
+        assert old.head().seq == acked.seq + 1
+    finally:
+        old_stream.close()
+        if new_stream is not None:
+            new_stream.close()
+
+
+# -- the subprocess body of the crash test: python -m tests.test_replication ship ... ------------
+if __name__ == "__main__":
+    command, path, servers, name, batch = sys.argv[1:6]
+    assert command == "ship"
+    with LmdbLog(path, create=False) as log, Stream(servers, name) as target:
+        Shipper(log, target, batch=int(batch)).ship(timeout=60)
