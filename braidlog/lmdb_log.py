@@ -35,7 +35,8 @@ from .delta import _decoder
 from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, StoreFullError
 from .kinds import REGISTRY, Registry
 from .store import (
-    BraidHead, Head, Progress, Record, Staged, check_batch, stage, ts_micros, verify_bodies,
+    BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, stage, ts_micros,
+    verify_bodies,
 )
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
@@ -175,7 +176,7 @@ class _Shared:
         return db
 
 
-class LmdbLog:
+class LmdbLog(IndexScans):
     """The log in an LMDB environment at ``path`` (a directory).
 
     ``durable=True`` (the default) syncs data and meta pages on every commit: a committed append
@@ -465,18 +466,6 @@ class LmdbLog:
             return rows if hi_key is None else [r for r in rows if r[0] < hi_key]
         return self._chunks(chunk, start, stop, reverse, limit, key=lambda row: from_u64(row[0]),
                             buffers=False)
-
-    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
-                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        return self._scan_index("braid", braid_id, start, stop, reverse, limit)
-
-    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
-                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        return self._scan_index("kind", kind, start, stop, reverse, limit)
-
-    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
-                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        return self._scan_index("refs", entity_id, start, stop, reverse, limit)
 
     def _scan_index(self, index: str, key: str, start: int, stop: int | None, reverse: bool,
                     limit: int | None) -> Iterator[Record]:

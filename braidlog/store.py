@@ -36,6 +36,7 @@ __all__ = [
     "Record",
     "LogStore",
     "MemoryLog",
+    "IndexScans",
     "Staged",
     "Checked",
     "check_batch",
@@ -263,7 +264,31 @@ def _check_dims(fresh: list[Checked], dims: Callable[[str], int | None]) -> None
                 index=i)
 
 
-class MemoryLog:
+class IndexScans:
+    """The scans every store answers from its indexes, through its own ``_scan_index``."""
+
+    def _scan_index(self, index: str, key: str, start: int, stop: int | None, reverse: bool,
+                    limit: int | None) -> Iterator[Record]:
+        raise NotImplementedError
+
+    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
+                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        """The deltas of one braid with seq in [start, stop)."""
+        return self._scan_index("braid", braid_id, start, stop, reverse, limit)
+
+    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        """The deltas of one kind with seq in [start, stop)."""
+        return self._scan_index("kind", kind, start, stop, reverse, limit)
+
+    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        """Every delta that refers to ``entity_id`` (a bead, knot, episode, delta or payload
+        subject), with seq in [start, stop)."""
+        return self._scan_index("refs", entity_id, start, stop, reverse, limit)
+
+
+class MemoryLog(IndexScans):
     """The reference store: everything in lists and dicts, lost when the process ends."""
 
     def __init__(self, registry: Registry = REGISTRY) -> None:
@@ -362,18 +387,6 @@ class MemoryLog:
         for seq in range(max(start, 1), min(stop or 2**63, len(self._records) + 1)):
             h, body, _ = self._records[seq - 1]
             yield seq, h, body
-
-    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
-                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        return self._scan_index("braid", braid_id, start, stop, reverse, limit)
-
-    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
-                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        return self._scan_index("kind", kind, start, stop, reverse, limit)
-
-    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
-                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        return self._scan_index("refs", entity_id, start, stop, reverse, limit)
 
     def _scan_index(self, index, key, start, stop, reverse, limit):
         seqs = self._by.get((index, key), [])
