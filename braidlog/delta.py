@@ -221,6 +221,13 @@ def validate(d: GenericDelta, registry: Registry = REGISTRY, *, index: int | Non
     The stored delta is the canonical one (ts in UTC, payload stamped with its schema version).
     Raises ValidationError naming the field and the rule.
     """
+    stored, data, _ = validate_typed(d, registry, index=index)
+    return stored, data
+
+
+def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int | None = None
+                   ) -> tuple[GenericDelta, bytes, Any]:
+    """``validate``, also returning the payload as its kind's Struct (None if not at hand)."""
     if type(d) is not GenericDelta:
         raise ValidationError("delta", f"expected a GenericDelta, got {type(d).__name__}", index=index)
     try:
@@ -237,7 +244,7 @@ def validate(d: GenericDelta, registry: Registry = REGISTRY, *, index: int | Non
         raise ValidationError("kind", f"unknown kind {stored.kind!r}; declare it in the registry first",
                               index=index)
     try:
-        payload = spec.check(stored.payload)
+        payload, value = spec.checked(stored.payload)
     except ValidationError as e:
         raise ValidationError(e.field, e.rule, index=index) from None
     if stored.vector is not None:
@@ -245,7 +252,7 @@ def validate(d: GenericDelta, registry: Registry = REGISTRY, *, index: int | Non
     if payload is not stored.payload:
         stored = msgspec.structs.replace(stored, payload=payload)
         data = _encoder.encode(stored)
-    return stored, data
+    return stored, data, value
 
 
 def _check_vector(v: Vector, index: int | None) -> None:
@@ -262,8 +269,9 @@ def _check_vector(v: Vector, index: int | None) -> None:
 _NONE: frozenset[str] = frozenset()
 
 
-def referenced_ids(d: GenericDelta, registry: Registry = REGISTRY) -> frozenset[str]:
-    """Every id a delta refers to: its refs, its provenance's episode and knot, its payload's subjects."""
+def referenced_ids(d: GenericDelta, registry: Registry = REGISTRY, typed: Any = None) -> frozenset[str]:
+    """Every id a delta refers to: its refs, its provenance's episode and knot, its payload's
+    subjects (``typed``: the payload already converted, when the caller has it)."""
     r, p, spec = d.refs, d.provenance, registry.get(d.kind)
     if r is None and p.episode_id is None and p.knot_id is None and (spec is None or spec.refers is None):
         return _NONE
@@ -281,7 +289,7 @@ def referenced_ids(d: GenericDelta, registry: Registry = REGISTRY) -> frozenset[
     if p.knot_id:
         ids.add(p.knot_id)
     if spec is not None and spec.refers is not None:
-        ids.update(spec.ids(d.payload))
+        ids.update(spec.ids(d.payload, typed))
     return frozenset(ids)
 
 

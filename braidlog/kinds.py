@@ -52,14 +52,12 @@ class KindSpec:
     schemas: Mapping[int, type | None]
     upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
     refers: Callable[[Any], Iterable[str]] | None = None
+    version: int = field(init=False)
+    schema: type | None = field(init=False)
 
-    @property
-    def version(self) -> int:
-        return max(self.schemas)
-
-    @property
-    def schema(self) -> type | None:
-        return self.schemas[self.version]
+    def __post_init__(self) -> None:  # computed once: both are read on every append and fold
+        object.__setattr__(self, "version", max(self.schemas))
+        object.__setattr__(self, "schema", self.schemas[self.version])
 
     def check(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Validate an incoming payload; return it as stored: stamped with its version if not 1.
@@ -67,6 +65,11 @@ class KindSpec:
         A payload without ``"_v"`` is written at the current version; one with ``"_v"`` is
         checked against that (older) version's schema and stored as it is, to be upcast on read.
         """
+        return self.checked(payload)[0]
+
+    def checked(self, payload: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """``check``, also returning the payload converted to its schema (None when the schema is
+        an older version or absent), so that ``refers`` needs no second conversion."""
         version = payload.get(VERSION_KEY, self.version)
         if type(version) is not int or version not in self.schemas:
             raise ValidationError(
@@ -74,15 +77,18 @@ class KindSpec:
                 f"kind {self.kind!r} has payload versions {sorted(self.schemas)}, not {version!r}",
             )
         schema = self.schemas[version]
+        value = None
         if schema is not None:
             body = _without_version(payload) if VERSION_KEY in payload else payload
             try:
-                msgspec.convert(body, schema)
+                value = msgspec.convert(body, schema)
             except msgspec.ValidationError as e:
                 raise _payload_error(self.kind, e) from None
+            if version != self.version:
+                value = None
         if version != 1 and VERSION_KEY not in payload:
-            return {**payload, VERSION_KEY: version}
-        return payload
+            return {**payload, VERSION_KEY: version}, value
+        return payload, value
 
     def typed(self, payload: dict[str, Any]) -> Any:
         """The payload as the current schema's Struct, upcast from the version it was written at."""
@@ -94,11 +100,12 @@ class KindSpec:
         schema = self.schema
         return body if schema is None else msgspec.convert(body, schema)
 
-    def ids(self, payload: dict[str, Any]) -> Iterable[str]:
-        """Entity ids this payload is about (for the refers-to index)."""
+    def ids(self, payload: dict[str, Any], typed: Any = None) -> Iterable[str]:
+        """Entity ids this payload is about (for the refers-to index); ``typed`` is the payload
+        already converted to the current schema, when the caller has it."""
         if self.refers is None:
             return ()
-        return self.refers(self.typed(payload))
+        return self.refers(typed if typed is not None else self.typed(payload))
 
 
 def _without_version(payload: dict[str, Any]) -> dict[str, Any]:

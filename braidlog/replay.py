@@ -82,18 +82,21 @@ def fold(store: LogStore, projections: Sequence[Projection], states: list[Any], 
         if progress is not None:
             progress(stop - start + 1)
         return
+    readers: dict[str, list[int]] = {}  # kind -> the projections that read it, found once per kind
     done = 0
     for rec in store.scan(start, stop + 1):
         seq, d = rec.seq, rec.delta
-        for i in range(n):
+        who = readers.get(d.kind)
+        if who is None:
+            who = readers[d.kind] = [i for i in range(n) if kinds[i] is None or d.kind in kinds[i]]
+        for i in who:
             if seqs[i] < seq:
-                k = kinds[i]
-                if k is None or d.kind in k:
-                    states[i] = evolves[i](states[i], d)
-                seqs[i] = seq
+                states[i] = evolves[i](states[i], d)
         done += 1
         if progress is not None and not done & 0x3FFF:
             progress(done)
+    for i in range(n):
+        seqs[i] = max(seqs[i], stop)
     if progress is not None:
         progress(done)
 

@@ -26,7 +26,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 from msgspec import Struct
 
 from .chain import GENESIS, first_mismatch, link
-from .delta import GenericDelta, referenced_ids, validate
+from .delta import GenericDelta, referenced_ids, validate_typed
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kinds import REGISTRY, Registry
 
@@ -164,11 +164,11 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Chec
     checked: list[Checked] = []
     seen: set[str] = set()
     for i, d in enumerate(deltas):
-        stored, data = validate(d, registry, index=i)
+        stored, data, typed = validate_typed(d, registry, index=i)
         if stored.id in seen:
             raise ValidationError("id", f"{stored.id} appears twice in the batch", index=i)
         seen.add(stored.id)
-        refs = referenced_ids(stored, registry)
+        refs = referenced_ids(stored, registry, typed)
         for ref in refs:
             if not 0 < len(ref.encode()) <= MAX_REF_BYTES:
                 raise ValidationError(
