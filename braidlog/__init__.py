@@ -22,6 +22,18 @@ from .store import BraidHead, Head, LogStore, MemoryLog, Record
 
 __version__ = "0.1.0"
 
+_RECALL = ("Recall", "Hit", "Embedder", "HashingEmbedder", "RecallWarning", "embed_delta")
+
+
+def __getattr__(name: str):
+    """Recall's names load on first use: braidlog.recall imports numpy and hnswlib."""
+    if name in _RECALL:
+        from . import recall
+
+        return getattr(recall, name)
+    raise AttributeError(f"module 'braidlog' has no attribute {name!r}")
+
+
 __all__ = [
     "open", "Braid", "View", "ReadView", "DEFAULT_STORE",
     "GenericDelta", "Provenance", "Refs", "BeadRef", "Vector", "PROVENANCE_KINDS",
@@ -32,5 +44,6 @@ __all__ = [
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
     "Projection", "Decider", "Context",
     "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",
+    *_RECALL,
     "__version__",
 ]

@@ -272,9 +272,22 @@ class Braid:
             return decode_state(p, encode_state(self._states[i]))
         return state_at(self.log, p, seq, warn=self._notice)
 
+    def recall(self, query: Any, k: int = 10, *, as_of: Point | None = None,
+               space: str = "default", metric: str = "cosine", **filters: Any) -> list[Any]:
+        """The k deltas closest to ``query`` (text or vector), as of a point when given, with
+        filters applied before the top k is cut (docs/recall.md)."""
+        from .recall import recall_for
+
+        seq = None if as_of is None else self.resolve(as_of)
+        return recall_for(self, space, metric).recall(query, k, as_of=seq, **filters)
+
     def close(self) -> None:
-        """Checkpoint the live states and close the store."""
+        """Checkpoint the live states, save the recall index, and close the store."""
         try:
+            import sys
+
+            if "braidlog.recall" in sys.modules:  # only if recall was used: it pulls in hnswlib
+                sys.modules["braidlog.recall"].close_for(self)
             if not self.log_readonly and self._order:
                 self.checkpoint()
         finally:
@@ -360,3 +373,10 @@ class View:
 
     def states(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         return {n: self.state(n) for n in (names or self.braid.projections)}
+
+    def recall(self, query: Any, k: int = 10, *, space: str = "default", metric: str = "cosine",
+               **filters: Any) -> list[Any]:
+        """Recall as of this view's seq: only deltas up to it are eligible."""
+        from .recall import recall_at
+
+        return recall_at(self, query, k, space=space, metric=metric, **filters)

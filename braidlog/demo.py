@@ -43,7 +43,7 @@ def core_session(braid_id: str, start: datetime) -> list[GenericDelta]:
 
 
 #: Scripted pieces from projections.demos, in the order they are written.
-PIECES = ("braid", "episodes", "decisions", "fields", "memories")
+PIECES = ("braid", "episodes", "decisions", "fields", "memories", "recall")
 
 
 def run_demo(path: str) -> tuple[str, int, list[str]]:
