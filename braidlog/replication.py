@@ -42,7 +42,7 @@ from .chain import GENESIS, link
 from .delta import GenericDelta, decode, validate
 from .errors import (
     BraidlogError, ConflictError, DecodeError, IntegrityError, NotAcknowledged, ReplicationError,
-    StaleWriter, StorageError, ValidationError,
+    StaleWriter, ValidationError,
 )
 from .store import Head, LogStore, Record, hw_of, ts_micros
 

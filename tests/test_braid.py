@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import braidlog
-from braidlog import CheckpointWarning, ConflictError, Rejected, ValidationError
+from braidlog import CheckpointWarning, Rejected, ValidationError
 from braidlog.replay import encode_state
 
 from .conftest import T0, make_delta, random_deltas

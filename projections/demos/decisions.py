@@ -63,7 +63,7 @@ def write(braid, start: datetime) -> list[str]:
     lines.append(f"decisions: an agent's competing decision was refused: {refused.reason}")
     intent = D.ResolutionIntent(resolution_type="supersede", target_decision_ids=[pg_id],
                                 rationale="An embedded log removes the server and keeps an audit chain.")
-    second = run(D.RecordDecision(
+    run(D.RecordDecision(
         title="Use an embedded LMDB log", target="memory_store", scope=D.PatternScope.INFRA,
         rationale="Append-only, hash-chained, replayable to any point; no server to run.",
         intent=intent, decision_id=lmdb_id, namespace=namespace), 5, human)

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import braidlog
+
+from .given import Given as Harness
 from braidlog import Context, Rejected, ValidationError
 from projections import fields as F
 from projections.fields import (
@@ -19,26 +21,11 @@ from projections.fields import (
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=timezone.utc)
 
 
-class Given:
-    """A pure harness: deltas so far, a decider, and a clock that moves one hour per command."""
+class Given(Harness):
+    """The shared harness with this family's decider by default."""
 
     def __init__(self, decider=None):
-        self.decider = decider or F.fields_decider()
-        self.deltas: list[braidlog.GenericDelta] = []
-        self.hour = 0
-
-    @property
-    def state(self) -> F.State:
-        return self.decider.fold(self.deltas)
-
-    def when(self, command, *, at: datetime | None = None) -> list[braidlog.GenericDelta]:
-        now = at or T0 + timedelta(hours=self.hour)
-        self.hour += 1
-        out = self.decider.decide(command, self.state, Context(now=now, braid_id="agent-1"))
-        for d in out:
-            braidlog.validate(d)  # every delta decide makes passes the registry's schema
-        self.deltas.extend(out)
-        return out
+        super().__init__(decider or F.fields_decider(), start=T0)
 
 
 def revise(topic="atlas", field="owner", value="Aya", **kw) -> ReviseField:

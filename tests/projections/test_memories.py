@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import braidlog
+
+from .given import Given as Harness
 from braidlog import ConflictError, Context, Rejected, ValidationError
 from projections import memories as M
 from projections.memories import (
@@ -20,26 +22,11 @@ T0 = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
 P = ConflictPolicy
 
 
-class Given:
-    """A pure harness: the deltas so far and a clock that moves one hour per command."""
+class Given(Harness):
+    """The shared harness with this family's decider by default."""
 
     def __init__(self, decider=None):
-        self.decider = decider or M.memories_decider()
-        self.deltas: list[braidlog.GenericDelta] = []
-        self.hour = 0
-
-    @property
-    def state(self) -> M.State:
-        return self.decider.fold(self.deltas)
-
-    def when(self, command, *, at: datetime | None = None) -> list[braidlog.GenericDelta]:
-        now = at or T0 + timedelta(hours=self.hour)
-        self.hour += 1
-        out = self.decider.decide(command, self.state, Context(now=now, braid_id="agent-1"))
-        for d in out:
-            braidlog.validate(d)
-        self.deltas.extend(out)
-        return out
+        super().__init__(decider or M.memories_decider(), start=T0)
 
     def add(self, **kw) -> list[braidlog.GenericDelta]:
         expected = kw.pop("expected_version", None)
