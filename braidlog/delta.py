@@ -185,6 +185,9 @@ def from_json(text: bytes | str, *, index: int | None = None) -> GenericDelta:
         return _decoder.decode(_encoder.encode(_json_decoder.decode(text)))
     except msgspec.ValidationError as e:
         raise _envelope_error(e, index) from None
+    except OverflowError:
+        raise ValidationError("payload", "integers must fit in 64 bits (-2**63 to 2**64-1); "
+                              "store larger numbers as strings", index=index) from None
     except msgspec.DecodeError as e:
         raise DecodeError(f"{'line ' + str(index) + ': ' if index is not None else ''}not JSON: {e}") from None
 
@@ -232,6 +235,9 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
         raise ValidationError("delta", f"expected a GenericDelta, got {type(d).__name__}", index=index)
     try:
         data = _encoder.encode(d)
+    except OverflowError:
+        raise ValidationError("payload", "integers must fit in 64 bits (-2**63 to 2**64-1); "
+                              "store larger numbers as strings", index=index) from None
     except (TypeError, msgspec.EncodeError) as e:
         raise ValidationError("payload", f"must be a JSON object of JSON values ({e})", index=index) from None
     try:

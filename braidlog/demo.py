@@ -62,7 +62,7 @@ def run_demo(path: str) -> tuple[str, int, list[str]]:
                 module = importlib.import_module(f"projections.demos.{piece}")
             except ModuleNotFoundError:
                 continue
-            lines.extend(module.write(braid, start + offset))
+            lines.extend(module.write(braid, start + offset, braid_id=braid_id))
             offset += timedelta(minutes=10)
         lines.append(f"head {braid.head()}")
     return braid_id, first, lines

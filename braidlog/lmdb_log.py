@@ -249,6 +249,8 @@ class LmdbLog(IndexScans):
 
     # -- transactions --------------------------------------------------------------------------
     def _alive(self) -> None:
+        if self._shared_env is None:
+            raise StorageError(f"the store at {self.path} is closed", hint="open it again")
         if self._forked:
             raise StorageError("this store was opened before fork()",
                                hint="open the store again in the child process")

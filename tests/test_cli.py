@@ -75,6 +75,8 @@ LAYOUT = [("b1", "message"), ("b2", "tick"), ("b1", "message"), ("b1", "tick"), 
 
 @pytest.fixture
 def store(tmp_path):
+    """An empty store, as `braidlog init` makes it."""
+    LmdbLog(tmp_path / "store").close()
     return tmp_path / "store"
 
 
@@ -289,12 +291,35 @@ def test_append_expected_version_over_two_braids_is_refused(capsys, filled, stor
     assert head_of(store) == before
 
 
-def test_append_to_a_missing_store_creates_it(capsys, store, tmp_path):
-    """A choice of cmd_append (it opens with create=True), pinned here: like init, then append."""
+def test_append_to_a_missing_store_is_refused_not_created(capsys, tmp_path):
+    """A mistyped --store must not silently start a new log: init creates, append appends."""
+    store = tmp_path / "nowhere"
     src = tmp_path / "one.json"
     src.write_text(json.dumps(delta_json(make_delta(0))))
+    rc, _, err = cli(capsys, store, "append", str(src))
+    assert rc == 1
+    one_error(err, "no store at", "braidlog init")
+    assert not os.path.exists(store)
+    assert cli(capsys, store, "init")[0] == 0
     rc, _, _ = cli(capsys, store, "append", str(src))
     assert rc == 0 and head_of(store).seq == 1
+
+
+def test_a_huge_integer_in_a_payload_is_one_error_line(capsys, filled, store, tmp_path):
+    src = tmp_path / "big.json"
+    src.write_text(json.dumps(delta_json(make_delta(9, kind="observation", payload={"data": {"n": 10**30}}))))
+    before = head_of(store)
+    rc, _, err = cli(capsys, store, "append", str(src))
+    assert rc == 1
+    one_error(err, "payload", "64 bits")
+    assert head_of(store) == before
+
+
+def test_verify_json_reports_a_failure_on_stdout(capsys, filled, store):
+    rc, out, _ = cli(capsys, store, "verify", "--against", "2:" + "00" * 32, "--json")
+    assert rc == 1
+    report = json.loads(out)
+    assert report["ok"] is False and report["seq"] == 2 and report["expected"] == "00" * 32
 
 
 # -- log --------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def write_demo(braid: braidlog.Braid, start: datetime, rng: random.Random, noise
     for piece in PIECES:
         _append_noise(braid, rng, noise)
         module = importlib.import_module(f"projections.demos.{piece}")
-        assert module.write(braid, start + offset)
+        assert module.write(braid, start + offset, braid_id="braid-demo")
         offset += timedelta(minutes=10)
 
 
@@ -86,7 +86,7 @@ def write_the_rest(braid: braidlog.Braid, start: datetime) -> None:
 
     Every command must append (a command that yields nothing would leave its kind uncovered).
     """
-    braid_id = "braid-demo"
+    braid_id = "braid-demo"  # the braid every piece wrote into (write(..., braid_id=...))
 
     def run(name: str, command: object, minute: int, who: str = "system") -> list[braidlog.Record]:
         records = braid.execute(name, command, braid_id=braid_id, provenance=who,

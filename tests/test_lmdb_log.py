@@ -232,3 +232,12 @@ def test_a_compacting_copy_of_a_store_with_large_indexes(lmdb_path, tmp_path):
         assert copy.verify() == head
         assert copy.braid_head("b1") == (1200, 1200)
         assert [r.seq for r in copy.scan_kind("message", reverse=True, limit=2)] == [1200, 1199]
+
+
+def test_a_closed_store_refuses_use_even_while_another_handle_is_open(lmdb_path):
+    a, b = LmdbLog(lmdb_path), LmdbLog(lmdb_path)
+    a.close()
+    with pytest.raises(StorageError, match="is closed"):
+        a.append(make_delta(0))
+    assert b.append(make_delta(1)) == 1
+    b.close()

@@ -92,7 +92,7 @@ def cmd_append(args: Any, out: IO[str]) -> int:
     deltas = parse_deltas(text)
     if not deltas:
         raise ValidationError("input", "no deltas given")
-    with LmdbLog(store_path(args)) as store:
+    with open_store(args, readonly=False) as store:
         seqs = store.append_batch(deltas, expected_version=args.expected_version)
         head = store.head()
     if args.json:
@@ -194,21 +194,28 @@ def cmd_head(args: Any, out: IO[str]) -> int:
 def cmd_verify(args: Any, out: IO[str]) -> int:
     against = Head.parse(args.against) if args.against else None
     with open_store(args, check_head=False) as store:
-        head = store.head()
-        stop = None
+        head = store.head()  # verify exactly this head, even while a writer appends after it
+        stop = head.seq + 1
         if against is not None:
             if against.seq > head.seq:
                 raise IntegrityError(f"the log holds {head.seq} deltas, fewer than the {against.seq} "
                                      "of the head given: deltas were lost", seq=head.seq + 1)
             stop = against.seq + 1
-        total = head.seq if stop is None else against.seq
-        with progress_bar("verifying", total, enabled=total >= 100_000) as update:
-            checked = store.verify(1, stop, progress=update)
-        if against is not None and checked.hash != against.hash:
-            raise IntegrityError(
-                f"the first {against.seq} deltas differ from the head given: expected hash "
-                f"{against.hash.hex()}, found {checked.hash.hex()} at seq {against.seq}",
-                seq=against.seq, expected=against.hash, found=checked.hash)
+        total = stop - 1
+        try:
+            with progress_bar("verifying", total, enabled=total >= 100_000) as update:
+                checked = store.verify(1, stop, progress=update)
+            if against is not None and checked.hash != against.hash:
+                raise IntegrityError(
+                    f"the first {against.seq} deltas differ from the head given: expected hash "
+                    f"{against.hash.hex()}, found {checked.hash.hex()} at seq {against.seq}",
+                    seq=against.seq, expected=against.hash, found=checked.hash)
+        except IntegrityError as e:
+            if args.json:
+                write_json(out, {"ok": False, "seq": e.seq, "error": str(e),
+                                 "expected": e.expected.hex() if e.expected else None,
+                                 "found": e.found.hex() if e.found else None})
+            raise
     if args.json:
         write_json(out, {"ok": True, "verified": checked.seq, "head": str(head),
                          "against": str(against) if against else None})

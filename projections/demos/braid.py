@@ -12,14 +12,16 @@ from projections import beads, knots, trust
 BRAID = "braid-demo"
 
 
-def write(braid: braidlog.Braid, start: datetime) -> list[str]:
-    """Append a scripted piece of a session starting at ``start``; lines saying what it shows."""
+def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -> list[str]:
+    """Append a scripted piece of a session starting at ``start`` (into ``braid_id``, else a braid
+    of its own); lines saying what it shows."""
     stamp = start.strftime("%Y%m%dT%H%M%S%f")
     tool_bead, thought_bead, knot_id = f"bead-web_search-{stamp}", f"bead-thought-{stamp}", f"knot-{stamp}"
+    braid_id = braid_id or f"{BRAID}-{stamp}"  # a braid per run: an interrupted run blocks no other
     lines: list[str] = []
 
     def run(name: str, command: object, at: timedelta, provenance: Provenance | str = "system"):
-        return braid.execute(name, command, braid_id=BRAID, provenance=provenance, now=start + at)
+        return braid.execute(name, command, braid_id=braid_id, provenance=provenance, now=start + at)
 
     # Beads: a tool bead, then an update that makes a second version active.
     created = run("beads", beads.WriteBead(bead_id=tool_bead, bead_type="tool_bead", name="web_search",
@@ -81,7 +83,7 @@ def write(braid: braidlog.Braid, start: datetime) -> list[str]:
                  f"braid.at({v1_seq}) sees {v(past)}")
 
     # Dream: a hypothesis, low-confidence by default, that decays while nothing reinforces it.
-    t = timedelta(hours=3)
+    t = timedelta(minutes=8)  # inside this piece's slot, so time travel by datetime meets it in order
     proposed = run("trust", trust.ProposeHypothesis(
         statement="The user checks the weather every morning before 8."), t, "dream")
     hid = proposed[0].delta.id

@@ -29,13 +29,13 @@ def _braid_id(braid, start: datetime) -> str:
     return braid.log.read(head).delta.braid_id if head else f"demo-{start:%Y%m%dT%H%M%S}"
 
 
-def write(braid, start: datetime) -> list[str]:
+def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append the scripted decisions piece; a few lines saying what it shows.
 
     Its decisions live in a namespace named after ``start``, so every run of the demo
     writes into a store of its own without meeting the decisions of earlier runs.
     """
-    braid_id = _braid_id(braid, start)
+    braid_id = braid_id or _braid_id(braid, start)
     namespace = f"demo-{start:%Y%m%dT%H%M%S.%f}"
     human = Provenance("user", source="cli")
     agent = Provenance("assistant", model="demo-llm")

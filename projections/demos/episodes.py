@@ -46,18 +46,20 @@ QUOTES = [
 ]
 
 
-def write(braid: braidlog.Braid, start: datetime) -> list[str]:
-    """Append a scripted piece of a session starting at ``start``; lines saying what it shows."""
+def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -> list[str]:
+    """Append a scripted piece of a session starting at ``start`` (into ``braid_id``, else a braid
+    of its own); lines saying what it shows."""
     stamp = start.strftime("%Y%m%dT%H%M%S%f")
+    braid_id = braid_id or f"{BRAID}-{stamp}"  # a braid per run: an interrupted run blocks no other
     episode_id = f"episode-storage-{stamp}"
     clock = iter(start + timedelta(seconds=10 * i) for i in range(1000))
     lines: list[str] = []
 
     def run(name: str, command: object, provenance: Provenance | str = "system"):
-        return braid.execute(name, command, braid_id=BRAID, provenance=provenance, now=next(clock))
+        return braid.execute(name, command, braid_id=braid_id, provenance=provenance, now=next(clock))
 
     def say(who: str, text: str, knot_id: str | None = None) -> str:
-        d = braidlog.delta(BRAID, "message", {"text": text}, ts=next(clock),
+        d = braidlog.delta(braid_id, "message", {"text": text}, ts=next(clock),
                            provenance=Provenance(who, episode_id=episode_id, knot_id=knot_id))
         braid.append(d)
         return d.id
@@ -99,7 +101,7 @@ def write(braid: braidlog.Braid, start: datetime) -> list[str]:
     ep = E.episode(state, episode_id)
     lines.append(f"episode {episode_id}: primary_knot_span {ep.primary_knot_span.start_knot_id} .. "
                  f"{ep.primary_knot_span.end_knot_id}")
-    fork = next(e for e in E.episodes(state, BRAID)
+    fork = next(e for e in E.episodes(state, braid_id)
                 if e.fork is not None and e.fork.parent_episode_id == episode_id and e.status == "active")
     was = E.episode(braid.at(seqs[1]).state("episodes"), fork.id)
     lines.append(f"fork {fork.id} ({_labels(fork.labels)}): fork_pending with "
@@ -108,7 +110,7 @@ def write(braid: braidlog.Braid, start: datetime) -> list[str]:
     buf = fork.continuity
     lines.append(f"continuity buffer: {len(buf.message_ids)} recent messages, summary "
                  f"\"{buf.summary.render()}\", anchor quotes {_mix(buf.anchor_quotes)}")
-    for pending in E.pending_forks(state, BRAID):
+    for pending in E.pending_forks(state, braid_id):
         expiry = E.fork_expiry(state, pending.id)
         lines.append(f"fork {pending.id} ({_labels(pending.labels)}) stays fork_pending; it expires "
                      f"at {expiry.expired_at:%H:%M:%S} UTC or after {pending.fork.ttl_knots} knots, "

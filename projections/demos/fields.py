@@ -18,9 +18,9 @@ def _braid_id(braid) -> str:
     return braid.log.read(head).delta.braid_id if head else "demo"
 
 
-def write(braid, start: datetime) -> list[str]:
+def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append the fields piece of the session through ``braid.execute``; lines that describe it."""
-    braid_id = _braid_id(braid)
+    braid_id = braid_id or _braid_id(braid)
 
     def run(command, minute: int, who: str):
         return braid.execute("fields", command, braid_id=braid_id, provenance=who,

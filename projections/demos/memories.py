@@ -17,9 +17,9 @@ def _braid_id(braid) -> str:
     return braid.log.read(head).delta.braid_id if head else "demo"
 
 
-def write(braid, start: datetime) -> list[str]:
+def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append the memories piece of the session through ``braid.execute``; lines that describe it."""
-    braid_id = _braid_id(braid)
+    braid_id = braid_id or _braid_id(braid)
     minute = iter(range(60))
 
     def run(command, who: str = "assistant"):

@@ -24,19 +24,20 @@ SCRIPT = [
 ]
 
 
-def write(braid: braidlog.Braid, start: datetime) -> list[str]:
+def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append a short session whose database choice changes; recall it before and after."""
+    braid_id = braid_id or f"{BRAID}-{start:%Y%m%dT%H%M%S%f}"
     deltas = []
     for minutes, who, tags, text in SCRIPT:
         prov = Provenance(who, tool="weather") if who == "tool" else Provenance(who)  # type: ignore[arg-type]
         kind = "tool_result" if who == "tool" else "message"
         payload = {"tool": "weather", "output": text} if who == "tool" else {"text": text}
-        deltas.append(embed_delta(braidlog.delta(BRAID, kind, payload, provenance=prov, tags=tags,
+        deltas.append(embed_delta(braidlog.delta(braid_id, kind, payload, provenance=prov, tags=tags,
                                                  ts=start + timedelta(minutes=minutes))))
     seqs = braid.append_batch(deltas)
     before = seqs[-2]  # the last delta before the revision
-    then = recall_at(braid.at(before), QUERY, 1, braid=BRAID, tags="decision")[0]
-    now = recall_for(braid).recall(QUERY, 1, braid=BRAID, tags="decision")[0]
+    then = recall_at(braid.at(before), QUERY, 1, braid=braid_id, tags="decision")[0]
+    now = recall_for(braid).recall(QUERY, 1, braid=braid_id, tags="decision")[0]
     return [
         f"recall: {len(seqs)} messages with vectors (offline hashing embedder) at seq {seqs[0]}..{seqs[-1]}",
         f"recall {QUERY!r} among decisions as of seq {before}: seq {then.seq} (score {then.score:.2f}) "

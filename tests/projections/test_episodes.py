@@ -992,7 +992,7 @@ def test_the_demo_proposes_confirms_and_promotes_a_fork(tmp_path):
     from projections.demos import episodes as demo
 
     with braidlog.open(tmp_path / "demo.lmdb", projections=ALL) as b:
-        lines = demo.write(b, T0)
+        lines = demo.write(b, T0, braid_id=demo.BRAID)
         state = b.state("episodes")
     assert any("fork_proposed benchmarks" in line for line in lines)
     assert any("confirm by repeat, promoted after 2 confirmations, edge forked_from" in line
