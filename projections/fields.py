@@ -577,4 +577,13 @@ def fields_decider(max_field_history: int = DEFAULT_MAX_FIELD_HISTORY, *,
                    kinds=KINDS, state_type=State, decide=decide)
 
 
+def entity(state: State, entity_id: str) -> TopicView | FieldView | None:
+    """What audit's history and explain show for an id: a topic, or a field ``topic/field``
+    (current value, archived ones included), None when this state does not hold it."""
+    topic_id, _, field = entity_id.partition("/")
+    if field:
+        return get_field(state, topic_id, field, include_archived=True)
+    return get_topic(state, topic_id, include_archived=True)
+
+
 PROJECTIONS = [fields_decider()]

@@ -131,6 +131,7 @@ def test_time_travel_by_seq_id_and_time(braid):
     assert braid.at(0).state("counts").by_kind == {}
     assert braid.at(3).state("counts").by_kind == {"message": 3}
     assert braid.at(ds[4].id).state("counts").by_kind == {"message": 5}
+    assert braid.resolve(ds[4].id.lower()) == 5
     assert braid.resolve(T0 + timedelta(seconds=2, milliseconds=500)) == 3
     assert braid.at(T0 - timedelta(days=1)).seq == 0
     with pytest.raises(ValidationError, match="outside the log"):

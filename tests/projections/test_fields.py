@@ -552,3 +552,12 @@ def test_any_command_sequence_keeps_the_invariants(commands):
             assert F.topic_salience(state, topic.topic_id) == pytest.approx(mean)
     live = {t.topic_id for t in F.list_topics(state)}
     assert live == {t for t, v in state.topics.items() if not v.archived}
+
+
+def test_entity_names_topics_and_fields_for_audit():
+    g = Given()
+    g.when(revise(value="Priya"))
+    g.when(revise(value="Aya"))
+    assert F.entity(g.state, "atlas/owner").value == "Aya"
+    assert F.entity(g.state, "atlas").topic_id == "atlas"
+    assert F.entity(g.state, "atlas/nope") is None and F.entity(g.state, "nope") is None
