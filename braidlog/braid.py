@@ -85,15 +85,20 @@ class Braid:
         self._order = list(self._projections.values())
         for msg in stale_checkpoints(store, self._order):
             self._notice(msg)
-        head = store.head().seq
         self._states: list[Any] = []
         self._seqs: list[int] = []
+        self._load()
+        self.catch_up()
+
+    def _load(self) -> None:
+        """Each live state from its newest valid checkpoint (or initial)."""
+        head = self.log.head().seq
+        self._states, self._seqs = [], []
         for p in self._order:
-            found = load_checkpoint(store, p, head, warn=self._notice)
+            found = load_checkpoint(self.log, p, head, warn=self._notice)
             seq, state = found if found is not None else (0, p.start())
             self._states.append(state)
             self._seqs.append(seq)
-        self.catch_up()
 
     def _notice(self, message: str) -> None:
         self.notices.append(message)
@@ -135,8 +140,15 @@ class Braid:
         while (at := min(self._seqs)) < head:
             boundary = (at // every + 1) * every  # fold segment by segment, checkpointing between
             stop = min(head, boundary)
-            fold(self.log, self._order, self._states, self._seqs, stop,
-                 progress=None if progress is None else lambda n, base=done: progress(base + n))
+            try:
+                fold(self.log, self._order, self._states, self._seqs, stop,
+                     progress=None if progress is None else lambda n, base=done: progress(base + n))
+            except BaseException:
+                # evolve updates states in place: a fold cut short (an error, Ctrl-C, a progress
+                # callback that cancels) leaves them ahead of their seqs. Start again from the
+                # checkpoints rather than fold any delta twice.
+                self._load()
+                raise
             done += stop - at
             if stop == boundary:
                 self._checkpoint_all(stop)

@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MAX_ID_BYTES = 120  # characters; keeps every index key under LMDB's 511-byte limit
 
 Ulid = Annotated[str, Meta(pattern=ULID_PATTERN)]
@@ -245,6 +246,9 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
     except msgspec.ValidationError as e:
         raise _envelope_error(e, index) from None
     stored = _decoder.decode(data)
+    if stored.ts < EPOCH:
+        raise ValidationError("ts", f"must be at or after {EPOCH.isoformat()} (got {stored.ts.isoformat()})",
+                              index=index)
     spec = registry.get(stored.kind)
     if spec is None:
         raise ValidationError("kind", f"unknown kind {stored.kind!r}; declare it in the registry first",
@@ -257,8 +261,9 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
         _check_vector(stored.vector, index)
     if payload is not stored.payload:
         stored = msgspec.structs.replace(stored, payload=payload)
-        data = _encoder.encode(stored)
-    return stored, data, value
+    # The canonical bytes are those of the stored delta, so that reading it back and appending
+    # it again is an idempotent retry (an int confidence 1 is stored as the float 1.0).
+    return stored, _encoder.encode(stored), value
 
 
 def _check_vector(v: Vector, index: int | None) -> None:

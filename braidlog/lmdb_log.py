@@ -126,6 +126,7 @@ class _Shared:
     def __init__(self, path: Path, *, readonly: bool, create: bool, durable: bool,
                  map_size: int) -> None:
         self.readonly = readonly
+        self.durable = durable
         self.users = 0
         self.gate = _Gate()
         try:
@@ -203,6 +204,7 @@ class LmdbLog(IndexScans):
             elif shared.readonly and not readonly:
                 raise StorageError(f"{self.path} is already open read-only in this process",
                                    hint="close the read-only store first, or open this one read-only")
+
             shared.users += 1
         self._key = key
         self._shared_env = shared
@@ -238,6 +240,8 @@ class LmdbLog(IndexScans):
     # -- opening -----------------------------------------------------------------------------
     def _check_path(self, create: bool) -> None:
         p = self.path
+        if create and not p.exists():
+            p.parent.mkdir(parents=True, exist_ok=True)
         if p.exists() and not p.is_dir():
             raise StorageError(f"{p} is a file, not a braidlog store",
                                hint="a store is a directory; give another path")
@@ -273,7 +277,12 @@ class LmdbLog(IndexScans):
         while True:
             try:
                 with self._gate.shared(), self._env.begin(write=True) as txn:
-                    return fn(txn)
+                    result = fn(txn)
+                if self.durable and not self._shared_env.durable:
+                    # the environment was opened non-durable by another LmdbLog of this process:
+                    # make this log's commits durable anyway
+                    self._env.sync(True)
+                return result
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.MapResizedError:
@@ -405,7 +414,7 @@ class LmdbLog(IndexScans):
         return rec
 
     def _record_in(self, txn, seq: int) -> Record | None:
-        value = txn.get(u64(seq), db=self._db["log"]) if seq >= 1 else None
+        value = txn.get(u64(seq), db=self._db["log"]) if 1 <= seq < 2**63 else None
         if value is None:
             return None
         try:
@@ -425,6 +434,8 @@ class LmdbLog(IndexScans):
 
     def body(self, seq: int) -> bytes:
         """The stored bytes of record ``seq`` (``hw || canonical delta``), as chained."""
+        if not 1 <= seq < 2**63:
+            raise IndexError(f"no delta at seq {seq}")
         value = self._read(lambda txn: _copy(txn.get(u64(seq), db=self._db["log"])))
         if value is None:
             raise IndexError(f"no delta at seq {seq}")
@@ -519,6 +530,8 @@ class LmdbLog(IndexScans):
         """The chain hash after record ``seq`` (GENESIS for 0)."""
         if seq == 0:
             return GENESIS
+        if not 1 <= seq < 2**63:
+            raise IndexError(f"no delta at seq {seq}")
         value = self._read(lambda txn: _copy(txn.get(u64(seq), db=self._db["log"])))
         if value is None:
             raise IndexError(f"no delta at seq {seq}")
@@ -619,6 +632,7 @@ class LmdbLog(IndexScans):
     # -- operating -----------------------------------------------------------------------------
     def stat(self) -> dict[str, int]:
         """Map size, file size and page facts of the environment."""
+        self._alive()
         info, stat = self._env.info(), self._env.stat()
         return {"map_size": info["map_size"], "last_pgno": info["last_pgno"],
                 "page_size": stat["psize"],
@@ -629,12 +643,22 @@ class LmdbLog(IndexScans):
         self._alive()
         Path(dest).mkdir(parents=True, exist_ok=True)
         try:
-            self._env.copy(str(dest), compact=compact)
+            # Without a read transaction of ours, LMDB takes the writer mutex for the copy while
+            # holding the GIL, which deadlocks against a write in another thread of this
+            # process. A compacting copy reads from an explicit transaction; a plain one (py-lmdb
+            # allows no transaction there) keeps this process's other threads out meanwhile.
+            if compact:
+                with self._gate.shared(), self._env.begin() as txn:
+                    self._env.copy(str(dest), compact=True, txn=txn)
+            else:
+                with self._gate.exclusive():
+                    self._env.copy(str(dest), compact=False)
         except lmdb.Error as e:
             raise StorageError(f"copy to {dest} failed: {e}", hint="dest must be an empty directory") from e
 
     def sync(self) -> None:
         """Flush everything to disk now (useful with durable=False)."""
+        self._alive()
         self._env.sync(True)
 
     def close(self) -> None:

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import bisect
 import threading
+
+import msgspec
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from msgspec import Struct
@@ -98,9 +100,13 @@ class Staged(NamedTuple):
     refs: frozenset[str]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def ts_micros(ts: datetime) -> int:
-    """A UTC datetime as whole microseconds since the epoch."""
-    return round(ts.timestamp() * 1_000_000)
+    """A UTC datetime as whole microseconds since the epoch (exact integer arithmetic)."""
+    return (ts - _EPOCH) // _MICROSECOND
 
 
 def hw_of(body: bytes) -> int:
@@ -168,7 +174,11 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Chec
         if stored.id in seen:
             raise ValidationError("id", f"{stored.id} appears twice in the batch", index=i)
         seen.add(stored.id)
-        refs = referenced_ids(stored, registry, typed)
+        try:
+            refs = referenced_ids(stored, registry, typed)
+        except msgspec.MsgspecError as e:  # an old payload version whose upcast fails
+            raise ValidationError("payload", f"cannot be upcast to the current version of kind "
+                                  f"{stored.kind!r} ({e})", index=i) from None
         for ref in refs:
             if not 0 < len(ref.encode()) <= MAX_REF_BYTES:
                 raise ValidationError(

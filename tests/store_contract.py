@@ -226,3 +226,18 @@ def test_an_id_from_a_refers_function_must_fit_an_index_key(log):
         log.append(make_delta(0, kind="test_note_about", payload={"about": "x" * 600}))
     assert log.append(make_delta(1, kind="test_note_about", payload={"about": "entity-1"})) == 1
     assert [r.seq for r in log.scan_refs("entity-1")] == [1]
+
+
+def test_a_delta_read_back_appends_again_as_a_retry(log):
+    d = make_delta(0, confidence=1)  # an int: stored canonically as the float 1.0
+    seq = log.append(d)
+    assert log.append(log.read(seq).delta) == seq
+    assert log.head().seq == 1
+
+
+def test_timestamps_before_1970_are_refused(log):
+    from datetime import datetime, timezone
+
+    with pytest.raises(ValidationError, match="at or after 1970"):
+        log.append(make_delta(0, ts=datetime(1965, 1, 1, tzinfo=timezone.utc)))
+    assert log.head().seq == 0

@@ -304,3 +304,23 @@ def test_open_closes_the_store_when_the_braid_cannot_start(tmp_path):
     with pytest.raises(ValidationError, match="two projections"):
         braidlog.open(path, projections=[COUNTS, COUNTS])
     braidlog.open(path, projections=[COUNTS]).close()  # not left open behind the caller's back
+
+
+def test_a_cancelled_rebuild_leaves_no_delta_counted_twice(tmp_path):
+    path = tmp_path / "store"
+    b = open_braid(path, checkpoint_every=10**6)
+    b.log.append_batch([make_delta(i) for i in range(50_000)])
+    b.catch_up()
+    expected = encode_state(b.state("counts"))
+
+    def cancel(done):
+        if done:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        b.rebuild(progress=cancel)
+    assert encode_state(b.state("counts")) == expected
+    b.close()
+    b = open_braid(path)
+    assert encode_state(b.state("counts")) == expected
+    b.close()

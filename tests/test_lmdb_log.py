@@ -241,3 +241,57 @@ def test_a_closed_store_refuses_use_even_while_another_handle_is_open(lmdb_path)
         a.append(make_delta(0))
     assert b.append(make_delta(1)) == 1
     b.close()
+
+
+def test_a_durable_log_syncs_its_commits_on_an_environment_opened_fast(lmdb_path, monkeypatch):
+    fast = LmdbLog(lmdb_path, durable=False)
+    durable = LmdbLog(lmdb_path, durable=True)
+    synced = []
+    env = durable._env
+    monkeypatch.setattr(durable, "_env", type("Spy", (), {
+        "begin": lambda self, **kw: env.begin(**kw),
+        "sync": lambda self, force: synced.append(force)})())
+    durable.append(make_delta(0))
+    fast.append(make_delta(1))
+    assert synced == [True], "only the durable log's commit is synced"
+    fast.close(), durable.close()
+
+
+def test_out_of_range_seqs_are_index_errors(lmdb_path):
+    with LmdbLog(lmdb_path) as log:
+        log.append(make_delta(0))
+        for seq in (2**64, -1):
+            with pytest.raises(IndexError):
+                log.read(seq)
+            with pytest.raises(IndexError):
+                log.body(seq)
+        with pytest.raises(IndexError):
+            log.hash_at(-1)
+
+
+def test_a_plain_copy_while_another_thread_writes(lmdb_path, tmp_path):
+    import threading
+
+    from braidlog import ConflictError
+
+    log = LmdbLog(lmdb_path)
+    log.append_batch([make_delta(i) for i in range(50)])
+    stop = threading.Event()
+
+    def conflicting_writes():
+        while not stop.is_set():
+            try:
+                log.append(make_delta(99), expected_version=0)  # refused inside the write txn
+            except ConflictError:
+                pass
+
+    t = threading.Thread(target=conflicting_writes)
+    t.start()
+    try:
+        for i in range(20):
+            log.copy(tmp_path / f"copy{i}", compact=False)
+    finally:
+        stop.set()
+        t.join(10)
+    assert not t.is_alive()
+    log.close()
