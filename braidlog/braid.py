@@ -357,14 +357,13 @@ class ReadView:
         return self._store.scan_refs(entity_id, start, self._stop(stop), **kw)
 
     def braid_head(self, braid_id: str) -> BraidHead:
-        recs = list(self.scan_braid(braid_id, reverse=True, limit=1))
-        if not recs:
-            return BraidHead(0, 0)
+        """The braid as of this view: counted over deltas 1..seq, which no writer can change
+        (mixing the live head with a count of later deltas raced with appends)."""
         current = self._store.braid_head(braid_id)
         if current.seq <= self.seq:
             return current
-        later = sum(1 for _ in self._store.scan_braid(braid_id, self.seq + 1))
-        return BraidHead(current.version - later, recs[0].seq)
+        seqs = [r.seq for r in self.scan_braid(braid_id)]
+        return BraidHead(len(seqs), seqs[-1] if seqs else 0)
 
 
 class View:

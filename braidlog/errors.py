@@ -26,12 +26,13 @@ class BraidlogError(Exception):
 class ValidationError(BraidlogError, ValueError):
     """Bad input: names the field and the rule it broke; nothing was written."""
 
-    def __init__(self, field: str, rule: str, *, index: int | None = None) -> None:
+    def __init__(self, field: str, rule: str, *, index: int | None = None,
+                 where: str | None = None) -> None:
         self.field = field
         self.rule = rule
         self.index = index
-        where = f"delta {index}: " if index is not None else ""
-        super().__init__(f"{where}{field}: {rule}")
+        where = where or (f"delta {index}" if index is not None else "")
+        super().__init__(f"{where}: {field}: {rule}" if where else f"{field}: {rule}")
 
 
 class DecodeError(BraidlogError, ValueError):

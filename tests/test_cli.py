@@ -228,7 +228,7 @@ def test_a_bad_delta_in_a_batch_writes_nothing_and_names_the_field(capsys, fille
 @pytest.mark.parametrize("text, needle", [
     ("{nope", "not JSON"),
     ("[{nope", "not a JSON array"),
-    ("[1, 2]", "delta 0"),
+    ("[1, 2]", "item 1"),
     ("", "no deltas given"),
     ("   \n\n", "no deltas given"),
 ])
@@ -248,24 +248,24 @@ def test_append_from_a_missing_file_is_one_error_line(capsys, filled, store, tmp
     one_error(err, "nope.jsonl")
 
 
-def test_append_envelope_error_names_the_delta_by_its_position_from_0(capsys, filled, store, tmp_path):
+def test_append_envelope_error_names_the_line_it_came_from(capsys, filled, store, tmp_path):
     lines = [delta_json(make_delta(i)) for i in range(3)]
     lines[1]["confidence"] = 7
     src = tmp_path / "bad.jsonl"
     src.write_text("\n".join(json.dumps(d) for d in lines))
     rc, _, err = cli(capsys, store, "append", str(src))
     assert rc == 1
-    one_error(err, "delta 1: confidence")
+    one_error(err, "line 2: confidence")
 
 
-def test_append_payload_error_names_the_delta_by_its_position_from_0(capsys, filled, store, tmp_path):
+def test_append_payload_error_names_the_line_it_came_from(capsys, filled, store, tmp_path):
     lines = [delta_json(make_delta(i)) for i in range(3)]
     lines[1]["payload"] = {"txt": "typo"}
     src = tmp_path / "bad.jsonl"
     src.write_text("\n".join(json.dumps(d) for d in lines))
     rc, _, err = cli(capsys, store, "append", str(src))
     assert rc == 1
-    one_error(err, "delta 1: payload")
+    one_error(err, "line 2: payload")
 
 
 def test_append_expected_version(capsys, filled, store, tmp_path):
@@ -821,3 +821,25 @@ def test_the_console_script_and_python_dash_m(filled, store, tmp_path):
                          timeout=60)
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert run.stderr.startswith("braidlog: error: no store at")
+
+
+def test_append_names_the_physical_line_of_bad_json(capsys, store, tmp_path):
+    good = json.dumps(delta_json(make_delta(0)))
+    src = tmp_path / "gaps.jsonl"
+    src.write_text(good + "\n\n" + good.replace("message 0", "x") + "\n{broken\n")
+    rc, _, err = cli(capsys, store, "append", str(src))
+    assert rc == 1
+    one_error(err, "line 4", "not JSON")
+    assert head_of(store).seq == 0
+
+
+def test_log_table_without_limit_is_capped_and_says_so(capsys, store, monkeypatch):
+    from braidlog.cli import core
+
+    monkeypatch.setattr(core, "TABLE_ROWS", 3)
+    with LmdbLog(store) as log:
+        log.append_batch([make_delta(i) for i in range(5)])
+    rc, out, _ = cli(capsys, store, "log")
+    assert rc == 0 and "showing the first 3" in out and "--json" in out
+    rc, out, _ = cli(capsys, store, "log", "--limit", "5")
+    assert rc == 0 and "showing the first" not in out

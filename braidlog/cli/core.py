@@ -9,13 +9,16 @@ from typing import IO, Any
 import msgspec
 
 from ..delta import from_json
-from ..errors import IntegrityError, ValidationError
+from ..errors import DecodeError, IntegrityError, ValidationError
 from ..lmdb_log import LmdbLog
 from ..store import Head
 from .util import (
     console, open_for_state, open_store, parse_point, progress_bar, record_json, store_path,
     summary, to_builtins, write_json,
 )
+
+
+TABLE_ROWS = 1000
 
 
 def register(sub: Any) -> None:
@@ -89,11 +92,16 @@ def cmd_init(args: Any, out: IO[str]) -> int:
 
 def cmd_append(args: Any, out: IO[str]) -> int:
     text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
-    deltas = parse_deltas(text)
+    deltas, places = parse_deltas(text)
     if not deltas:
         raise ValidationError("input", "no deltas given")
     with open_store(args, readonly=False) as store:
-        seqs = store.append_batch(deltas, expected_version=args.expected_version)
+        try:
+            seqs = store.append_batch(deltas, expected_version=args.expected_version)
+        except ValidationError as e:
+            if e.index is None:
+                raise
+            raise ValidationError(e.field, e.rule, index=e.index, where=places[e.index]) from None
         head = store.head()
     if args.json:
         write_json(out, {"seqs": seqs, "head": str(head)})
@@ -102,24 +110,33 @@ def cmd_append(args: Any, out: IO[str]) -> int:
     return 0
 
 
-def parse_deltas(text: str) -> list[Any]:
-    """Deltas from one JSON object, a JSON array of them, or JSON Lines.
-
-    Errors name a delta by its position in the batch, counting from 0, as the library does.
-    """
+def parse_deltas(text: str) -> tuple[list[Any], list[str]]:
+    """Deltas from one JSON object, a JSON array of them, or JSON Lines, and where each came
+    from ("line N" of the input, counting from 1, or "item N" of an array) for error messages."""
     stripped = text.strip()
     if not stripped:
-        return []
+        return [], []
     if stripped.startswith("["):
         try:
             items = msgspec.json.decode(stripped)
         except msgspec.DecodeError as e:
             raise ValidationError("input", f"not a JSON array: {e}") from None
-        return [from_json(msgspec.json.encode(item), index=i) for i, item in enumerate(items)]
-    lines = [ln for ln in stripped.splitlines() if ln.strip()]
-    if len(lines) > 1 and all(ln.lstrip().startswith("{") for ln in lines):
-        return [from_json(ln, index=i) for i, ln in enumerate(lines)]
-    return [from_json(stripped)]
+        places = [f"item {i + 1}" for i in range(len(items))]
+        return [_parse(msgspec.json.encode(item), i, places[i]) for i, item in enumerate(items)], places
+    numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if len(numbered) > 1 and all(ln.lstrip().startswith("{") for _, ln in numbered):
+        places = [f"line {n}" for n, _ in numbered]
+        return [_parse(ln, i, places[i]) for i, (_, ln) in enumerate(numbered)], places
+    return [_parse(stripped, 0, "line 1")], ["line 1"]
+
+
+def _parse(text: str | bytes, index: int, place: str) -> Any:
+    try:
+        return from_json(text, index=index)
+    except ValidationError as e:
+        raise ValidationError(e.field, e.rule, index=index, where=place) from None
+    except DecodeError as e:
+        raise DecodeError(f"{place}: not JSON: {str(e).split('not JSON: ', 1)[-1]}") from None
 
 
 def cmd_log(args: Any, out: IO[str]) -> int:
@@ -138,6 +155,13 @@ def cmd_log(args: Any, out: IO[str]) -> int:
         if args.json:
             for rec in records:
                 write_json(out, record_json(rec))
+            return 0
+        if args.limit is None:  # a table is built whole before it prints: keep it readable
+            shown = list(islice(records, TABLE_ROWS + 1))
+            print_records(out, shown[:TABLE_ROWS])
+            if len(shown) > TABLE_ROWS:
+                out.write(f"… showing the first {TABLE_ROWS}; pass --limit N for more, or --json "
+                          "to stream every record\n")
             return 0
         print_records(out, records)
     return 0

@@ -129,7 +129,7 @@ def cmd_sync_append(args: Any, out: IO[str]) -> int:
     rep = _replication()
     _kinds()
     text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
-    deltas = parse_deltas(text)
+    deltas, _ = parse_deltas(text)
     if not deltas:
         raise ValidationError("input", "no deltas given")
     with LmdbLog(store_path(args)) as store, _stream(args, create=True) as stream:
