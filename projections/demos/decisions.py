@@ -13,6 +13,7 @@ from ulid import ULID
 
 from braidlog import Provenance
 from projections import decisions as D
+from projections.demos import session_braid
 
 __all__ = ["write"]
 
@@ -24,10 +25,6 @@ def _ulid(at: datetime, label: str) -> str:
     return str(ULID.from_bytes(ms.to_bytes(6, "big") + tail))
 
 
-def _braid_id(braid, start: datetime) -> str:
-    head = braid.head().seq
-    return braid.log.read(head).delta.braid_id if head else f"demo-{start:%Y%m%dT%H%M%S}"
-
 
 def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append the scripted decisions piece; a few lines saying what it shows.
@@ -35,7 +32,7 @@ def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
     Its decisions live in a namespace named after ``start``, so every run of the demo
     writes into a store of its own without meeting the decisions of earlier runs.
     """
-    braid_id = braid_id or _braid_id(braid, start)
+    braid_id = braid_id or session_braid(braid, f"demo-{start:%Y%m%dT%H%M%S}")
     namespace = f"demo-{start:%Y%m%dT%H%M%S.%f}"
     human = Provenance("user", source="cli")
     agent = Provenance("assistant", model="demo-llm")

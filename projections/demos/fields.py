@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from projections.demos import session_braid
 from projections.fields import (
     ArchiveTopics, BumpSalience, RestoreTopic, ReviseField, get_field, get_topic, list_topics,
     topic_salience,
@@ -12,15 +13,10 @@ from projections.fields import (
 __all__ = ["write"]
 
 
-def _braid_id(braid) -> str:
-    """The braid of the session written so far (the last delta's), or "demo" on an empty log."""
-    head = braid.head().seq
-    return braid.log.read(head).delta.braid_id if head else "demo"
-
 
 def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append the fields piece of the session through ``braid.execute``; lines that describe it."""
-    braid_id = braid_id or _braid_id(braid)
+    braid_id = braid_id or session_braid(braid, "demo")
 
     def run(command, minute: int, who: str):
         return braid.execute("fields", command, braid_id=braid_id, provenance=who,
