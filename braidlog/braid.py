@@ -267,8 +267,6 @@ class Braid:
             return self.log.seq_at(point)
         if isinstance(point, str):
             seq = self.log.seq_of(point)
-            if seq is None and len(point) == 26:  # ULIDs are case-insensitive; stored upper-case
-                seq = self.log.seq_of(point.upper())
             if seq is None:
                 raise ValidationError("point", f"no delta with id {point!r}")
             return seq

@@ -35,7 +35,7 @@ from .delta import _decoder
 from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, StoreFullError
 from .kinds import REGISTRY, Registry
 from .store import (
-    BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, stage, ts_micros,
+    BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage, ts_micros,
     verify_bodies,
 )
 
@@ -424,12 +424,12 @@ class LmdbLog(IndexScans):
 
     def get(self, delta_id: str) -> Record | None:
         def fn(txn):
-            seq = txn.get(delta_id.encode(), db=self._db["ids"])
+            seq = txn.get(id_key(delta_id).encode(), db=self._db["ids"])
             return None if seq is None else self._record_in(txn, from_u64(seq))
         return self._read(fn)
 
     def seq_of(self, delta_id: str) -> int | None:
-        raw = self._read(lambda txn: _copy(txn.get(delta_id.encode(), db=self._db["ids"])))
+        raw = self._read(lambda txn: _copy(txn.get(id_key(delta_id).encode(), db=self._db["ids"])))
         return None if raw is None else from_u64(raw)
 
     def body(self, seq: int) -> bytes:

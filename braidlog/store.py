@@ -109,6 +109,11 @@ def ts_micros(ts: datetime) -> int:
     return (ts - _EPOCH) // _MICROSECOND
 
 
+def id_key(delta_id: str) -> str:
+    """The stored form of a delta id: ULIDs are case-insensitive and stored upper-case."""
+    return delta_id.upper()
+
+
 def hw_of(body: bytes) -> int:
     return int.from_bytes(body[:8], "big")
 
@@ -375,11 +380,11 @@ class MemoryLog(IndexScans):
         return Record(seq, h, d)
 
     def get(self, delta_id: str) -> Record | None:
-        seq = self._ids.get(delta_id)
+        seq = self._ids.get(id_key(delta_id))
         return None if seq is None else self.read(seq)
 
     def seq_of(self, delta_id: str) -> int | None:
-        return self._ids.get(delta_id)
+        return self._ids.get(id_key(delta_id))
 
     def body(self, seq: int) -> bytes:
         """The stored bytes of record ``seq`` (``hw || canonical delta``), as chained."""

@@ -241,3 +241,9 @@ def test_timestamps_before_1970_are_refused(log):
     with pytest.raises(ValidationError, match="at or after 1970"):
         log.append(make_delta(0, ts=datetime(1965, 1, 1, tzinfo=timezone.utc)))
     assert log.head().seq == 0
+
+
+def test_delta_ids_are_looked_up_case_insensitively(log):
+    d = make_delta(0)
+    log.append(d)
+    assert log.seq_of(d.id.lower()) == 1 and log.get(d.id.lower()).delta == d

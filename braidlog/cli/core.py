@@ -194,7 +194,7 @@ def cmd_show(args: Any, out: IO[str]) -> int:
             seq = int(ref)
             rec = store.read(seq) if 1 <= seq <= store.head().seq else None
         else:
-            rec = store.get(ref.upper() if len(ref) == 26 else ref)
+            rec = store.get(ref)
         if rec is None:
             raise ValidationError("ref", f"no delta with seq or id {ref!r}")
         if args.json:

@@ -44,7 +44,7 @@ def parse_point(text: str) -> Point:
     if text.isdigit():
         return int(text)
     if len(text) == 26 and text.isalnum():
-        return text.upper()
+        return text
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
