@@ -334,10 +334,14 @@ def _source(braid_or_view: Any) -> tuple[Any, Any, int]:
                           f"expected a Braid or a View, got {type(braid_or_view).__name__}")
 
 
-def _records(log: Any, entity_id: str, seq: int) -> list[Record]:
-    recs = list(log.scan_refs(entity_id, 1, seq + 1))
-    own = log.get(entity_id)
-    if own is not None and own.seq <= seq and all(r.seq != own.seq for r in recs):
+def _records(log: Any, entity_id: str, seq: int, after: int = 0,
+             reads: Callable[[Any], bool] | None = None) -> list[Record]:
+    """The deltas in (after, seq] that refer to ``entity_id`` (those ``reads`` admits), and the
+    delta whose id it is, in seq order: through the refers-to index, never a scan."""
+    own = log.get(entity_id)  # a delta id is found in any case; refer to it as it is stored
+    key = own.delta.id if own is not None else entity_id
+    recs = [r for r in log.scan_refs(key, after + 1, seq + 1) if reads is None or reads(r.delta)]
+    if own is not None and after < own.seq <= seq and all(r.seq != own.seq for r in recs):
         bisect.insort(recs, own, key=lambda r: r.seq)
     return recs
 
@@ -459,10 +463,7 @@ class _Responsible:
         self._seen: dict[int, DeltaRef] = {}
 
     def of(self, key: str) -> list[DeltaRef]:
-        recs = [r for r in self.log.scan_refs(key, self.a + 1, self.b + 1) if self.p.reads(r.delta)]
-        own = self.log.get(key)
-        if own is not None and self.a < own.seq <= self.b and all(r.seq != own.seq for r in recs):
-            bisect.insort(recs, own, key=lambda r: r.seq)
+        recs = _records(self.log, key, self.b, self.a, self.p.reads)
         if not recs:
             needle = _key(key)
             recs = [r for r in self._own_range() if needle in _key(r.delta.payload)]

@@ -420,3 +420,15 @@ def test_real_history_states_equal_fresh_folds(real):
             fresh = real.projection(name).fold(r.delta for r in real.log.scan(1, step.seq + 1))
             expected = audit.entity_value(real.projection(name), fresh, ec.key)
             assert step.states.get(name) == expected, (name, ec.key, step.seq)
+
+
+def test_history_of_a_delta_id_in_lower_case_finds_what_refers_to_it(tmp_path):
+    from braidlog import Refs, audit
+
+    with braidlog.open(tmp_path / "s", projections=[]) as b:
+        first = braidlog.delta("b", "message", {"text": "decide"})
+        b.append(first)
+        b.append(braidlog.delta("b", "message", {"text": "cites it"}, refs=Refs(deltas=(first.id,))))
+        upper = [s.seq for s in audit.history(b, first.id).steps]
+        assert upper == [1, 2]
+        assert [s.seq for s in audit.history(b, first.id.lower()).steps] == upper
