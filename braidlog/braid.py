@@ -15,6 +15,7 @@ A stale ``expected_version`` given by the caller is the caller's conflict: ``Con
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -296,8 +297,6 @@ class Braid:
     def close(self) -> None:
         """Checkpoint the live states, save the recall index, and close the store."""
         try:
-            import sys
-
             if "braidlog.recall" in sys.modules:  # only if recall was used: it pulls in hnswlib
                 sys.modules["braidlog.recall"].close_for(self)
             if not self.log_readonly and self._order:
