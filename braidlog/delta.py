@@ -9,7 +9,7 @@ checked against its kind's schema from the registry.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 from msgspec import Meta, Struct
@@ -46,6 +46,23 @@ Name = Annotated[str, Meta(min_length=1, max_length=MAX_ID_BYTES)]
 Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_BYTES)]
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 UtcTime = Annotated[datetime, Meta(tz=True)]
+
+MAX_PAYLOAD_DEPTH = 16  # objects and arrays nest at most this deep, the payload itself counting
+_FLOAT_MAX = 1.7976931348623157e308
+_Finite = Annotated[float, Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)]  # refuses NaN and infinities
+
+
+def _json_value(depth: int) -> Any:
+    """The JSON values nested at most ``depth`` deep, as a type msgspec checks while decoding
+    (msgspec has no recursive aliases, so the depth is spelled out)."""
+    scalar = Union[str, int, _Finite, bool, None]
+    value: Any = scalar
+    for _ in range(depth):
+        value = Union[str, int, _Finite, bool, None, list[value], dict[str, value]]  # type: ignore[valid-type]
+    return value
+
+
+JsonObject = dict[str, _json_value(MAX_PAYLOAD_DEPTH - 1)]  # type: ignore[misc]
 
 ProvenanceKind = Literal["user", "assistant", "tool", "perception", "system", "dream"]
 PROVENANCE_KINDS = ("user", "assistant", "tool", "perception", "system", "dream")
@@ -135,7 +152,7 @@ class _StrictDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid
     ts: UtcTime
     provenance: Provenance
     confidence: Confidence
-    payload: dict[str, Any]
+    payload: JsonObject
     refs: Refs | None = None
     tags: tuple[Name, ...] = ()
     vector: Vector | None = None
@@ -198,6 +215,9 @@ _RULES = {
     "ts": "must be a timezone-aware datetime (naive timestamps are ambiguous)",
     "confidence": "must be a number in [0, 1]",
 }
+_PAYLOAD_RULE = (
+    "must be a JSON object: strings, finite numbers, booleans, null, arrays and objects, nested "
+    f"at most {MAX_PAYLOAD_DEPTH} deep (store bytes as base64 and times as ISO 8601 strings)")
 
 
 def _envelope_error(e: msgspec.ValidationError, index: int | None) -> ValidationError:
@@ -213,6 +233,8 @@ def _envelope_error(e: msgspec.ValidationError, index: int | None) -> Validation
         rule = f"{_RULES[top]} ({rule})"
     elif top == "braid_id" and "length" in rule:
         rule = f"must be a non-empty string of at most {MAX_ID_BYTES} characters ({rule})"
+    elif top == "payload":  # msgspec writes object keys as [...]: the rule names the value
+        path, rule = "payload", f"{_PAYLOAD_RULE} ({rule})"
     elif path.startswith("provenance.kind"):
         rule = f"must be one of {', '.join(PROVENANCE_KINDS)} ({rule})"
     return ValidationError(path, rule, index=index)
@@ -240,7 +262,7 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
         raise ValidationError("payload", "integers must fit in 64 bits (-2**63 to 2**64-1); "
                               "store larger numbers as strings", index=index) from None
     except (TypeError, msgspec.EncodeError) as e:
-        raise ValidationError("payload", f"must be a JSON object of JSON values ({e})", index=index) from None
+        raise ValidationError("payload", f"{_PAYLOAD_RULE} ({e})", index=index) from None
     try:
         _strict_decoder.decode(data)
     except msgspec.ValidationError as e:

@@ -17,6 +17,14 @@ from .conftest import T0, make_delta
 GOOD = make_delta(0)
 
 
+def _nested(depth):
+    """A JSON value whose arrays nest ``depth`` deep."""
+    value = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def bad(**changes):
     return msgspec.structs.replace(GOOD, **changes)
 
@@ -39,7 +47,17 @@ def bad(**changes):
     ({"refs": Refs(beads=(BeadRef("", "used"),))}, "refs.beads[0].bead_id", "length >= 1"),
     ({"refs": Refs(knots=("",))}, "refs.knots[0]", "length >= 1"),
     ({"tags": ("",)}, "tags[0]", "length >= 1"),
-    ({"payload": {"text": object()}}, "payload", "must be a JSON object of JSON values"),
+    ({"payload": {"text": object()}}, "payload", "must be a JSON object"),
+    ({"kind": "observation", "payload": {"text": "t", "data": {"blob": b"\x00"}}}, "payload",
+     "got `bytes`"),
+    ({"kind": "observation", "payload": {"text": "t", "data": {"at": T0}}}, "payload",
+     "times as ISO 8601 strings"),
+    ({"kind": "observation", "payload": {"text": "t", "data": {"x": [1.0, float("nan")]}}},
+     "payload", "must be a JSON object"),
+    ({"kind": "observation", "payload": {"text": "t", "data": {"x": float("inf")}}},
+     "payload", "finite numbers"),
+    ({"kind": "observation", "payload": {"text": "t", "data": {"x": _nested(15)}}}, "payload",
+     "nested at most 16 deep"),
     ({"vector": Vector(b"\x00\x00\x80\x7f")}, "vector.data", "must be finite"),
     ({"vector": Vector(b"\x00\x00\x80")}, "vector.data", "multiple of 4"),
 ])
@@ -50,6 +68,14 @@ def test_each_envelope_rule(log, changes, field, rule):
     assert rule in e.value.rule
     assert str(e.value).startswith(f"delta 0: {field}: ")
     assert log.head().seq == 0
+
+
+def test_payloads_nest_up_to_the_limit_and_store_json_as_json(log):
+    # the payload object is level 1, "data" level 2, and x's arrays levels 3 to 16
+    d = bad(kind="observation", payload={"text": "t", "data": {"x": _nested(14), "n": None}})
+    log.append(d)
+    assert log.read(1).delta.payload == {"text": "t", "data": {"x": _nested(14), "n": None}}
+    assert from_json(to_json(log.read(1).delta)) == log.read(1).delta
 
 
 def test_a_non_delta_is_refused(log):
