@@ -19,6 +19,18 @@ def raw(tmp_path):
 
 
 @pytest.fixture
+def raw_indexed(tmp_path):
+    r = bench.RawLmdb(str(tmp_path / "raw-indexed"), durable=True, indexed=True)
+    yield r
+    r.close()
+
+
+def _with_keys(deltas):
+    """Setup for the indexed ceiling: bodies and index keys, prepared outside the timing."""
+    return ([encode(d) for d in deltas], bench.index_keys(deltas)), {}
+
+
+@pytest.fixture
 def sqlite(tmp_path):
     s = bench.SqliteLog(str(tmp_path / "events.db"), durable=True)
     yield s
@@ -40,6 +52,26 @@ def test_raw_lmdb_single(benchmark, rates, raw, stream):
     benchmark.pedantic(raw.put_one, setup=lambda: ((encode(stream.take(1)[0]),), {}),
                        rounds=500, iterations=1)
     rates.record("single:raw LMDB", 1)
+
+
+@pytest.mark.parametrize("batch", [100, 1000])
+def test_raw_lmdb_indexed_batched(benchmark, rates, raw_indexed, stream, batch):
+    """Raw LMDB puts of the same bytes plus braidlog's four index tables: its page-write ceiling."""
+    benchmark.group = f"append-{batch}"
+    benchmark.pedantic(raw_indexed.put_batch, setup=lambda: _with_keys(stream.take(batch)),
+                       rounds=ROUNDS, iterations=1)
+    rates.record(f"append-{batch}:{bench.RAW_INDEXED}", batch)
+
+
+def test_raw_lmdb_indexed_single(benchmark, rates, raw_indexed, stream):
+    """One durable commit of one record and its four index entries."""
+    benchmark.group = "single"
+
+    def setup():
+        (bodies, keys), _ = _with_keys(stream.take(1))
+        return (bodies[0], keys[0]), {}
+    benchmark.pedantic(raw_indexed.put_one, setup=setup, rounds=500, iterations=1)
+    rates.record(f"single:{bench.RAW_INDEXED}", 1)
 
 
 @pytest.mark.parametrize("batch", [100, 1000])

@@ -3,7 +3,9 @@
 Shared by ``braidlog bench`` and the pytest-benchmark suites in ``bench/``. Every workload takes
 a size and a seed, and is timed on braidlog and on each installed peer with identical data:
 
-- raw LMDB puts of the same encoded bytes (the ceiling: no validation, chain or indexes);
+- raw LMDB puts of the same encoded bytes (the ceiling: no validation, chain or indexes), and
+  the same puts plus braidlog's four index tables from keys prepared beforehand (the ceiling of
+  braidlog's page writes);
 - sqlite3 from the standard library (WAL; ``synchronous=FULL`` for the durable rows);
 - the ``eventsourcing`` library on its SQLite and in-memory (POPO) recorders, when installed.
 
@@ -43,6 +45,7 @@ from .group_commit import GroupCommitter
 from .kinds import REGISTRY
 from .lmdb_log import LmdbLog
 from .projection import Projection
+from .store import check_batch
 
 __all__ = [
     "WORKLOADS", "Config", "AgentSession", "agent_deltas", "ENTITIES", "COUNTER", "Entity",
@@ -324,34 +327,72 @@ def build_log(path: str, session: AgentSession, n: int, *, projections: Sequence
 _delta_decoder = msgspec.msgpack.Decoder(GenericDelta)
 
 
+RAW_INDEXED = "raw LMDB, log + 4 indexes"
+
+
 def _u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
+
+
+class IndexKeys(NamedTuple):
+    """The index keys braidlog writes for one delta, prepared outside the timed part."""
+
+    id: bytes
+    braid: bytes
+    kind: bytes
+    refs: tuple[bytes, ...]
+
+
+def index_keys(deltas: Sequence[GenericDelta]) -> list[IndexKeys]:
+    """Each delta's keys in braidlog's four indexes, as ``LmdbLog`` derives them."""
+    return [IndexKeys(c.delta.id.encode(), c.delta.braid_id.encode(), c.delta.kind.encode(),
+                      tuple(r.encode() for r in c.refs))
+            for c in check_batch(deltas, REGISTRY)]
 
 
 class RawLmdb:
     """The ceiling: LMDB puts of already-encoded bytes into one database, no index, no chain.
 
     ``durable=True`` syncs data and meta pages at each commit, as ``LmdbLog`` does by default.
+    With ``indexed=True`` it also writes braidlog's four index tables (ids, braid, kind and
+    refs, laid out as in docs/format.md) from keys prepared beforehand: the ceiling of the same
+    page writes braidlog makes, without validation, chain or any per-delta Python.
     """
 
-    def __init__(self, path: str, *, durable: bool = True) -> None:
+    def __init__(self, path: str, *, durable: bool = True, indexed: bool = False) -> None:
         os.makedirs(path, exist_ok=True)
-        self.env = lmdb.open(path, map_size=1 << 36, max_dbs=1, sync=True, metasync=durable,
+        self.env = lmdb.open(path, map_size=1 << 36, max_dbs=5, sync=True, metasync=durable,
                              readahead=False)
         self.db = self.env.open_db(b"log")
+        self.indexes = [self.env.open_db(name, dupsort=name != b"ids")
+                        for name in (b"ids", b"braid", b"kind", b"refs")] if indexed else []
         self.seq = 0
 
-    def put_batch(self, bodies: Sequence[bytes]) -> None:
-        """One transaction putting every body under the next seqs."""
+    def put_batch(self, bodies: Sequence[bytes], keys: Sequence[IndexKeys] = ()) -> None:
+        """One transaction putting every body under the next seqs (and its index keys)."""
         seq, db = self.seq, self.db
         with self.env.begin(write=True) as txn:
-            for body in bodies:
-                seq += 1
-                txn.put(_u64(seq), body, db=db, append=True)
+            if not self.indexes:
+                for body in bodies:
+                    seq += 1
+                    txn.put(_u64(seq), body, db=db, append=True)
+            else:
+                seqs = [_u64(s) for s in range(seq + 1, seq + len(bodies) + 1)]
+                seq += len(bodies)
+                txn.cursor(db).putmulti(list(zip(seqs, bodies)), append=True)
+                ids, braids, kinds, refs = self.indexes
+                txn.cursor(ids).putmulti([(k.id, s) for k, s in zip(keys, seqs)])
+                txn.cursor(braids).putmulti([(k.braid, s) for k, s in zip(keys, seqs)], dupdata=True)
+                txn.cursor(kinds).putmulti([(k.kind, s) for k, s in zip(keys, seqs)], dupdata=True)
+                txn.cursor(refs).putmulti([(r, s) for k, s in zip(keys, seqs) for r in k.refs],
+                                          dupdata=True)
         self.seq = seq
 
-    def put_one(self, body: bytes) -> None:
-        """One transaction, one put: the single-commit ceiling."""
+    def put_one(self, body: bytes, keys: IndexKeys | None = None) -> None:
+        """One transaction, one put (plus the index puts): the single-commit ceiling."""
+        if keys is not None:
+            self.put_batch((body,), (keys,))
+            return
         self.seq += 1
         with self.env.begin(write=True) as txn:
             txn.put(_u64(self.seq), body, db=self.db, append=True)
@@ -639,6 +680,12 @@ class _Run:
             self.cache[key] = [encode(d) for d in self.deltas(n)]
         return self.cache[key]
 
+    def index_keys(self, n: int, offset: int = 0) -> list[IndexKeys]:
+        key = f"keys:{offset}:{n}"
+        if key not in self.cache:
+            self.cache[key] = index_keys(self.deltas(n, offset))
+        return self.cache[key]
+
 
 @contextlib.contextmanager
 def _quiet_heap() -> Iterator[None]:
@@ -705,6 +752,18 @@ def _append(run: _Run) -> list[Sample]:
         raw.close()
         _rm(path)
     rates("raw LMDB", seconds, len(chunks))
+
+    run.step("append · raw LMDB, braidlog's five tables")
+    path = run.path("raw-lmdb-indexed")
+    raw = RawLmdb(path, indexed=True)
+    keys = run.index_keys(n)
+    key_chunks = [keys[i:i + BATCH] for i in range(0, n, BATCH)]
+    try:
+        seconds, _ = _timed(lambda: [raw.put_batch(c, k) for c, k in zip(chunks, key_chunks)])
+    finally:
+        raw.close()
+        _rm(path)
+    rates(RAW_INDEXED, seconds, len(chunks))
 
     run.step("append · sqlite3")
     path = run.path("sqlite.db")
@@ -776,6 +835,16 @@ def _single(run: _Run) -> list[Sample]:
     raw = RawLmdb(path)
     try:
         _latencies(W, "raw LMDB", _each(raw.put_one, bodies), out)
+    finally:
+        raw.close()
+        _rm(path)
+
+    run.step("single · raw LMDB, braidlog's five tables")
+    path = run.path("raw-lmdb-indexed")
+    raw = RawLmdb(path, indexed=True)
+    pairs = list(zip(bodies, run.index_keys(n, offset=10_000_000)))
+    try:
+        _latencies(W, RAW_INDEXED, _each(lambda p: raw.put_one(*p), pairs), out)
     finally:
         raw.close()
         _rm(path)

@@ -40,15 +40,38 @@ def metrics(report: dict, workload: str, system: str) -> set[str]:
             if r["workload"] == workload and r["system"] == system}
 
 
+def test_the_indexed_ceiling_writes_what_braidlog_writes(tmp_path):
+    """The 'log + 4 indexes' peer holds the same index entries as an LmdbLog of the same deltas."""
+    from braidlog import LmdbLog
+
+    ds = bench.AgentSession(3, entities=20).deltas(300)
+    raw = bench.RawLmdb(str(tmp_path / "raw"), indexed=True)
+    keys = bench.index_keys(ds)
+    raw.put_batch([encode(d) for d in ds[:200]], keys[:200])
+    for d, k in zip(ds[200:], keys[200:]):
+        raw.put_one(encode(d), k)
+    log = LmdbLog(tmp_path / "log")
+    log.append_batch(ds)
+
+    def entries(env, dbs):
+        with env.begin() as txn:
+            return [sorted((bytes(k), bytes(v)) for k, v in txn.cursor(db)) for db in dbs]
+
+    ours = entries(log._env, [log._db[n] for n in ("ids", "braid", "kind", "refs")])
+    assert entries(raw.env, raw.indexes) == ours and all(ours)
+    raw.close()
+    log.close()
+
+
 def test_every_workload_has_its_rows(report):
     es = bench.eventsourcing_installed()
-    want_append = {"braidlog", "raw LMDB", "sqlite3 WAL FULL"}
+    want_append = {"braidlog", "raw LMDB", bench.RAW_INDEXED, "sqlite3 WAL FULL"}
     if es:
         want_append |= {"eventsourcing SQLite (100/save)", "eventsourcing memory (100/save)"}
     assert systems(report, "append") == want_append
     for s in want_append:
         assert metrics(report, "append", s) == {"deltas/s", "commits/s"}
-    want_single = {"braidlog", "raw LMDB", "sqlite3 WAL FULL"}
+    want_single = {"braidlog", "raw LMDB", bench.RAW_INDEXED, "sqlite3 WAL FULL"}
     if es:
         want_single |= {"eventsourcing SQLite (1/save)", "eventsourcing memory (1/save)"}
     assert systems(report, "single") == want_single
