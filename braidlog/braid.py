@@ -161,8 +161,9 @@ class Braid:
         if self._deferred is not None:  # inside the writer lock: write after it is released
             self._deferred.append(seq)
             return
-        for p, state in zip(self._order, self._states):
-            write_checkpoint(self.log, p, seq, state)
+        for p, state, at in zip(self._order, self._states, self._seqs):
+            if at == seq:  # a state that stands further on (added later, loaded ahead) is not at seq
+                write_checkpoint(self.log, p, seq, state)
 
     def checkpoint(self) -> int:
         """Checkpoint every live state at the head now; the seq checkpointed."""

@@ -6,13 +6,23 @@ on a delta that is in the log: deltas are facts. The engine owns every state it 
 state, a checkpoint it decoded, a view's state), so ``evolve`` may update the state in place
 and return it; it must not keep references to states it was given elsewhere.
 
+What a projection reads is declared, so the fold calls ``evolve`` only for those deltas:
+``kinds`` (None: every delta), plus any delta whose ``refs`` has one of the fields named in
+``refs`` non-empty (``"beads"``, ``"knots"``, ``"episodes"``, ``"deltas"``), plus any delta
+whose provenance kind is in ``provenances``. A delta outside all three is never shown to
+``evolve``, so ``evolve`` must treat it as a no-op: a projection whose state counts or dates
+every delta has to say ``kinds=None``. ``positional=True`` declares
+``evolve(state, delta, seq)``: the fold passes each delta's log position, so a state that needs
+positions does not have to read every delta to count them.
+
 A ``Decider`` adds ``decide(command, state, ctx) -> list[GenericDelta]``: pure, with time and
 new ids taken from ``ctx``; it returns ``[]`` when the command is already done, and raises
 ``Rejected`` (or ``ValidationError``) when it refuses.
 
 State must be encodable by msgspec (Structs, dicts, lists, scalars) so it can be checkpointed;
 ``state_type`` is the type checkpoints decode to (default: the type of ``initial``). Bump
-``version`` whenever State or evolve changes: checkpoints of older versions are then ignored.
+``version`` whenever State, evolve or what the projection reads changes: checkpoints of older
+versions are then ignored.
 """
 
 from __future__ import annotations
@@ -25,25 +35,42 @@ from typing import Any, Generic, TypeVar
 
 from .delta import GenericDelta, Provenance, Refs, Vector, new_id
 
-__all__ = ["Projection", "Decider", "Context"]
+__all__ = ["Projection", "Decider", "Context", "REF_FIELDS"]
+
+#: The fields of ``Refs`` a projection may read by (``Projection.refs``).
+REF_FIELDS = ("beads", "knots", "episodes", "deltas")
 
 S = TypeVar("S")
 
 
 @dataclass(frozen=True)
 class Projection(Generic[S]):
-    """A named, versioned fold: ``initial`` and ``evolve``; ``kinds`` limits the deltas it reads."""
+    """A named, versioned fold: ``initial`` and ``evolve``; ``kinds``, ``refs`` and
+    ``provenances`` say which deltas it reads; ``positional`` that evolve takes their seq."""
 
     name: str
     version: int
     initial: S
-    evolve: Callable[[S, GenericDelta], S]
+    evolve: Callable[..., S]
     kinds: frozenset[str] | None = None
     state_type: Any = None
+    positional: bool = False
+    refs: frozenset[str] = frozenset()
+    provenances: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.kinds is not None and not isinstance(self.kinds, frozenset):
             object.__setattr__(self, "kinds", frozenset(self.kinds))
+        for attr in ("refs", "provenances"):
+            value = getattr(self, attr)
+            if isinstance(value, str):
+                raise TypeError(f"projection {self.name!r}: {attr} is a set of names, not {value!r}")
+            if not isinstance(value, frozenset):
+                object.__setattr__(self, attr, frozenset(value))
+        unknown = sorted(self.refs - set(REF_FIELDS))
+        if unknown:
+            raise ValueError(f"projection {self.name!r}: refs {unknown} are not fields of Refs "
+                             f"(one of {', '.join(REF_FIELDS)})")
         if self.state_type is None:
             object.__setattr__(self, "state_type", type(self.initial))
 
@@ -52,15 +79,34 @@ class Projection(Generic[S]):
         return copy.deepcopy(self.initial)
 
     def reads(self, d: GenericDelta) -> bool:
-        return self.kinds is None or d.kind in self.kinds
+        """Whether the fold shows ``d`` to ``evolve``: its kind, its refs or its provenance."""
+        if self.kinds is None or d.kind in self.kinds:
+            return True
+        if self.provenances and d.provenance.kind in self.provenances:
+            return True
+        refs = d.refs
+        return refs is not None and any(getattr(refs, f) for f in self.refs)
 
-    def fold(self, deltas: Iterable[GenericDelta], state: S | None = None) -> S:
-        """Fold deltas into ``state`` (a fresh initial state when None)."""
+    def apply(self, state: S, d: GenericDelta, seq: int) -> S:
+        """``evolve`` of one delta at log position ``seq`` (whichever form evolve takes); it
+        does not check ``reads``."""
+        return self.evolve(state, d, seq) if self.positional else self.evolve(state, d)
+
+    def fold(self, deltas: Iterable[GenericDelta], state: S | None = None, *, seq: int = 0) -> S:
+        """Fold deltas into ``state`` (a fresh initial state when None). ``seq`` is where the
+        state stands: the deltas are the log's deltas ``seq + 1``, ``seq + 2`` … in order."""
         s = self.start() if state is None else state
-        evolve, kinds = self.evolve, self.kinds
-        for d in deltas:
-            if kinds is None or d.kind in kinds:
-                s = evolve(s, d)
+        evolve, positional = self.evolve, self.positional
+        if not self.refs and not self.provenances:
+            kinds = self.kinds
+            for at, d in enumerate(deltas, seq + 1):
+                if kinds is None or d.kind in kinds:
+                    s = evolve(s, d, at) if positional else evolve(s, d)
+            return s
+        reads = self.reads
+        for at, d in enumerate(deltas, seq + 1):
+            if reads(d):
+                s = evolve(s, d, at) if positional else evolve(s, d)
         return s
 
 

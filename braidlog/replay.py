@@ -65,40 +65,96 @@ def decode_state(projection: Projection, data: bytes) -> Any:
 def fold(store: LogStore, projections: Sequence[Projection], states: list[Any], seqs: list[int],
          stop: int, *, progress: Progress | None = None) -> None:
     """Fold records up to ``stop`` (inclusive) into ``states`` in place; ``seqs[i]`` is where
-    state i stands and is advanced."""
+    state i stands and is advanced.
+
+    Each state sees each delta after its seq exactly once, and only the deltas its projection
+    reads (``Projection.reads``). States that stand at different seqs are folded in parts cut
+    at those seqs: every part folds the states that already stand at its start.
+    """
     start = min(seqs, default=stop) + 1
     if start > stop:
         return
-    evolves = [p.evolve for p in projections]
-    kinds = [p.kinds for p in projections]
-    n = len(projections)
-    if n == 1:  # the common case of time travel: one projection, no per-state bookkeeping
-        evolve, k, state = evolves[0], kinds[0], states[0]
-        for rec in store.scan(start, stop + 1):
-            d = rec.delta
-            if k is None or d.kind in k:
-                state = evolve(state, d)
-        states[0], seqs[0] = state, stop
-        if progress is not None:
-            progress(stop - start + 1)
-        return
-    readers: dict[str, list[int]] = {}  # kind -> the projections that read it, found once per kind
+    cuts = sorted({s for s in seqs if s < stop})
     done = 0
-    for rec in store.scan(start, stop + 1):
-        seq, d = rec.seq, rec.delta
-        who = readers.get(d.kind)
-        if who is None:
-            who = readers[d.kind] = [i for i in range(n) if kinds[i] is None or d.kind in kinds[i]]
-        for i in who:
-            if seqs[i] < seq:
-                states[i] = evolves[i](states[i], d)
-        done += 1
-        if progress is not None and not done & 0x3FFF:
-            progress(done)
-    for i in range(n):
+    for k, at in enumerate(cuts):
+        until = cuts[k + 1] if k + 1 < len(cuts) else stop
+        active = [i for i, s in enumerate(seqs) if s <= at]
+        tick = None if progress is None else (lambda n, base=done: progress(base + n))
+        if len(active) == 1:
+            i = active[0]
+            states[i] = _fold_one(store, projections[i], states[i], at + 1, until, tick)
+        else:
+            _fold_many(store, projections, states, active, at + 1, until, tick)
+        done += until - at
+    for i in range(len(seqs)):
         seqs[i] = max(seqs[i], stop)
     if progress is not None:
         progress(done)
+
+
+_EVERY = 0x4000  # how often (in deltas) a fold reports progress
+
+
+def _fold_one(store: LogStore, p: Projection, state: Any, start: int, stop: int,
+              tick: Progress | None) -> Any:
+    """One projection over seqs ``start..stop``: the common case of time travel."""
+    evolve, kinds, positional = p.evolve, p.kinds, p.positional
+    reads = p.reads if (p.refs or p.provenances) else None
+    n = 0
+    for rec in store.scan(start, stop + 1):
+        d = rec.delta
+        if (kinds is None or d.kind in kinds) if reads is None else reads(d):
+            state = evolve(state, d, rec.seq) if positional else evolve(state, d)
+        if tick is not None:
+            n += 1
+            if not n % _EVERY:
+                tick(n)
+    return state
+
+
+def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[Any],
+               active: list[int], start: int, stop: int, tick: Progress | None) -> None:
+    """The ``active`` states over seqs ``start..stop``, through a table built once per kind:
+    the projections that read every delta of the kind, and those that may read one by its
+    refs or provenance (tested per delta, and only when it has refs or such a provenance)."""
+    by_provenance = frozenset().union(*(projections[i].provenances for i in active))
+    table: dict[str, tuple[tuple, tuple]] = {}
+
+    def plan(kind: str) -> tuple[tuple, tuple]:
+        always, maybe = [], []
+        for i in active:
+            p = projections[i]
+            if p.kinds is None or kind in p.kinds:
+                always.append((i, p.evolve, p.positional))
+            elif p.refs or p.provenances:
+                maybe.append((i, p.evolve, p.positional, tuple(p.refs), p.provenances))
+        entry = table[kind] = (tuple(always), tuple(maybe))
+        return entry
+
+    n = 0
+    for rec in store.scan(start, stop + 1):
+        d = rec.delta
+        always, maybe = table.get(d.kind) or plan(d.kind)
+        for i, evolve, positional in always:
+            states[i] = evolve(states[i], d, rec.seq) if positional else evolve(states[i], d)
+        if maybe:
+            refs, source = d.refs, d.provenance.kind
+            if refs is not None or source in by_provenance:
+                for i, evolve, positional, fields, provenances in maybe:
+                    if source in provenances or (refs is not None and _any_ref(refs, fields)):
+                        states[i] = (evolve(states[i], d, rec.seq) if positional
+                                     else evolve(states[i], d))
+        if tick is not None:
+            n += 1
+            if not n % _EVERY:
+                tick(n)
+
+
+def _any_ref(refs: Any, fields: tuple[str, ...]) -> bool:
+    for f in fields:
+        if getattr(refs, f):
+            return True
+    return False
 
 
 def write_checkpoint(store: LogStore, projection: Projection, seq: int, state: Any) -> None:

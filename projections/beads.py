@@ -7,9 +7,10 @@ and a ``bead_write`` (``BeadWritten``: the bead's active version is now that one
 created the bead). ``bead_ref`` (``BeadReferenced``) records a use of a bead by some delta.
 
 A ``BeadRef`` without a version means the version active at the time of the referring delta or
-knot. This projection folds every delta, so ``State.seq`` is the log seq of the last delta folded
-and each activation remembers the seq it happened at: ``resolve(state, ref, seq=...)`` is a pure
-function of the state and a position, and works the same on a time-travel view's state.
+knot. The projection reads its own kinds and any delta with ``refs.beads``; its evolve is
+positional (the fold passes each delta's seq), so each version, activation and use remembers
+the log seq it happened at: ``resolve(state, ref, seq=...)`` is a pure function of the state
+and a position, and works the same on a time-travel view's state.
 
 Reasoning beads hold a first-person narrative (it must start with "I" or a contraction of it:
 "I think ...", "I'm ...") and structured fields. Their raw chain of thought is stored only when
@@ -171,9 +172,8 @@ class Bead(Struct, kw_only=True):
 
 
 class State(Struct, kw_only=True):
-    """Beads, every version by id, and uses by bead; ``seq`` is the last log seq folded."""
+    """Beads, every version by id, and uses by bead (each with the log seq it happened at)."""
 
-    seq: int = 0
     beads: dict[str, Bead] = {}
     versions: dict[str, VersionRecord] = {}
     uses: dict[str, list[Use]] = {}
@@ -193,36 +193,37 @@ def _bead(state: State, bead_id: str, bead_type: str, braid_id: str) -> Bead:
     return b
 
 
-def evolve(state: State, d: GenericDelta) -> State:
-    """Fold one delta (every kind: ``seq`` counts them; bead refs anywhere are recorded as uses)."""
-    state.seq += 1
+def evolve(state: State, d: GenericDelta, seq: int) -> State:
+    """Fold the delta at log position ``seq``: this module's kinds, and bead refs of any other
+    kind recorded as uses (the fold shows it no other delta)."""
     kind = d.kind
     if kind == "bead_version":
         p = _typed(d)
         if isinstance(p, BeadVersioned) and p.bead_version_id not in state.versions:
             state.versions[p.bead_version_id] = VersionRecord(
-                body=p, delta_id=d.id, braid_id=d.braid_id, ts=d.ts, seq=state.seq,
+                body=p, delta_id=d.id, braid_id=d.braid_id, ts=d.ts, seq=seq,
                 provenance=d.provenance.kind, confidence=d.confidence)
             _bead(state, p.bead_id, p.bead_type, d.braid_id).versions.append(p.bead_version_id)
     elif kind == "bead_write":
         p = _typed(d)
         if isinstance(p, BeadWritten):
             _bead(state, p.bead_id, p.bead_type, d.braid_id).activations.append(
-                Activation(seq=state.seq, ts=d.ts, bead_version_id=p.bead_version_id, delta_id=d.id))
+                Activation(seq=seq, ts=d.ts, bead_version_id=p.bead_version_id, delta_id=d.id))
     elif kind == "bead_ref":
         p = _typed(d)
         if isinstance(p, BeadReferenced):
-            _use(state, d, p.bead_id, p.role, p.bead_version_id)
+            _use(state, d, seq, p.bead_id, p.role, p.bead_version_id)
     elif d.refs is not None:
         for r in d.refs.beads:
-            _use(state, d, r.bead_id, r.role, r.bead_version_id)
+            _use(state, d, seq, r.bead_id, r.role, r.bead_version_id)
     return state
 
 
-def _use(state: State, d: GenericDelta, bead_id: str, role: str, version_id: str | None) -> None:
+def _use(state: State, d: GenericDelta, seq: int, bead_id: str, role: str,
+         version_id: str | None) -> None:
     resolved = version_id or active_version(state, bead_id)
     state.uses.setdefault(bead_id, []).append(Use(
-        delta_id=d.id, seq=state.seq, ts=d.ts, kind=d.kind, role=role, bead_version_id=version_id,
+        delta_id=d.id, seq=seq, ts=d.ts, kind=d.kind, role=role, bead_version_id=version_id,
         resolved=resolved, knot_id=d.provenance.knot_id))
 
 
@@ -450,7 +451,8 @@ def context_view(state: State, bead_id: str, *, seq: int | None = None, as_of: d
 
 def decider(*, allow_raw_cot: bool = False) -> Decider:
     """The beads projection; ``allow_raw_cot=True`` lets reasoning beads store raw chain of thought."""
-    return Decider(name="beads", version=1, initial=State(), evolve=evolve, state_type=State,
+    return Decider(name="beads", version=2, initial=State(), evolve=evolve, state_type=State,
+                   kinds=KINDS, refs=frozenset({"beads"}), positional=True,
                    decide=lambda command, state, ctx: decide(command, state, ctx, allow_raw_cot))
 
 

@@ -35,11 +35,12 @@ from braidlog import (
     BeadRef, BraidlogError, Context, Decider, GenericDelta, Provenance, Refs, Rejected,
     ValidationError,
 )
+from braidlog.kinds import VERSION_KEY
 
 from . import beads
 
 __all__ = [
-    "SESSION_GAP", "DEFAULT_EPISODE_PREFIX", "INPUT_KINDS", "INPUT_PROVENANCES",
+    "SESSION_GAP", "DEFAULT_EPISODE_PREFIX", "INPUT_KINDS", "INPUT_PROVENANCES", "READS",
     "default_episode_id", "is_default_episode_id",
     "DeltaRange", "PlannedTool", "Metrics", "KnotOpened", "SpeakPassBegan", "KnotTied",
     "ToolUse", "Knot", "Violation", "State", "evolve",
@@ -54,6 +55,8 @@ DEFAULT_EPISODE_PREFIX = "session:"
 #: Inputs are messages and observations that no knot produced, from these provenances.
 INPUT_KINDS = ("message", "observation")
 INPUT_PROVENANCES = ("user", "perception", "system", "tool")
+#: The kinds the fold reads: lifecycles, tool calls, and what joins a knot or arrives during one.
+READS = frozenset({"knot_lifecycle", "tool_call", "tool_result", "hypothesis", *INPUT_KINDS})
 _MAX_BRAID_IN_EPISODE = 80
 _ULID = re.compile("^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 
@@ -212,7 +215,6 @@ class Violation(Struct, kw_only=True):
 class State(Struct, kw_only=True):
     """Knots by id, the open knot and last input of each braid, tied knots in order, violations."""
 
-    seq: int = 0
     knots: dict[str, Knot] = {}
     open: dict[str, str] = {}
     last_input: dict[str, str] = {}
@@ -227,25 +229,26 @@ def _typed(d: GenericDelta) -> Any:
         return None
 
 
-def _violate(state: State, d: GenericDelta, knot_id: str | None, rule: str, detail: str) -> None:
-    state.violations.append(Violation(seq=state.seq, delta_id=d.id, braid_id=d.braid_id,
+def _violate(state: State, d: GenericDelta, seq: int, knot_id: str | None, rule: str,
+             detail: str) -> None:
+    state.violations.append(Violation(seq=seq, delta_id=d.id, braid_id=d.braid_id,
                                       knot_id=knot_id, rule=rule, detail=detail))
     k = state.knots.get(knot_id) if knot_id else None
     if k is not None:
         k.violations.append(d.id)
 
 
-def evolve(state: State, d: GenericDelta) -> State:
-    """Fold one delta of any kind (in place; never raises: a broken rule becomes a Violation)."""
-    state.seq += 1
+def evolve(state: State, d: GenericDelta, seq: int) -> State:
+    """Fold the delta at log position ``seq``, one of ``READS`` (in place; never raises: a
+    broken rule becomes a Violation)."""
     kind = d.kind
     if kind == "knot_lifecycle":
-        _lifecycle(state, d)
+        _lifecycle(state, d, seq)
         return state
     kid = d.provenance.knot_id
     k = state.knots.get(kid) if kid else None
     if kind == "tool_call":
-        _tool_call(state, d, kid, k)
+        _tool_call(state, d, seq, kid, k)
     elif k is not None and k.stage != "tied" and k.braid_id == d.braid_id:
         if kind == "tool_result":
             k.executed.append(d.id)
@@ -261,58 +264,60 @@ def evolve(state: State, d: GenericDelta) -> State:
     return state
 
 
-def _tool_call(state: State, d: GenericDelta, kid: str | None, k: Knot | None) -> None:
+def _tool_call(state: State, d: GenericDelta, seq: int, kid: str | None, k: Knot | None) -> None:
+    if k is None and d.payload.get("knot_pass") != "speak" and VERSION_KEY not in d.payload:
+        return  # no knot, and no claim of the speak pass (none an upcast could add): nothing to type
     p = _typed(d)
     claimed = getattr(p, "knot_pass", None)
     if k is not None and (k.stage == "speak" or claimed == "speak"):
-        _violate(state, d, kid, "speak-pass-tool-call",
+        _violate(state, d, seq, kid, "speak-pass-tool-call",
                  f"tool_call {d.id} was appended in the speak pass of knot {kid}")
     elif k is not None and k.stage == "tied":
-        _violate(state, d, kid, "tool-call-after-tie", f"tool_call {d.id} names knot {kid}, already tied")
+        _violate(state, d, seq, kid, "tool-call-after-tie", f"tool_call {d.id} names knot {kid}, already tied")
     elif k is not None:
         k.tool_calls.append(ToolUse(delta_id=d.id, tool=getattr(p, "tool", "?"),
                                     call_id=getattr(p, "call_id", None)))
     elif claimed == "speak":
-        _violate(state, d, kid, "speak-pass-tool-call", f"tool_call {d.id} claims the speak pass")
+        _violate(state, d, seq, kid, "speak-pass-tool-call", f"tool_call {d.id} claims the speak pass")
 
 
-def _lifecycle(state: State, d: GenericDelta) -> None:
+def _lifecycle(state: State, d: GenericDelta, seq: int) -> None:
     p = _typed(d)
     if isinstance(p, KnotOpened):
         if p.knot_id in state.knots:
-            _violate(state, d, None, "knot-reopened", f"knot {p.knot_id} was opened again")
+            _violate(state, d, seq, None, "knot-reopened", f"knot {p.knot_id} was opened again")
             return
         state.knots[p.knot_id] = Knot(
             knot_id=p.knot_id, braid_id=d.braid_id, primary_episode_id=p.primary_episode_id,
-            start_ts=p.start_ts, stage="think", opened_seq=state.seq, opened_delta_id=d.id,
+            start_ts=p.start_ts, stage="think", opened_seq=seq, opened_delta_id=d.id,
             inbox_watermark=p.inbox_watermark, planned_tools=list(p.planned_tools))
         other = state.open.get(d.braid_id)
         if other is None:
             state.open[d.braid_id] = p.knot_id
         else:
-            _violate(state, d, p.knot_id, "second-open-knot",
+            _violate(state, d, seq, p.knot_id, "second-open-knot",
                      f"knot {p.knot_id} opened while knot {other} is open in braid {d.braid_id}")
     elif isinstance(p, SpeakPassBegan):
         k = state.knots.get(p.knot_id)
         if k is None or k.stage != "think" or k.braid_id != d.braid_id:
-            _violate(state, d, p.knot_id if k else None, "out-of-order",
+            _violate(state, d, seq, p.knot_id if k else None, "out-of-order",
                      f"speak pass of knot {p.knot_id}, which is not in its think pass")
             return
-        k.stage, k.speak_seq = "speak", state.seq
+        k.stage, k.speak_seq = "speak", seq
     elif isinstance(p, KnotTied):
         k = state.knots.get(p.knot_id)
         if k is not None and k.braid_id != d.braid_id:
-            _violate(state, d, None, "wrong-braid", f"knot {p.knot_id} belongs to braid {k.braid_id!r}")
+            _violate(state, d, seq, None, "wrong-braid", f"knot {p.knot_id} belongs to braid {k.braid_id!r}")
             return
         if k is not None and k.stage == "tied":
-            _violate(state, d, None, "knot-retied", f"knot {p.knot_id} is already tied")
+            _violate(state, d, seq, None, "knot-retied", f"knot {p.knot_id} is already tied")
             return
         if k is None:
             k = state.knots[p.knot_id] = Knot(
                 knot_id=p.knot_id, braid_id=d.braid_id, primary_episode_id=p.primary_episode_id,
                 start_ts=p.start_ts, stage="tied", inbox_watermark=p.inbox_watermark)
-            _violate(state, d, p.knot_id, "tied-without-open", f"knot {p.knot_id} was tied but never opened")
-        k.stage, k.tied, k.tied_delta_id, k.tied_seq = "tied", p, d.id, state.seq
+            _violate(state, d, seq, p.knot_id, "tied-without-open", f"knot {p.knot_id} was tied but never opened")
+        k.stage, k.tied, k.tied_delta_id, k.tied_seq = "tied", p, d.id, seq
         k.primary_episode_id = p.primary_episode_id
         if state.open.get(d.braid_id) == p.knot_id:
             del state.open[d.braid_id]
@@ -692,9 +697,10 @@ def thought_summary(state: State, beads_state: beads.State, knot_id: str) -> bea
 
 
 def decider() -> Decider:
-    """The knots projection (it folds every kind: tool calls, inputs and results join the open knot)."""
-    return Decider(name="knots", version=1, initial=State(), evolve=evolve, state_type=State,
-                   decide=decide)
+    """The knots projection: lifecycles, and the tool calls, inputs, results and messages that
+    join the open knot (``READS``), each with its log seq."""
+    return Decider(name="knots", version=2, initial=State(), evolve=evolve, state_type=State,
+                   kinds=READS, positional=True, decide=decide)
 
 
 PROJECTIONS = [decider()]

@@ -150,6 +150,10 @@ def _refers_hypothesis(p: Any) -> list[str]:
 braidlog.declare("hypothesis", HypothesisEvent, owner="trust", refers=_refers_hypothesis)
 braidlog.declare("trust", TrustAssessed, owner="trust", refers=lambda p: [p.subject_id])
 
+#: The kinds the fold reads whatever their provenance or refs (a bead_write moves a bead's
+#: active version, which a later citation of the bead as evidence resolves to).
+KINDS = frozenset({"bead_write", "hypothesis", "trust"})
+
 
 # ---------------------------------------------------------------------------------------- state
 
@@ -262,7 +266,11 @@ def _str(value: Any) -> str | None:
 
 
 def evolve(state: State, d: GenericDelta) -> State:
-    """Track dream content, citations, hypotheses and assessments (in place; never raises)."""
+    """Track dream content, citations, hypotheses and assessments (in place; never raises).
+
+    The fold shows it only what it reads: ``KINDS``, dream deltas, and deltas citing deltas or
+    beads; any other delta would leave the state as it is.
+    """
     kind, dream = d.kind, d.provenance.kind == "dream"
     if kind == "bead_write":
         bead_id, version_id = _str(d.payload.get("bead_id")), _str(d.payload.get("bead_version_id"))
@@ -695,6 +703,7 @@ def hypothesis_status(state: State, hypothesis_id: str, as_of: datetime) -> str 
 def decider(policy: TrustPolicy = DEFAULT_POLICY) -> Decider:
     """The trust projection deciding under ``policy`` (the cap, half-life and required tests)."""
     return Decider(name="trust", version=1, initial=State(), evolve=evolve, state_type=State,
+                   kinds=KINDS, refs=frozenset({"deltas", "beads"}), provenances=frozenset({"dream"}),
                    decide=lambda command, state, ctx: decide(command, state, ctx, policy))
 
 

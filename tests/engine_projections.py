@@ -62,3 +62,17 @@ def decide_counter(cmd: Increment, s: Counter, ctx):
 
 
 COUNTER = Decider("counter", 1, Counter(), evolve_counter, kinds={"observation"}, decide=decide_counter)
+
+
+class Seen(msgspec.Struct):
+    at: list[list] = []   # [seq, kind, delta id] of every delta shown to evolve
+
+
+def evolve_seen(s: Seen, d, seq: int) -> Seen:
+    s.at.append([seq, d.kind, d.id])
+    return s
+
+
+#: A positional projection that reads ticks, deltas citing deltas, and dream deltas.
+SEEN = Projection("seen", 1, Seen(), evolve_seen, kinds={"tick"}, positional=True,
+                  refs={"deltas"}, provenances={"dream"})

@@ -17,7 +17,7 @@ from braidlog import CheckpointWarning, Rejected, ValidationError
 from braidlog.replay import encode_state
 
 from .conftest import T0, make_delta, random_deltas
-from .engine_projections import COUNTER, COUNTS, TALLY, Counter, Increment
+from .engine_projections import COUNTER, COUNTS, SEEN, TALLY, Counter, Increment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -232,10 +232,10 @@ def test_at_k_equals_a_fresh_fold_and_the_live_state_after_k(tmp_path_factory, s
 
     deltas = random_deltas(random.Random(seed), n)
     path = None if store == "memory" else tmp_path_factory.mktemp("inv") / "store"
-    projections = [COUNTS, TALLY, COUNTER]
+    projections = [COUNTS, TALLY, COUNTER, SEEN]  # SEEN: positional, reads by refs and provenance
     with warnings.catch_warnings():
         warnings.simplefilter("error", CheckpointWarning)
-        b = open_braid(path, checkpoint_every=every)
+        b = open_braid(path, checkpoint_every=every, projections=projections)
         live = {p.name: [encode_state(p.start())] for p in projections}
         for k, d in enumerate(deltas, 1):
             b.append(d)
@@ -243,7 +243,7 @@ def test_at_k_equals_a_fresh_fold_and_the_live_state_after_k(tmp_path_factory, s
                 live[p.name].append(encode_state(b.state(p.name)))
             if path is not None and k == reopen_at:
                 b.close()
-                b = open_braid(path, checkpoint_every=every)
+                b = open_braid(path, checkpoint_every=every, projections=projections)
         for attempt in range(2 if path is not None else 1):
             for k in range(n + 1):
                 view = b.at(k)
@@ -252,7 +252,7 @@ def test_at_k_equals_a_fresh_fold_and_the_live_state_after_k(tmp_path_factory, s
                     assert got == fresh(p, deltas[:k]) == live[p.name][k], (p.name, k)
             if path is not None and attempt == 0:
                 b.close()
-                b = open_braid(path, checkpoint_every=every)
+                b = open_braid(path, checkpoint_every=every, projections=projections)
         b.close()
 
 

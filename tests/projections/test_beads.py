@@ -225,7 +225,7 @@ def test_resolution_works_the_same_under_time_travel(braid):
     run(braid, WriteBead(bead_id="web", content={"n": 2}), 2)
     past = braid.at(r1[0].seq).state("beads")
     assert beads.resolve(past, BeadRef("web", "used")).body.bead_version_id == v1[0].delta.payload["bead_version_id"]
-    assert past.seq == r1[0].seq
+    assert [u.seq for u in beads.uses(past, "web")] == [r1[0].seq]
     assert beads.uses(past, "web") == beads.uses(braid.state("beads"), "web")
 
 
@@ -279,20 +279,28 @@ def test_evolve_is_total_on_inconsistent_raw_facts():
                                              "bead_type": "tool_bead", "version": 1}, ts=T0)
     ref = braidlog.delta(B, "bead_ref", {"bead_id": "nobody", "role": "used"}, ts=T0)
     broken = braidlog.delta(B, "bead_version", {"nonsense": True}, ts=T0)
-    for d in (write, ref, broken):
-        s = beads.evolve(s, d)
-    assert s.seq == 3
+    for seq, d in enumerate((write, ref, broken), 1):
+        s = beads.evolve(s, d, seq)
+    assert [a.seq for a in s.beads["x"].activations] == [1]
     assert beads.active_version(s, "x") == "missing" and beads.resolve(s, BeadRef("x", "used")) is None
     assert beads.context_view(s, "x") is None
     assert beads.uses(s, "nobody")[0].resolved is None
 
 
-def test_seq_counts_every_delta_of_the_log(braid):
+def test_seqs_are_log_positions_though_the_fold_skips_other_deltas(braid):
     braid.append(braidlog.delta("other", "tick", {}, ts=T0))
     run(braid, WriteBead(bead_id="web", bead_type="tool_bead", name="w"), 1)
     braid.append(braidlog.delta("other", "message", {"text": "hi"}, ts=at(2)))
-    assert braid.state("beads").seq == braid.head().seq == 4
-    assert braid.state("beads").versions[beads.active_version(braid.state("beads"), "web")].seq == 2
+    seq = braid.append(braidlog.delta("other", "message", {"text": "used it"}, ts=at(3),
+                                      refs=Refs(beads=(BeadRef("web", "used"),))))
+    s = braid.state("beads")
+    assert seq == braid.head().seq == 5
+    assert s.versions[beads.active_version(s, "web")].seq == 2
+    assert [a.seq for a in s.beads["web"].activations] == [3]
+    assert [u.seq for u in beads.uses(s, "web")] == [5]
+    p = braid.projection("beads")
+    assert p.positional and p.reads(braid.log.read(5).delta) and not p.reads(braid.log.read(4).delta)
+    assert p.fold(r.delta for r in braid.log.scan()) == s
 
 
 def test_state_round_trips_through_checkpoint_encoding(tmp_path):

@@ -359,8 +359,8 @@ def test_an_explicit_contiguous_range_is_accepted(braid):
 def test_tie_needs_the_log():
     s = knots.State()
     c = Context(now=T0, braid_id=B, provenance=Provenance("assistant"))
-    for d in knots.decide(OpenKnot(knot_id="k1"), s, c):
-        s = knots.evolve(s, d)
+    for seq, d in enumerate(knots.decide(OpenKnot(knot_id="k1"), s, c), 1):
+        s = knots.evolve(s, d, seq)
     with pytest.raises(Rejected, match="TieKnot checks delta_range against the log, and ctx.log is None"):
         knots.decide(_tie(), s, c)
 
@@ -427,7 +427,7 @@ def test_state_round_trips_and_equals_a_fresh_fold(tmp_path):
         s = b.state("knots")
         assert roundtrip(s) == s
         assert b.projection("knots").fold(r.delta for r in b.log.scan()) == s
-        assert s.seq == b.head().seq
+        assert s.knots["k2"].opened_seq == b.log.seq_of(s.knots["k2"].opened_delta_id)
     with braidlog.open(tmp_path / "s", projections=ALL) as b:
         assert b.state("knots") == s
 
