@@ -347,12 +347,10 @@ class LmdbLog(IndexScans):
         ids, braids, spaces = db["ids"], db["braid"], db["spaces"]
         cur = txn.cursor(braids)
 
-        def lookup(delta_id: str):
-            seq = txn.get(delta_id.encode(), db=ids)
-            if seq is None:
-                return None
-            seq = from_u64(seq)
-            return seq, bytes(txn.get(u64(seq), db=db["log"]))[HASH_SIZE:]
+        def lookup(delta_ids: list[str]) -> dict[str, tuple[int, bytes]]:
+            rows = txn.cursor(ids).getmulti([i.encode() for i in delta_ids])
+            return {bytes(k).decode(): (from_u64(v), bytes(txn.get(v, db=db["log"]))[HASH_SIZE:])
+                    for k, v in rows}
 
         def braid_version(braid_id: str) -> int:
             return cur.count() if cur.set_key(braid_id.encode()) else 0
@@ -374,7 +372,7 @@ class LmdbLog(IndexScans):
         new_spaces: dict[bytes, bytes] = {}
         for s in staged:
             d = s.delta
-            key = u64(s.seq)
+            key = s.seq.to_bytes(_U64, "big")
             log_rows.append((key, s.hash + s.body))
             id_rows.append((d.id.encode(), key))
             braid = d.braid_id.encode()

@@ -194,7 +194,7 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Chec
 
 
 def stage(checked: list[Checked], *, head: Head, hw: int,
-          lookup: Callable[[str], tuple[int, bytes] | None],
+          lookup: Callable[[list[str]], dict[str, tuple[int, bytes]]],
           braid_version: Callable[[str], int],
           expected_version: int | Mapping[str, int] | None,
           expected_head: int | None,
@@ -202,6 +202,7 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
     """Place a checked batch after ``head``, inside the writer's transaction: the rules every
     store shares (idempotent retry, expected versions, vector dimensions, seq and chain).
 
+    ``lookup(ids)`` gives (seq, stored body) of each of those ids the store already holds.
     Returns the records to write (empty for a pure idempotent retry) and the seq of every delta
     in input order. Raises ConflictError or ValidationError; the caller writes nothing then.
     """
@@ -210,35 +211,38 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
                         expected=expected_head, actual=head.seq)
     if not checked:
         return [], []
+    stored = lookup([c.delta.id for c in checked])
     seqs: list[int] = []
-    fresh: list[Checked] = []
-    for c in checked:
-        found = lookup(c.delta.id)
-        if found is None:
-            seqs.append(0)
-            fresh.append(c)
-        elif found[1][8:] == c.data:
-            seqs.append(found[0])
-        else:
-            raise ConflictError(
-                f"delta {c.delta.id} is already stored at seq {found[0]} with other content; "
-                "a delta id can be appended once (give the new delta a new id)",
-                expected=c.data, actual=found[1][8:])
-    if not fresh:
-        return [], seqs
+    fresh: list[Checked] = checked
+    if stored:
+        fresh = []
+        for c in checked:
+            found = stored.get(c.delta.id)
+            if found is None:
+                seqs.append(0)
+                fresh.append(c)
+            elif found[1][8:] == c.data:
+                seqs.append(found[0])
+            else:
+                raise ConflictError(
+                    f"delta {c.delta.id} is already stored at seq {found[0]} with other content; "
+                    "a delta id can be appended once (give the new delta a new id)",
+                    expected=c.data, actual=found[1][8:])
+        if not fresh:
+            return [], seqs
     _check_versions(fresh, expected_version, braid_version)
     _check_dims(fresh, dims)
     staged: list[Staged] = []
     prev, seq = head.hash, head.seq
-    for stored, data, refs in fresh:
+    for d, data, refs in fresh:
         seq += 1
-        ts = ts_micros(stored.ts)
+        ts = ts_micros(d.ts)
         if ts > hw:
             hw = ts
         body = hw.to_bytes(8, "big") + data
         prev = link(prev, seq, body)
-        staged.append(Staged(seq, prev, body, stored, refs))
-    if len(fresh) == len(checked):
+        staged.append(Staged(seq, prev, body, d, refs))
+    if fresh is checked:
         return staged, [s.seq for s in staged]
     it = iter(staged)
     return staged, [s if s else next(it).seq for s in seqs]
@@ -367,9 +371,9 @@ class MemoryLog(IndexScans):
                 self._dims.setdefault(d.vector.space, d.vector.dim)
         return staged, seqs
 
-    def _lookup(self, delta_id: str) -> tuple[int, bytes] | None:
-        seq = self._ids.get(delta_id)
-        return None if seq is None else (seq, self._records[seq - 1][1])
+    def _lookup(self, ids: list[str]) -> dict[str, tuple[int, bytes]]:
+        return {i: (seq, self._records[seq - 1][1]) for i in ids
+                if (seq := self._ids.get(i)) is not None}
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, seq: int) -> Record:
