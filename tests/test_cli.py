@@ -345,7 +345,6 @@ def test_log_json_lines_carry_seq_hash_and_the_delta(capsys, filled, store):
     ((), [1, 2, 3, 4, 5, 6]),
     (("--braid", "b1"), [1, 3, 4, 6]),
     (("--braid", "b2"), [2, 5]),
-    (("--braid", "nobody"), []),
     (("--kind", "tick"), [2, 4]),
     (("--kind", "message", "--reverse"), [6, 5, 3, 1]),
     (("--braid", "b1", "--kind", "message"), [1, 3, 6]),
@@ -359,6 +358,11 @@ def test_log_json_lines_carry_seq_hash_and_the_delta(capsys, filled, store):
     (("--reverse", "--start", "2", "--stop", "5"), [4, 3, 2]),
     (("--braid", "b1", "--start", "2", "--limit", "2"), [3, 4]),
     (("--kind", "message", "--stop", "6", "--reverse", "--limit", "1"), [5]),
+    (("--kind", "tick", "--kind", "message"), [1, 2, 3, 4, 5, 6]),
+    (("--kind", "tick", "--kind", "message", "--reverse", "--limit", "3"), [6, 5, 4]),
+    (("--braid", "b2", "--braid", "b1", "--start", "2", "--stop", "6"), [2, 3, 4, 5]),
+    (("--braid", "b1", "--braid", "b2", "--kind", "tick"), [2, 4]),
+    (("--kind", "tick", "--kind", "tick"), [2, 4]),
 ])
 def test_log_filters(capsys, filled, store, argv, expected):
     assert _seqs(capsys, store, *argv) == expected
@@ -374,8 +378,15 @@ def test_log_table(capsys, filled, store):
     assert "seq" in out and "kind" in out
     assert out.count("│ message │") == 4 and out.count("│ tick    │") == 2
     assert "message 5" in out  # the payload text summary
-    rc, out, _ = cli(capsys, store, "log", "--braid", "nobody")
+    rc, out, err = cli(capsys, store, "log", "--braid", "nobody")
     assert rc == 0 and out.strip() == "no deltas"
+    assert "no delta of braid 'nobody' in this store (its braids: b1, b2)" in err
+
+
+def test_log_names_a_kind_the_store_has_never_seen(capsys, filled, store):
+    rc, out, err = cli(capsys, store, "log", "--kind", "mesage", "--kind", "tick", "--json")
+    assert rc == 0 and [r["seq"] for r in json_lines(out)] == [2, 4]
+    assert "no delta of kind 'mesage' in this store (its kinds: message, tick)" in err
 
 
 # -- show -------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import sys
+from collections.abc import Iterator
 from itertools import islice
 from typing import IO, Any
 
@@ -11,7 +13,7 @@ import msgspec
 from ..delta import from_json
 from ..errors import DecodeError, IntegrityError, ValidationError
 from ..lmdb_log import LmdbLog
-from ..store import Head
+from ..store import Head, Record
 from .util import (
     console, open_for_state, open_store, parse_point, progress_bar, record_json, store_path,
     summary, to_builtins, write_json,
@@ -36,8 +38,8 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_append)
 
     p = sub.add_parser("log", help="list deltas", description="List deltas, oldest first.")
-    p.add_argument("--braid", help="only this braid")
-    p.add_argument("--kind", help="only this kind")
+    p.add_argument("--braid", action="append", help="only this braid (repeat for several)")
+    p.add_argument("--kind", action="append", help="only this kind (repeat for several)")
     p.add_argument("--start", type=int, default=1, help="first seq (default 1)")
     p.add_argument("--stop", type=int, default=None, help="stop before this seq")
     p.add_argument("--limit", type=int, default=None, help="at most this many")
@@ -141,17 +143,8 @@ def _parse(text: str | bytes, index: int, place: str) -> Any:
 
 def cmd_log(args: Any, out: IO[str]) -> int:
     with open_store(args) as store:
-        kw = dict(reverse=args.reverse, limit=args.limit)
-        if args.braid and args.kind:
-            matching = (r for r in store.scan_braid(args.braid, args.start, args.stop, reverse=args.reverse)
-                        if r.delta.kind == args.kind)
-            records = islice(matching, args.limit)
-        elif args.braid:
-            records = store.scan_braid(args.braid, args.start, args.stop, **kw)
-        elif args.kind:
-            records = store.scan_kind(args.kind, args.start, args.stop, **kw)
-        else:
-            records = store.scan(args.start, args.stop, **kw)
+        records = _filtered(store, args.braid or [], args.kind or [], args.start, args.stop,
+                            args.reverse, args.limit)
         if args.json:
             for rec in records:
                 write_json(out, record_json(rec))
@@ -165,6 +158,31 @@ def cmd_log(args: Any, out: IO[str]) -> int:
             return 0
         print_records(out, records)
     return 0
+
+
+def _filtered(store: LmdbLog, braids: list[str], kinds: list[str], start: int, stop: int | None,
+              reverse: bool, limit: int | None) -> Iterator[Record]:
+    """Records of any of ``braids`` and any of ``kinds`` (no filter when empty), each read
+    through its index and merged in seq order. A braid or kind the store has never seen is
+    named on standard error, so that a typo is not mistaken for an empty result."""
+    for name, index, wanted in (("braid", "braid", braids), ("kind", "kind", kinds)):
+        known = store.counts(index) if wanted else {}
+        for w in wanted:
+            if w not in known:
+                sys.stderr.write(f"braidlog: note: no delta of {name} {w!r} in this store "
+                                 f"(its {name}s: {', '.join(sorted(known)) or 'none'})\n")
+    if braids:
+        sources = [store.scan_braid(b, start, stop, reverse=reverse) for b in dict.fromkeys(braids)]
+    elif kinds:
+        sources = [store.scan_kind(k, start, stop, reverse=reverse) for k in dict.fromkeys(kinds)]
+    else:
+        sources = [store.scan(start, stop, reverse=reverse)]
+    records = sources[0] if len(sources) == 1 else heapq.merge(
+        *sources, key=lambda r: r.seq, reverse=reverse)
+    if braids and kinds:
+        wanted_kinds = set(kinds)
+        records = (r for r in records if r.delta.kind in wanted_kinds)
+    return islice(records, limit)
 
 
 def print_records(out: IO[str], records: Any, title: str | None = None) -> None:
