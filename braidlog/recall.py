@@ -765,8 +765,10 @@ class Recall:
         return base / f"{slug}.{self.metric}"
 
     def save(self) -> bool:
-        """Write the index beside the store (atomically: the meta file is replaced last); True if written."""
-        if self.directory is None:
+        """Write the index beside the store (atomically: the meta file is replaced last); True if
+        written. A space that holds no vector yet leaves no directory behind (a mistyped space
+        name must not litter the store)."""
+        if self.directory is None or (self.count == 0 and not self.directory.exists()):
             return False
         with self._lock.write():
             try:

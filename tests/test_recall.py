@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import warnings
@@ -477,3 +478,19 @@ def test_text_recall_and_views(tmp_path):
     close_for(braid)
     braid.close()
     assert (tmp_path / "store" / "recall" / "default.cosine" / "meta.msgpack").exists()
+
+
+def test_a_space_without_vectors_leaves_no_directory(tmp_path, capsys):
+    """`recall --space TYPO` answers nothing, says why, and writes nothing into the store."""
+    from braidlog.cli import main
+
+    store = tmp_path / "store"
+    with braidlog.LmdbLog(store) as log:
+        log.append(embed_delta(braidlog.delta("s", "message", {"text": "LMDB for memory"}, ts=T0)))
+    assert main(["--store", str(store), "recall", "memory", "--space", "defualt"]) == 0
+    out, err = capsys.readouterr()
+    assert "no vector in space 'defualt'" in err and "nothing to recall" in out
+    assert not (store / "recall").exists()
+    assert main(["--store", str(store), "recall", "memory", "--json"]) == 0
+    assert json.loads(capsys.readouterr()[0])["hits"]
+    assert [p.name for p in (store / "recall").iterdir()] == ["default.cosine"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import IO, Any
 
 from .util import console, open_store, parse_point, progress_bar, summary, write_json
@@ -39,6 +40,8 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
             index = Recall(store, args.space, args.metric, progress=update)
             if args.rebuild:
                 index.rebuild(progress=update, blocks=False)
+        if index.count == 0:
+            sys.stderr.write(f"braidlog: note: the store holds no vector in space {args.space!r}\n")
         as_of = index.resolve(parse_point(args.at)) if args.at else None
         hits = index.recall(args.text, args.k, as_of=as_of, braid=args.braid, kinds=args.kind,
                             tags=args.tag, namespace=args.namespace, workspace=args.workspace)
