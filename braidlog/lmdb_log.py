@@ -153,6 +153,18 @@ class _Shared:
         if names and b"meta" not in names:
             raise StorageError(f"{path} is an LMDB environment but not a braidlog store",
                                hint="open it with lmdb directly, or give another path")
+        if names:  # an existing store: its format is checked before anything is opened or written
+            with env.begin() as txn:
+                raw = txn.get(b"format", db=env.open_db(b"meta", txn=txn, create=False))
+            version = int(raw) if raw is not None else 0
+            if version > FORMAT_VERSION:
+                raise StorageError(
+                    f"{path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
+                    hint="upgrade braidlog to open it")
+            if version < 1:
+                raise StorageError(f"{path} has no braidlog format version", hint="not a braidlog store")
+        else:
+            version = FORMAT_VERSION
         db: dict[str, Any] = {}
         if self.readonly:
             for name in _DBS:
@@ -161,18 +173,9 @@ class _Shared:
             with env.begin(write=True) as txn:
                 for name in _DBS:
                     db[name] = env.open_db(name.encode(), txn=txn, dupsort=name in _DUPS)
-                if txn.get(b"format", db=db["meta"]) is None:
+                if not names:
                     txn.put(b"format", str(FORMAT_VERSION).encode(), db=db["meta"])
                     txn.put(b"engine", b"braidlog", db=db["meta"])
-        with env.begin() as txn:
-            raw = txn.get(b"format", db=db["meta"])
-        version = int(raw) if raw is not None else 0
-        if version > FORMAT_VERSION:
-            raise StorageError(
-                f"{path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
-                hint="upgrade braidlog to open it")
-        if version < 1:
-            raise StorageError(f"{path} has no braidlog format version", hint="not a braidlog store")
         self.format_version = version
         return db
 

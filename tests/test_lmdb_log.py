@@ -48,6 +48,20 @@ def test_a_foreign_lmdb_environment_is_not_a_store(tmp_path):
         LmdbLog(tmp_path / "foreign")
 
 
+def test_a_meta_table_without_a_format_is_refused_and_left_as_it_was(tmp_path):
+    path = tmp_path / "odd"
+    env = lmdb.open(str(path), max_dbs=2)
+    env.open_db(b"meta")
+    env.close()
+    with pytest.raises(StorageError, match="has no braidlog format version"):
+        LmdbLog(path)
+    env = lmdb.open(str(path), max_dbs=2)
+    with env.begin() as txn:
+        assert [bytes(k) for k, _ in txn.cursor()] == [b"meta"]  # no table was added, no format stamped
+        assert txn.get(b"format", db=env.open_db(b"meta", txn=txn, create=False)) is None
+    env.close()
+
+
 def test_a_newer_format_is_refused(lmdb_path):
     LmdbLog(lmdb_path).close()
     env = lmdb.open(str(lmdb_path), max_dbs=16)
