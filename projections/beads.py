@@ -127,7 +127,9 @@ KINDS = frozenset({"bead_version", "bead_write", "bead_ref"})
 
 # ---------------------------------------------------------------------------------------- state
 
-class VersionRecord(Struct, kw_only=True):
+# gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
+# a reference cycle, and the cyclic collector need not track the many a replay allocates.
+class VersionRecord(Struct, kw_only=True, gc=False):
     """A stored version: its payload and the facts of the delta that wrote it."""
 
     body: BeadVersioned
@@ -161,7 +163,7 @@ class Use(Struct, kw_only=True):
     knot_id: str | None = None
 
 
-class Bead(Struct, kw_only=True):
+class Bead(Struct, kw_only=True, gc=False):
     """A bead: its type, its versions in order, and every activation."""
 
     bead_id: str

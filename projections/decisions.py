@@ -461,7 +461,9 @@ class Evidence(Struct, array_like=True):
     hit: bool
 
 
-class DecisionRecord(Struct, kw_only=True):
+# gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
+# a reference cycle, and the cyclic collector need not track the many a replay allocates.
+class DecisionRecord(Struct, kw_only=True, gc=False):
     """A recorded decision: its immutable content, its links, and the evidence citing it."""
 
     decision_id: str
@@ -490,7 +492,7 @@ class DecisionRecord(Struct, kw_only=True):
     evidence: list[Evidence] = []
 
 
-class ProposalRecord(Struct, kw_only=True):
+class ProposalRecord(Struct, kw_only=True, gc=False):
     """A proposal: its drafted content and where it went."""
 
     proposal_id: str
@@ -560,9 +562,10 @@ def _recorded(state: State, d: GenericDelta, p: DecisionRecorded) -> None:
             deprecated.append(sid)
     state.decisions[p.decision_id] = DecisionRecord(
         decision_id=p.decision_id, title=p.title, target=p.target, rationale=p.rationale,
-        namespace=p.namespace, scope=PatternScope(p.scope), provenance=p.provenance,
+        namespace=p.namespace, scope=p.scope, provenance=p.provenance,  # typed: a PatternScope
         intervention=p.intervention, keywords=list(p.keywords), consequences=list(p.consequences),
-        evidence_event_ids=list(p.evidence_event_ids), attachments=[dict(a) for a in p.attachments],
+        evidence_event_ids=list(p.evidence_event_ids),
+        attachments=[dict(a) for a in p.attachments] if p.attachments else [],
         procedural=p.procedural, confidence=d.confidence, recorded_at=d.ts, recorded_by=d.provenance,
         supersedes=superseded, deprecates=deprecated, resolution_rationale=p.resolution_rationale,
         proposal_id=p.proposal_id,

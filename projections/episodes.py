@@ -295,7 +295,9 @@ class Confirmation(Struct, frozen=True):
     confidence: float
 
 
-class Fork(Struct):
+# gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
+# a reference cycle, and the cyclic collector need not track the many a replay allocates.
+class Fork(Struct, gc=False):
     """The fork side of an episode that was proposed off a parent."""
 
     parent_episode_id: str
@@ -318,7 +320,7 @@ class Fork(Struct):
         return sum(1 for v in self.verdicts if v.verdict == "confirm")
 
 
-class Episode(Struct):
+class Episode(Struct, gc=False):
     """One episode as the seed defines it, plus its status and, for forks, the fork record."""
 
     id: str

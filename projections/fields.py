@@ -136,7 +136,9 @@ class Revision(Struct, kw_only=True):
     impact_expected: str | None = None
 
 
-class TopicField(Struct, kw_only=True):
+# gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
+# a reference cycle, and the cyclic collector need not track the many a replay allocates.
+class TopicField(Struct, kw_only=True, gc=False):
     """A field: its type, salience and revisions (stored oldest first, shown newest first)."""
 
     name: str
@@ -147,7 +149,7 @@ class TopicField(Struct, kw_only=True):
     revision_count: int = 0
 
 
-class Topic(Struct, kw_only=True):
+class Topic(Struct, kw_only=True, gc=False):
     """A topic: its fields by name and whether it is archived."""
 
     topic_id: str

@@ -177,7 +177,9 @@ class ToolUse(Struct, kw_only=True):
     call_id: str | None = None
 
 
-class Knot(Struct, kw_only=True):
+# gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
+# a reference cycle, and the cyclic collector need not track the many a replay allocates.
+class Knot(Struct, kw_only=True, gc=False):
     """A knot as the log has built it so far; ``tied`` holds its sealed fields once tied."""
 
     knot_id: str

@@ -177,7 +177,9 @@ class Assessment(Struct, kw_only=True):
     reason: str | None = None
 
 
-class Subject(Struct, kw_only=True):
+# gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
+# a reference cycle, and the cyclic collector need not track the many a replay allocates.
+class Subject(Struct, kw_only=True, gc=False):
     """What trust is kept about: its origin, stated confidence, assessments, reinforcements."""
 
     subject_id: str
@@ -221,7 +223,7 @@ class Rejection(Struct, kw_only=True):
     reason: str
 
 
-class Hypothesis(Struct, kw_only=True):
+class Hypothesis(Struct, kw_only=True, gc=False):
     """A hypothesis with its tests and, once decided, its promotion or rejection."""
 
     hypothesis_id: str
