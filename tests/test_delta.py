@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import braidlog
 from braidlog import BeadRef, GenericDelta, Provenance, Refs, ValidationError, Vector
@@ -182,3 +184,26 @@ def test_the_strict_mirror_has_exactly_the_envelope_fields():
 
     assert _StrictDelta.__struct_fields__ == GenericDelta.__struct_fields__
     assert _StrictDelta.__struct_defaults__[-3:] == GenericDelta.__struct_defaults__[-3:]
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.text(max_size=8)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.dictionaries(st.text(max_size=5), _json, max_size=4),
+       confidence=st.sampled_from([0, 1, 0.5, 1.0]),
+       tz=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30))]))
+def test_the_stored_delta_is_what_reading_its_bytes_gives(data, confidence, tz):
+    """validate builds the stored delta from the strict decode; it must equal a plain decode of
+    the canonical bytes, or a record read back would differ from the one appended."""
+    d = bad(kind="observation", payload={"text": "t", "data": data}, confidence=confidence,
+            ts=T0.astimezone(tz), tags=("a", "b"), refs=Refs(deltas=(GOOD.id,)))
+    stored, data_bytes = validate(d)
+    assert stored == decode(data_bytes)
+    assert type(stored.confidence) is float and stored.ts.utcoffset() == timedelta(0)
+    assert encode(stored) == data_bytes
