@@ -371,32 +371,27 @@ class LmdbLog(IndexScans):
 
     def _put(self, txn, staged: list[Staged]) -> None:
         db = self._db
-        log_rows, id_rows, braid_rows, kind_rows, ref_rows = [], [], [], [], []
-        new_spaces: dict[bytes, bytes] = {}
-        for s in staged:
-            d = s.delta
-            key = s.seq.to_bytes(_U64, "big")
-            log_rows.append((key, s.hash + s.body))
-            id_rows.append((d.id.encode(), key))
-            braid = d.braid_id.encode()
-            braid_rows.append((braid, key))
-            kind_rows.append((d.kind.encode(), key))
-            for ref in s.refs:
-                ref_rows.append((ref.encode(), key))
-            if d.vector is not None:
-                new_spaces.setdefault(d.vector.space.encode(), u64(d.vector.dim))
+        keys = [s.seq.to_bytes(_U64, "big") for s in staged]
         cur = txn.cursor(db["log"])
-        consumed, added = cur.putmulti(log_rows, append=True, overwrite=False)
-        if added != len(log_rows):
+        consumed, added = cur.putmulti([(k, s.hash + s.body) for k, s in zip(keys, staged)],
+                                       append=True, overwrite=False)
+        if added != len(staged):
             raise StorageError("log append was refused: a seq already exists",
                                hint="the store is damaged; run `braidlog verify`")
-        txn.cursor(db["ids"]).putmulti(id_rows, overwrite=False)
-        txn.cursor(db["braid"]).putmulti(braid_rows, dupdata=True)
-        txn.cursor(db["kind"]).putmulti(kind_rows, dupdata=True)
+        deltas = [s.delta for s in staged]
+        txn.cursor(db["ids"]).putmulti([(d.id.encode(), k) for d, k in zip(deltas, keys)],
+                                       overwrite=False)
+        txn.cursor(db["braid"]).putmulti([(d.braid_id.encode(), k) for d, k in zip(deltas, keys)],
+                                         dupdata=True)
+        txn.cursor(db["kind"]).putmulti([(d.kind.encode(), k) for d, k in zip(deltas, keys)],
+                                        dupdata=True)
+        ref_rows = [(ref.encode(), k) for s, k in zip(staged, keys) for ref in s.refs]
         if ref_rows:
             txn.cursor(db["refs"]).putmulti(ref_rows, dupdata=True)
-        for space, dim in new_spaces.items():
-            txn.put(space, dim, db=db["spaces"], overwrite=False)
+        for d in deltas:
+            if d.vector is not None:
+                txn.put(d.vector.space.encode(), u64(d.vector.dim), db=db["spaces"],
+                        overwrite=False)
 
     def _head_in(self, txn) -> tuple[Head, int]:
         cur = txn.cursor(self._db["log"])
