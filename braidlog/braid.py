@@ -42,11 +42,12 @@ Point = int | str | datetime
 def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 - the API's verb
          projections: Iterable[Projection] | None = None, durable: bool = True,
          readonly: bool = False, create: bool = True, checkpoint_every: int = 5000,
-         retries: int = 2, registry: Registry = REGISTRY, **store_options: Any) -> Braid:
+         retries: int = 2, lazy: bool = False, registry: Registry = REGISTRY,
+         **store_options: Any) -> Braid:
     """Open (or create) the store at ``path`` and keep ``projections`` live on it.
 
     ``path=None`` gives an in-memory store. ``projections=None`` loads every projection of the
-    ``projections`` package; pass ``[]`` for none.
+    ``projections`` package; pass ``[]`` for none. ``lazy`` as for ``Braid``.
     """
     if projections is None:
         from projections import default_projections
@@ -60,17 +61,24 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
         store = LmdbLog(path, durable=durable, readonly=readonly, create=create,
                         registry=registry, **store_options)
     try:
-        return Braid(store, projections, checkpoint_every=checkpoint_every, retries=retries)
+        return Braid(store, projections, checkpoint_every=checkpoint_every, retries=retries,
+                     lazy=lazy)
     except BaseException:
         store.close()
         raise
 
 
 class Braid:
-    """A store plus its live projections: append, execute commands, travel in time."""
+    """A store plus its live projections: append, execute commands, travel in time.
+
+    The live states are caught up on open, unless ``lazy``: then on first use (``state``,
+    ``execute``, ``catch_up`` …). Reads through views and checkpoints (``at``, ``state_at``,
+    audit history) do not need them, and on a store without checkpoints (just imported, or
+    written by a plain ``LmdbLog``) catching up means folding every projection over the log.
+    """
 
     def __init__(self, store: LogStore, projections: Iterable[Projection] = (), *,
-                 checkpoint_every: int = 5000, retries: int = 2) -> None:
+                 checkpoint_every: int = 5000, retries: int = 2, lazy: bool = False) -> None:
         if checkpoint_every < 1:
             raise ValidationError("checkpoint_every", "must be at least 1")
         self.log = store
@@ -89,7 +97,8 @@ class Braid:
         self._states: list[Any] = []
         self._seqs: list[int] = []
         self._load()
-        self.catch_up()
+        if not lazy:
+            self.catch_up()
 
     def _load(self) -> None:
         """Each live state from its newest valid checkpoint (or initial)."""

@@ -17,7 +17,7 @@ from braidlog import CheckpointWarning, Rejected, ValidationError
 from braidlog.replay import encode_state
 
 from .conftest import T0, make_delta, random_deltas
-from .engine_projections import COUNTER, COUNTS, SEEN, TALLY, Counter, Increment
+from .engine_projections import COUNTER, COUNTS, SEEN, TALLY, Counter, Increment, evolve_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -266,6 +266,27 @@ def test_a_read_only_braid_catches_up_without_writing(tmp_path):
     b.close()
     with braidlog.LmdbLog(path) as log:
         assert log.checkpoint_keys() == []
+
+
+def test_a_lazy_braid_folds_nothing_until_a_live_state_is_asked_for(tmp_path):
+    path = tmp_path / "store"
+    with braidlog.LmdbLog(path) as log:  # no checkpoints: catching up means folding everything
+        log.append_batch([make_delta(i) for i in range(12)])
+    calls = []
+
+    def evolve(state, d):
+        calls.append(d.id)
+        return evolve_counts(state, d)
+
+    counting = braidlog.Projection("counts", 1, COUNTS.initial, evolve)
+    b = braidlog.open(path, projections=[counting], readonly=True, lazy=True)
+    assert calls == [] and b.seq == 0
+    assert b.at(5).state("counts").by_kind == {"message": 5} and len(calls) == 5
+    assert b.state("counts").by_kind == {"message": 12} and b.seq == 12
+    b.close()
+    eager = braidlog.open(path, projections=[COUNTS], readonly=True)
+    assert eager.seq == 12
+    eager.close()
 
 
 def test_catch_up_reports_progress_and_checkpoints_each_boundary(tmp_path):

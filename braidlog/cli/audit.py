@@ -106,7 +106,7 @@ def _missing(entity: str, seq: int) -> ValidationError:
 
 
 def cmd_history(args: Any, out: IO[str]) -> int:
-    braid = open_for_state(args, readonly=True)
+    braid = open_for_state(args, readonly=True, lazy=True)  # history folds only what it needs
     try:
         source = braid.at(parse_point(args.at)) if args.at else braid
         h = audit.history(source, args.entity, states=not args.no_state)
@@ -136,7 +136,7 @@ def cmd_diff(args: Any, out: IO[str]) -> int:
 
 
 def cmd_explain(args: Any, out: IO[str]) -> int:
-    braid = open_for_state(args, readonly=True)
+    braid = open_for_state(args, readonly=True, lazy=True)
     try:
         source = braid.at(parse_point(args.at)) if args.at else braid
         h = audit.history(source, args.entity)

@@ -291,7 +291,7 @@ def cmd_state(args: Any, out: IO[str]) -> int:
 
 
 def cmd_rebuild(args: Any, out: IO[str]) -> int:
-    braid = open_for_state(args)
+    braid = open_for_state(args, lazy=True)  # catching up first would fold the log twice
     try:
         total = braid.head().seq
         with progress_bar("rebuilding", total) as update:

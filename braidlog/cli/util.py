@@ -32,10 +32,10 @@ def open_store(args: Any, *, readonly: bool = True, check_head: bool = True) -> 
     return LmdbLog(path, create=False, readonly=readonly, check_head=check_head)
 
 
-def open_for_state(args: Any, *, readonly: bool = False) -> Braid:
-    """The store with every shipped projection live."""
+def open_for_state(args: Any, *, readonly: bool = False, lazy: bool = False) -> Braid:
+    """The store with every shipped projection live (caught up on first use if ``lazy``)."""
     open_store(args).close()
-    return open_braid(store_path(args), create=False, readonly=readonly)
+    return open_braid(store_path(args), create=False, readonly=readonly, lazy=lazy)
 
 
 def parse_point(text: str) -> Point:
