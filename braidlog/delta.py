@@ -8,6 +8,7 @@ checked against its kind's schema from the registry.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
@@ -233,11 +234,47 @@ def _envelope_error(e: msgspec.ValidationError, index: int | None) -> Validation
         rule = f"{_RULES[top]} ({rule})"
     elif top == "braid_id" and "length" in rule:
         rule = f"must be a non-empty string of at most {MAX_ID_BYTES} characters ({rule})"
-    elif top == "payload":  # msgspec writes object keys as [...]: the rule names the value
+    elif top == "payload":  # msgspec writes object keys as [...]: validate_typed names the value
         path, rule = "payload", f"{_PAYLOAD_RULE} ({rule})"
     elif path.startswith("provenance.kind"):
         rule = f"must be one of {', '.join(PROVENANCE_KINDS)} ({rule})"
     return ValidationError(path, rule, index=index)
+
+
+def _json_fault(value: Any, path: str = "payload", depth: int = 1) -> tuple[str, str] | None:
+    """Where a decoded payload stops being JSON, and why (run only after the strict decode
+    refused it, to name the value; the check itself is the decode)."""
+    if isinstance(value, (dict, list)):
+        if depth > MAX_PAYLOAD_DEPTH:
+            return path, (f"nests objects and arrays more than {MAX_PAYLOAD_DEPTH} levels deep "
+                          "(the payload itself is level 1)")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, v in items:
+            fault = _json_fault(v, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]",
+                                depth + 1)
+            if fault is not None:
+                return fault
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, f"must be a finite number (JSON has no {value})"
+    if isinstance(value, (bytes, bytearray)):
+        return path, "must be a JSON value, not bytes (store bytes as a base64 string)"
+    if isinstance(value, datetime):
+        return path, "must be a JSON value, not a datetime (store times as ISO 8601 strings)"
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return None
+    return path, f"must be a JSON value, not a {type(value).__name__}"
+
+
+def _payload_error(data: bytes, e: msgspec.ValidationError, index: int | None) -> ValidationError:
+    try:
+        payload = _decoder.decode(data).payload
+    except msgspec.MsgspecError:  # not even an object: msgspec's message says so
+        return _envelope_error(e, index)
+    fault = _json_fault(payload)
+    if fault is None:
+        return _envelope_error(e, index)
+    return ValidationError(*fault, index=index)
 
 
 def _plain(s: _StrictDelta) -> GenericDelta:
@@ -275,6 +312,8 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
     try:
         strict = _strict_decoder.decode(data)
     except msgspec.ValidationError as e:
+        if str(e).endswith("`") and " - at `$.payload" in str(e):
+            raise _payload_error(data, e, index) from None
         raise _envelope_error(e, index) from None
     stored = _plain(strict)
     if stored.ts < EPOCH:

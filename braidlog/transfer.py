@@ -296,7 +296,7 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
         try:
             checked, data = validate(stored, registry)
         except ValidationError as e:
-            raise _refuse(n, f"delta {stored.id} is refused by its kind's schema ({e})",
+            raise _refuse(n, f"delta {stored.id} is refused by this braidlog's rules ({e})",
                           integrity=False) from None
         if data != body[HW_SIZE:]:
             raise _refuse(n, f"delta {stored.id} re-encodes to other bytes than stored: it was "
