@@ -97,6 +97,7 @@ class Braid:
         self._states: list[Any] = []
         self._seqs: list[int] = []
         self._load()
+        self._live = False  # caught up at least once: close() checkpoints only then
         if not lazy:
             self.catch_up()
 
@@ -143,6 +144,7 @@ class Braid:
 
     def catch_up(self, *, progress: Progress | None = None) -> int:
         """Fold every new delta into the live states, checkpointing on the way; the head seq."""
+        self._live = True
         head = self.log.head().seq
         if not self._order:
             return head
@@ -305,11 +307,12 @@ class Braid:
         return recall_for(self, space, metric).recall(query, k, as_of=seq, **filters)
 
     def close(self) -> None:
-        """Checkpoint the live states, save the recall index, and close the store."""
+        """Checkpoint the live states (unless a lazy braid never caught them up), save the
+        recall index, and close the store."""
         try:
             if "braidlog.recall" in sys.modules:  # only if recall was used: it pulls in hnswlib
                 sys.modules["braidlog.recall"].close_for(self)
-            if not self.log_readonly and self._order:
+            if not self.log_readonly and self._order and self._live:
                 self.checkpoint()
         finally:
             self.log.close()

@@ -287,6 +287,13 @@ def test_a_lazy_braid_folds_nothing_until_a_live_state_is_asked_for(tmp_path):
     eager = braidlog.open(path, projections=[COUNTS], readonly=True)
     assert eager.seq == 12
     eager.close()
+    calls.clear()
+    writable = braidlog.open(path, projections=[counting], lazy=True, checkpoint_every=5)
+    assert writable.at(3).state("counts").by_kind == {"message": 3}
+    writable.close()  # never caught up: closing folds nothing and writes no checkpoint
+    assert len(calls) == 3
+    with braidlog.LmdbLog(path) as log:
+        assert log.checkpoint_keys() == []
 
 
 def test_catch_up_reports_progress_and_checkpoints_each_boundary(tmp_path):
