@@ -156,7 +156,7 @@ class _Shared:
         if names:  # an existing store: its format is checked before anything is opened or written
             with env.begin() as txn:
                 raw = txn.get(b"format", db=env.open_db(b"meta", txn=txn, create=False))
-            version = int(raw) if raw is not None else 0
+            version = int(raw) if raw is not None and raw.isdigit() else 0
             if version > FORMAT_VERSION:
                 raise StorageError(
                     f"{path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
@@ -555,6 +555,12 @@ class LmdbLog(IndexScans):
                 out[key] = BraidHead(count, from_u64(cur.value()))
                 ok = cur.next_nodup()
             return out
+        return self._read(fn)
+
+    def spaces(self) -> dict[str, int]:
+        """The vector spaces that hold at least one vector, with their dimension."""
+        def fn(txn):
+            return {bytes(k).decode(): from_u64(v) for k, v in txn.cursor(self._db["spaces"])}
         return self._read(fn)
 
     def seq_at(self, ts: datetime) -> int:

@@ -545,6 +545,12 @@ class Recall:
     def _catch_up(self, stop: int, progress: Progress | None, *, grow: bool = True) -> None:
         if stop <= self.covered_seq:
             return
+        spaces = getattr(self.store, "spaces", None)
+        if not self.count and spaces is not None and self.space not in spaces():
+            # No vector of this space in the store (listed after the head ``stop`` was read, so a
+            # space with a vector at or before it is there): nothing to scan, nothing to save.
+            self.covered_seq, self.covered_hash = stop, self.store.hash_at(stop)
+            return
         start = self.covered_seq + 1
         rows: list[tuple[int, _Body]] = []
         last_hash = self.covered_hash

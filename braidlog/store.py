@@ -371,6 +371,10 @@ class MemoryLog(IndexScans):
                 self._dims.setdefault(d.vector.space, d.vector.dim)
         return staged, seqs
 
+    def spaces(self) -> dict[str, int]:
+        """The vector spaces that hold at least one vector, with their dimension."""
+        return dict(self._dims)
+
     def _lookup(self, ids: list[str]) -> dict[str, tuple[int, bytes]]:
         return {i: (seq, self._records[seq - 1][1]) for i in ids
                 if (seq := self._ids.get(i)) is not None}

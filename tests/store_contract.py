@@ -184,6 +184,7 @@ def test_verify_names_the_first_bad_seq(log):
 
 def test_vectors_keep_one_dimension_per_space(log):
     from braidlog import Vector
+    assert log.spaces() == {}
     log.append(make_delta(0, vector=Vector.of([1.0, 2.0, 3.0])))
     with pytest.raises(ValidationError, match="dimension 3"):
         log.append(make_delta(1, vector=Vector.of([1.0, 2.0])))
@@ -193,6 +194,7 @@ def test_vectors_keep_one_dimension_per_space(log):
     with pytest.raises(ValidationError, match="finite"):
         log.append(make_delta(4, vector=Vector.of([float("inf"), 0.0, 0.0])))
     assert log.head().seq == 2
+    assert log.spaces() == {"default": 3, "small": 2}
 
 
 def test_checkpoints_are_kept_by_name_version_and_seq(log):

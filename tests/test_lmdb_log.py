@@ -62,6 +62,16 @@ def test_a_meta_table_without_a_format_is_refused_and_left_as_it_was(tmp_path):
     env.close()
 
 
+def test_a_format_that_is_not_a_number_is_refused(tmp_path):
+    path = tmp_path / "odd"
+    env = lmdb.open(str(path), max_dbs=2)
+    with env.begin(write=True) as txn:
+        txn.put(b"format", b"one", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    with pytest.raises(StorageError, match="has no braidlog format version"):
+        LmdbLog(path)
+
+
 def test_a_newer_format_is_refused(lmdb_path):
     LmdbLog(lmdb_path).close()
     env = lmdb.open(str(lmdb_path), max_dbs=16)

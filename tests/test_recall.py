@@ -14,7 +14,7 @@ import pytest
 import braidlog
 from braidlog import LmdbLog, MemoryLog, ValidationError, Vector
 from braidlog.recall import (
-    HashingEmbedder, Hit, Recall, RecallWarning, close_for, delta_text, embed_delta, recall_at,
+    DEFAULT_DIM, HashingEmbedder, Hit, Recall, RecallWarning, close_for, delta_text, embed_delta, recall_at,
     recall_for,
 )
 
@@ -494,3 +494,18 @@ def test_a_space_without_vectors_leaves_no_directory(tmp_path, capsys):
     assert main(["--store", str(store), "recall", "memory", "--json"]) == 0
     assert json.loads(capsys.readouterr()[0])["hits"]
     assert [p.name for p in (store / "recall").iterdir()] == ["default.cosine"]
+
+
+def test_a_space_without_vectors_is_not_scanned_for(tmp_path, monkeypatch):
+    """The store lists its vector spaces: a space it does not hold costs no scan of the log."""
+    with braidlog.LmdbLog(tmp_path / "store") as log:
+        log.append_batch([braidlog.delta("s", "message", {"text": f"m{i}"}, ts=T0) for i in range(50)])
+        log.append(embed_delta(braidlog.delta("s", "message", {"text": "LMDB"}, ts=T0)))
+        assert log.spaces() == {"default": DEFAULT_DIM}
+        scanned = []
+        real = log.scan_bodies
+        monkeypatch.setattr(log, "scan_bodies", lambda *a: scanned.append(a) or real(*a))
+        r = Recall(log, "elsewhere")
+        assert r.recall("LMDB", 3) == [] and r.covered_seq == 51 and scanned == []
+        r.close()
+        assert Recall(log, "default").recall("LMDB", 1)[0].seq == 51 and scanned
