@@ -328,6 +328,7 @@ _delta_decoder = msgspec.msgpack.Decoder(GenericDelta)
 
 
 RAW_INDEXED = "raw LMDB, log + 4 indexes"
+_RECORD_HEAD = bytes(40)  # where a braidlog record holds its chain hash and high-water time
 
 
 def _u64(n: int) -> bytes:
@@ -354,9 +355,10 @@ class RawLmdb:
     """The ceiling: LMDB puts of already-encoded bytes into one database, no index, no chain.
 
     ``durable=True`` syncs data and meta pages at each commit, as ``LmdbLog`` does by default.
-    With ``indexed=True`` it also writes braidlog's four index tables (ids, braid, kind and
-    refs, laid out as in docs/format.md) from keys prepared beforehand: the ceiling of the same
-    page writes braidlog makes, without validation, chain or any per-delta Python.
+    With ``indexed=True`` it writes what braidlog writes: each body after 40 bytes (where a
+    record holds its chain hash and high-water time) and braidlog's four index tables (ids,
+    braid, kind and refs, laid out as in docs/format.md) from keys prepared beforehand: the
+    ceiling of braidlog's page writes, without validation, chain or any per-delta Python.
     """
 
     def __init__(self, path: str, *, durable: bool = True, indexed: bool = False) -> None:
@@ -379,7 +381,8 @@ class RawLmdb:
             else:
                 seqs = [_u64(s) for s in range(seq + 1, seq + len(bodies) + 1)]
                 seq += len(bodies)
-                txn.cursor(db).putmulti(list(zip(seqs, bodies)), append=True)
+                txn.cursor(db).putmulti([(k, _RECORD_HEAD + b) for k, b in zip(seqs, bodies)],
+                                        append=True)
                 ids, braids, kinds, refs = self.indexes
                 txn.cursor(ids).putmulti([(k.id, s) for k, s in zip(keys, seqs)])
                 txn.cursor(braids).putmulti([(k.braid, s) for k, s in zip(keys, seqs)], dupdata=True)

@@ -59,6 +59,8 @@ def test_the_indexed_ceiling_writes_what_braidlog_writes(tmp_path):
 
     ours = entries(log._env, [log._db[n] for n in ("ids", "braid", "kind", "refs")])
     assert entries(raw.env, raw.indexes) == ours and all(ours)
+    [raw_log], [our_log] = entries(raw.env, [raw.db]), entries(log._env, [log._db["log"]])
+    assert [(k, len(v)) for k, v in raw_log] == [(k, len(v)) for k, v in our_log]
     raw.close()
     log.close()
 
