@@ -59,6 +59,8 @@ class Projection(Generic[S]):
     provenances: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
+        if isinstance(self.kinds, str):
+            raise TypeError(f"projection {self.name!r}: kinds is a set of names, not {self.kinds!r}")
         if self.kinds is not None and not isinstance(self.kinds, frozenset):
             object.__setattr__(self, "kinds", frozenset(self.kinds))
         for attr in ("refs", "provenances"):

@@ -51,6 +51,8 @@ def test_read_declarations_are_checked():
         Projection("p", 1, 0, lambda s, d: s, kinds={"tick"}, refs={"bead"})
     with pytest.raises(TypeError, match="provenances is a set of names"):
         Projection("p", 1, 0, lambda s, d: s, kinds={"tick"}, provenances="dream")
+    with pytest.raises(TypeError, match="kinds is a set of names, not 'tick'"):
+        Projection("p", 1, 0, lambda s, d: s, kinds="tick")
     p = Projection("p", 1, 0, lambda s, d: s, kinds=["tick"], refs=["deltas"], provenances=("dream",))
     assert (p.kinds, p.refs, p.provenances) == ({"tick"}, {"deltas"}, {"dream"})
 
