@@ -455,7 +455,7 @@ def diff(braid: Any, a: Any, b: Any, *, projections: Iterable[str] | None = None
 
 class _Responsible:
     """The deltas in (a, b] behind an entity: the refers-to index first; for ids it does not
-    hold, the projection's own deltas in the range whose payload names the id."""
+    hold, the deltas in the range the projection reads whose payload names the id."""
 
     def __init__(self, log: Any, projection: Projection, a: int, b: int) -> None:
         self.log, self.p, self.a, self.b = log, projection, a, b
@@ -475,8 +475,8 @@ class _Responsible:
     def _own_range(self) -> list[Record]:
         if self._range is None:
             lo, hi = self.a + 1, self.b + 1
-            if self.p.kinds is None:
-                self._range = list(self.log.scan(lo, hi))
+            if self.p.kinds is None or self.p.refs or self.p.provenances:  # reads beyond kinds
+                self._range = [r for r in self.log.scan(lo, hi) if self.p.reads(r.delta)]
             else:
                 recs = [r for k in self.p.kinds for r in self.log.scan_kind(k, lo, hi)]
                 self._range = sorted(recs, key=lambda r: r.seq)

@@ -325,6 +325,20 @@ def test_diff_finds_responsible_deltas_for_keys_the_index_does_not_hold(tmp_path
         assert [(e.key, [r.seq for r in e.deltas]) for e in pd.added] == [("beta", [2])]
 
 
+def test_diff_finds_responsible_deltas_a_projection_reads_by_provenance(tmp_path):
+    """The fallback looks where the projection reads: here also dream deltas of any kind."""
+    def by_text(state, d):
+        state[d.payload["text"]] = d.kind
+        return state
+    p = Projection("by_text", 1, {}, by_text, kinds=NOTES.kinds, provenances={"dream"})
+    with braidlog.open(tmp_path / "s", projections=[p]) as b:
+        b.append(written("n1", "alpha", 1))
+        b.append(braidlog.delta("b1", "observation", {"text": "dreamt"}, provenance="dream", ts=T0))
+        b.append(braidlog.delta("b1", "observation", {"text": "seen"}, ts=T0))
+        pd = audit.diff(b, 1, 3).projections["by_text"]
+        assert [(e.key, [r.seq for r in e.deltas]) for e in pd.added] == [("dreamt", [2])]
+
+
 # -------------------------------------------------------------------------------- explain
 
 def test_explain_tells_the_value_the_chain_and_the_reasons(braid):
