@@ -167,10 +167,12 @@ def _filtered(store: LmdbLog, braids: list[str], kinds: list[str], start: int, s
     named on standard error, so that a typo is not mistaken for an empty result."""
     for name, index, wanted in (("braid", "braid", braids), ("kind", "kind", kinds)):
         known = store.counts(index) if wanted else {}
+        names = sorted(known)
+        listed = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
         for w in wanted:
             if w not in known:
                 sys.stderr.write(f"braidlog: note: no delta of {name} {w!r} in this store "
-                                 f"(its {name}s: {', '.join(sorted(known)) or 'none'})\n")
+                                 f"(its {name}s: {listed or 'none'})\n")
     if braids:
         sources = [store.scan_braid(b, start, stop, reverse=reverse) for b in dict.fromkeys(braids)]
     elif kinds:
