@@ -388,10 +388,9 @@ class LmdbLog(IndexScans):
         ref_rows = [(ref.encode(), k) for s, k in zip(staged, keys) for ref in s.refs]
         if ref_rows:
             txn.cursor(db["refs"]).putmulti(ref_rows, dupdata=True)
-        for d in deltas:
-            if d.vector is not None:
-                txn.put(d.vector.space.encode(), u64(d.vector.dim), db=db["spaces"],
-                        overwrite=False)
+        spaces = {d.vector.space.encode(): u64(d.vector.dim) for d in deltas if d.vector is not None}
+        for space, dim in spaces.items():  # one dimension per space: stage checked it
+            txn.put(space, dim, db=db["spaces"], overwrite=False)
 
     def _head_in(self, txn) -> tuple[Head, int]:
         cur = txn.cursor(self._db["log"])
