@@ -32,6 +32,7 @@ from braidlog import (
     BeadRef, BraidlogError, Context, Decider, GenericDelta, Refs, Rejected, ValidationError,
 )
 
+from ._payloads import reader
 from .trust import dream_confidence
 
 __all__ = [
@@ -123,13 +124,16 @@ braidlog.declare("bead_write", BeadWritten, owner="beads", refers=_refers_versio
 braidlog.declare("bead_ref", BeadReferenced, owner="beads", refers=_refers_ref)
 
 KINDS = frozenset({"bead_version", "bead_write", "bead_ref"})
+_read_version = reader(braidlog.REGISTRY["bead_version"])
+_read_write = reader(braidlog.REGISTRY["bead_write"])
+_read_ref = reader(braidlog.REGISTRY["bead_ref"])
 
 
 # ---------------------------------------------------------------------------------------- state
 
 # gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
 # a reference cycle, and the cyclic collector need not track the many a replay allocates.
-class VersionRecord(Struct, kw_only=True, gc=False):
+class VersionRecord(Struct, gc=False):
     """A stored version: its payload and the facts of the delta that wrote it."""
 
     body: BeadVersioned
@@ -141,7 +145,7 @@ class VersionRecord(Struct, kw_only=True, gc=False):
     confidence: float
 
 
-class Activation(Struct, kw_only=True):
+class Activation(Struct):
     """A version became active at log position ``seq`` (by the bead_write ``delta_id``)."""
 
     seq: int
@@ -150,7 +154,7 @@ class Activation(Struct, kw_only=True):
     delta_id: str
 
 
-class Use(Struct, kw_only=True):
+class Use(Struct):
     """A delta that referred to a bead, with the version the reference resolved to then."""
 
     delta_id: str
@@ -163,7 +167,7 @@ class Use(Struct, kw_only=True):
     knot_id: str | None = None
 
 
-class Bead(Struct, kw_only=True, gc=False):
+class Bead(Struct, gc=False):
     """A bead: its type, its versions in order, and every activation."""
 
     bead_id: str
@@ -181,40 +185,59 @@ class State(Struct, kw_only=True):
     uses: dict[str, list[Use]] = {}
 
 
-def _typed(d: GenericDelta) -> Any:
-    try:
-        return braidlog.typed(d)
-    except (BraidlogError, msgspec.MsgspecError, TypeError, ValueError, KeyError):
-        return None
+#: what reading a payload that is not of its kind's schema may raise (the fold skips it)
+_UNREADABLE = (BraidlogError, msgspec.MsgspecError, TypeError, ValueError, KeyError)
 
 
 def _bead(state: State, bead_id: str, bead_type: str, braid_id: str) -> Bead:
     b = state.beads.get(bead_id)
     if b is None:
-        b = state.beads[bead_id] = Bead(bead_id=bead_id, bead_type=bead_type, braid_id=braid_id)
+        b = state.beads[bead_id] = Bead(bead_id, bead_type, braid_id, [], [])
     return b
+
+
+# The records below are built positionally, in field order: msgspec takes arguments that way
+# faster than it matches keywords, and these run once per delta of a replay.
+
+def _on_version(state: State, d: GenericDelta, seq: int) -> None:
+    try:
+        p = _read_version(d)
+    except _UNREADABLE:
+        return  # not a payload of this schema: a fact this projection cannot read
+    vid = p.bead_version_id
+    if vid not in state.versions:
+        # body, delta_id, braid_id, ts, seq, provenance, confidence
+        state.versions[vid] = VersionRecord(p, d.id, d.braid_id, d.ts, seq, d.provenance.kind,
+                                            d.confidence)
+        _bead(state, p.bead_id, p.bead_type, d.braid_id).versions.append(vid)
+
+
+def _on_write(state: State, d: GenericDelta, seq: int) -> None:
+    try:
+        p = _read_write(d)
+    except _UNREADABLE:
+        return
+    _bead(state, p.bead_id, p.bead_type, d.braid_id).activations.append(
+        Activation(seq, d.ts, p.bead_version_id, d.id))  # seq, ts, bead_version_id, delta_id
+
+
+def _on_ref(state: State, d: GenericDelta, seq: int) -> None:
+    try:
+        p = _read_ref(d)
+    except _UNREADABLE:
+        return
+    _use(state, d, seq, p.bead_id, p.role, p.bead_version_id)
+
+
+_APPLY = {"bead_version": _on_version, "bead_write": _on_write, "bead_ref": _on_ref}
 
 
 def evolve(state: State, d: GenericDelta, seq: int) -> State:
     """Fold the delta at log position ``seq``: this module's kinds, and bead refs of any other
     kind recorded as uses (the fold shows it no other delta)."""
-    kind = d.kind
-    if kind == "bead_version":
-        p = _typed(d)
-        if isinstance(p, BeadVersioned) and p.bead_version_id not in state.versions:
-            state.versions[p.bead_version_id] = VersionRecord(
-                body=p, delta_id=d.id, braid_id=d.braid_id, ts=d.ts, seq=seq,
-                provenance=d.provenance.kind, confidence=d.confidence)
-            _bead(state, p.bead_id, p.bead_type, d.braid_id).versions.append(p.bead_version_id)
-    elif kind == "bead_write":
-        p = _typed(d)
-        if isinstance(p, BeadWritten):
-            _bead(state, p.bead_id, p.bead_type, d.braid_id).activations.append(
-                Activation(seq=seq, ts=d.ts, bead_version_id=p.bead_version_id, delta_id=d.id))
-    elif kind == "bead_ref":
-        p = _typed(d)
-        if isinstance(p, BeadReferenced):
-            _use(state, d, seq, p.bead_id, p.role, p.bead_version_id)
+    apply = _APPLY.get(d.kind)
+    if apply is not None:
+        apply(state, d, seq)
     elif d.refs is not None:
         for r in d.refs.beads:
             _use(state, d, seq, r.bead_id, r.role, r.bead_version_id)
@@ -224,9 +247,12 @@ def evolve(state: State, d: GenericDelta, seq: int) -> State:
 def _use(state: State, d: GenericDelta, seq: int, bead_id: str, role: str,
          version_id: str | None) -> None:
     resolved = version_id or active_version(state, bead_id)
-    state.uses.setdefault(bead_id, []).append(Use(
-        delta_id=d.id, seq=seq, ts=d.ts, kind=d.kind, role=role, bead_version_id=version_id,
-        resolved=resolved, knot_id=d.provenance.knot_id))
+    use = Use(d.id, seq, d.ts, d.kind, role, version_id, resolved, d.provenance.knot_id)
+    uses = state.uses.get(bead_id)
+    if uses is None:
+        state.uses[bead_id] = [use]
+    else:
+        uses.append(use)
 
 
 # ------------------------------------------------------------------------------------- commands

@@ -33,6 +33,8 @@ from braidlog import (
     BraidlogError, Context, Decider, GenericDelta, Provenance, Rejected, Refs, ValidationError,
 )
 
+from ._payloads import reader
+
 __all__ = [
     # seed enums and models
     "DecisionPhase", "DecisionVitality", "PatternScope", "ProposalStatus", "TrustBoundary",
@@ -448,6 +450,8 @@ braidlog.declare("trust_boundary_set", TrustBoundarySet, owner="decisions")
 
 KINDS = frozenset({"decision_recorded", "decision_used", "proposal_drafted", "proposal_accepted",
                    "proposal_rejected", "proposal_falsified", "trust_boundary_set"})
+#: kind -> read(delta): its payload as the kind's Struct, as braidlog.typed gives it
+_READ = {kind: reader(braidlog.REGISTRY[kind]) for kind in KINDS}
 
 
 # ------------------------------------------------------------------------------------- state
@@ -463,7 +467,7 @@ class Evidence(Struct, array_like=True):
 
 # gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
 # a reference cycle, and the cyclic collector need not track the many a replay allocates.
-class DecisionRecord(Struct, kw_only=True, gc=False):
+class DecisionRecord(Struct, gc=False):
     """A recorded decision: its immutable content, its links, and the evidence citing it."""
 
     decision_id: str
@@ -545,32 +549,43 @@ def _deactivate(state: State, rec: DecisionRecord) -> None:
 
 
 def _recorded(state: State, d: GenericDelta, p: DecisionRecorded) -> None:
-    if p.decision_id in state.decisions:
+    did = p.decision_id
+    if did in state.decisions:
         return  # a decision is recorded once; its content never changes
     superseded, deprecated = [], []
     for sid in p.supersedes:
         old = state.decisions.get(sid)
         if old is not None and old.status == "active":
-            old.status, old.superseded_by = "superseded", p.decision_id
+            old.status, old.superseded_by = "superseded", did
             _deactivate(state, old)
             superseded.append(sid)
     for sid in p.deprecates:
         old = state.decisions.get(sid)
         if old is not None and old.status == "active":
-            old.status, old.deprecated_by = "deprecated", p.decision_id
+            old.status, old.deprecated_by = "deprecated", did
             _deactivate(state, old)
             deprecated.append(sid)
-    state.decisions[p.decision_id] = DecisionRecord(
-        decision_id=p.decision_id, title=p.title, target=p.target, rationale=p.rationale,
-        namespace=p.namespace, scope=p.scope, provenance=p.provenance,  # typed: a PatternScope
-        intervention=p.intervention, keywords=list(p.keywords), consequences=list(p.consequences),
-        evidence_event_ids=list(p.evidence_event_ids),
-        attachments=[dict(a) for a in p.attachments] if p.attachments else [],
-        procedural=p.procedural, confidence=d.confidence, recorded_at=d.ts, recorded_by=d.provenance,
-        supersedes=superseded, deprecates=deprecated, resolution_rationale=p.resolution_rationale,
-        proposal_id=p.proposal_id,
-    )
-    state.active.setdefault(p.namespace, {}).setdefault(p.target, []).append(p.decision_id)
+    # Positional, in field order: msgspec takes 23 arguments this way ~3x faster than by keyword.
+    state.decisions[did] = DecisionRecord(
+        did, p.title, p.target, p.rationale, p.namespace,
+        p.scope, p.provenance, p.intervention,  # scope: msgspec already typed it a PatternScope
+        list(p.keywords), list(p.consequences), list(p.evidence_event_ids),
+        [dict(a) for a in p.attachments] if p.attachments else [], p.procedural,
+        d.confidence, d.ts, d.provenance,  # confidence, recorded_at, recorded_by
+        "active", None, None,  # status, superseded_by, deprecated_by
+        superseded, deprecated, p.resolution_rationale, p.proposal_id, [])  # ..., evidence
+    by_target = state.active.get(p.namespace)
+    if by_target is None:
+        by_target = state.active[p.namespace] = {}
+    ids = by_target.get(p.target)
+    if ids is None:
+        by_target[p.target] = [did]
+    else:
+        ids.append(did)
+
+
+def _used(state: State, d: GenericDelta, p: DecisionUsed) -> None:
+    _cite(state, d, (p.decision_id, *(d.refs.deltas if d.refs is not None else ())), p)
 
 
 def _drafted(state: State, d: GenericDelta, p: ProposalDrafted) -> None:
@@ -591,45 +606,58 @@ def _closed(state: State, d: GenericDelta, pid: str, status: ProposalStatus) -> 
     return rec
 
 
+def _accepted(state: State, d: GenericDelta, p: ProposalAccepted) -> None:
+    rec = _closed(state, d, p.proposal_id, ProposalStatus.ACCEPTED)
+    if rec is not None:
+        rec.decision_id = p.decision_id
+
+
+def _rejected(state: State, d: GenericDelta, p: ProposalRejected) -> None:
+    rec = _closed(state, d, p.proposal_id, ProposalStatus.REJECTED)
+    if rec is not None:
+        rec.reason = p.reason
+
+
+def _falsified(state: State, d: GenericDelta, p: ProposalFalsified) -> None:
+    rec = _closed(state, d, p.proposal_id, ProposalStatus.FALSIFIED)
+    if rec is not None:
+        rec.reason = p.reason
+        rec.miss_count += 1
+        rec.counter_evidence_event_ids.extend(p.counter_evidence_event_ids)
+
+
+def _boundary_set(state: State, d: GenericDelta, p: TrustBoundarySet) -> None:
+    if p.namespace is None:
+        state.default_boundary = TrustBoundary(p.boundary)
+    else:
+        state.boundaries[p.namespace] = TrustBoundary(p.boundary)
+
+
+#: kind -> (read its payload, apply it): built once, so evolve does one lookup per delta
+_APPLY = {kind: (_READ[kind], apply) for kind, apply in {
+    "decision_recorded": _recorded, "decision_used": _used, "proposal_drafted": _drafted,
+    "proposal_accepted": _accepted, "proposal_rejected": _rejected,
+    "proposal_falsified": _falsified, "trust_boundary_set": _boundary_set,
+}.items()}
+
+
 def evolve(state: State, d: GenericDelta) -> State:
     """Apply one delta in place: this module's kinds change records; any delta may cite one."""
-    if state.last_ts is None or d.ts > state.last_ts:
-        state.last_ts = d.ts
+    ts = d.ts
+    if state.last_ts is None or ts > state.last_ts:
+        state.last_ts = ts
     kind = d.kind
-    if kind not in KINDS:
-        if d.refs is not None and d.refs.deltas and state.decisions:
-            _cite(state, d, d.refs.deltas, None)
+    if kind not in _APPLY:  # most deltas: an `in` test is cheaper than a .get() call
+        refs = d.refs
+        if refs is not None and refs.deltas and state.decisions:
+            _cite(state, d, refs.deltas, None)
         return state
+    read, apply = _APPLY[kind]
     try:
-        p = braidlog.typed(d)
+        p = read(d)
     except (BraidlogError, msgspec.ValidationError):
         return state  # not a payload of this schema: a fact this projection cannot read
-    if kind == "decision_recorded":
-        _recorded(state, d, p)
-    elif kind == "decision_used":
-        cited = (p.decision_id, *(d.refs.deltas if d.refs is not None else ()))
-        _cite(state, d, cited, p)
-    elif kind == "proposal_drafted":
-        _drafted(state, d, p)
-    elif kind == "proposal_accepted":
-        rec = _closed(state, d, p.proposal_id, ProposalStatus.ACCEPTED)
-        if rec is not None:
-            rec.decision_id = p.decision_id
-    elif kind == "proposal_rejected":
-        rec = _closed(state, d, p.proposal_id, ProposalStatus.REJECTED)
-        if rec is not None:
-            rec.reason = p.reason
-    elif kind == "proposal_falsified":
-        rec = _closed(state, d, p.proposal_id, ProposalStatus.FALSIFIED)
-        if rec is not None:
-            rec.reason = p.reason
-            rec.miss_count += 1
-            rec.counter_evidence_event_ids.extend(p.counter_evidence_event_ids)
-    elif kind == "trust_boundary_set":
-        if p.namespace is None:
-            state.default_boundary = TrustBoundary(p.boundary)
-        else:
-            state.boundaries[p.namespace] = TrustBoundary(p.boundary)
+    apply(state, d, p)
     return state
 
 

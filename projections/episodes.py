@@ -418,9 +418,11 @@ def _evolve_message(state: State, d: GenericDelta) -> None:
     text = d.payload.get("text")
     if not isinstance(text, str):
         return
-    window = state.messages.setdefault(d.braid_id, [])
-    window.append(RecentMessage(d.id, d.ts, text[:MESSAGE_TEXT_LIMIT], d.provenance.kind,
-                                d.provenance.episode_id))
+    window = state.messages.get(d.braid_id)
+    if window is None:
+        window = state.messages[d.braid_id] = []
+    prov = d.provenance
+    window.append(RecentMessage(d.id, d.ts, text[:MESSAGE_TEXT_LIMIT], prov.kind, prov.episode_id))
     if len(window) > MESSAGE_WINDOW:
         del window[: len(window) - MESSAGE_WINDOW]
 

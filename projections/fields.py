@@ -25,6 +25,8 @@ from msgspec import Meta, Struct
 import braidlog
 from braidlog import Context, Decider, GenericDelta, Rejected, ValidationError
 
+from ._payloads import reader
+
 __all__ = [
     "FIELD_TYPES", "REVISION_PROVENANCES", "DEFAULT_MAX_FIELD_HISTORY", "DEFAULT_FIELD_SALIENCE",
     "MIN_SALIENCE", "MAX_SALIENCE", "EMPTY_TOPIC_SALIENCE",
@@ -121,11 +123,13 @@ braidlog.declare("topic_archived", TopicArchived, owner="fields", refers=_refers
 braidlog.declare("topic_restored", TopicRestored, owner="fields", refers=_refers_topic)
 
 KINDS = frozenset({"field_revised", "field_salience_bumped", "topic_archived", "topic_restored"})
+#: kind -> read(delta): its payload as the kind's Struct, as braidlog.typed gives it
+_READ = {kind: reader(braidlog.REGISTRY[kind]) for kind in KINDS}
 
 
 # ---------------------------------------------------------------------------------------- state
 
-class Revision(Struct, kw_only=True):
+class Revision(Struct):
     """One entry of a field's history (the seed's FieldHistoryEntry)."""
 
     id: str
@@ -138,7 +142,7 @@ class Revision(Struct, kw_only=True):
 
 # gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
 # a reference cycle, and the cyclic collector need not track the many a replay allocates.
-class TopicField(Struct, kw_only=True, gc=False):
+class TopicField(Struct, gc=False):
     """A field: its type, salience and revisions (stored oldest first, shown newest first)."""
 
     name: str
@@ -175,9 +179,10 @@ def _evolver(max_field_history: int):
     def evolve(state: State, delta: GenericDelta) -> State:
         """Apply one fields delta (in place); other kinds leave the state as it is."""
         kind = delta.kind
-        if kind not in KINDS:
+        read = _READ.get(kind)
+        if read is None:
             return state
-        p = braidlog.typed(delta)
+        p = read(delta)
         topic = state.topics.get(p.topic_id)
         if kind == "field_revised":
             if topic is None:
@@ -185,15 +190,16 @@ def _evolver(max_field_history: int):
                     topic_id=p.topic_id, created_at=delta.ts, updated_at=delta.ts)
             f = topic.fields.get(p.field)
             if f is None:
-                f = topic.fields[p.field] = TopicField(name=p.field, field_type=p.field_type)
+                f = topic.fields[p.field] = TopicField(p.field, p.field_type)  # name, field_type
             f.field_type = p.field_type
             if p.salience is not None:
                 f.salience = clamp_salience(p.salience)
             if p.ref_topic_id is not None:
                 f.ref_topic_id = p.ref_topic_id
-            f.revisions.append(Revision(
-                id=delta.id, value=p.value, valid_from=delta.ts, provenance=p.provenance,
-                why_changed=p.why_changed, impact_expected=p.impact_expected))
+            # positional, in field order (id, value, valid_from, provenance, why_changed,
+            # impact_expected): msgspec takes arguments that way faster than it matches keywords
+            f.revisions.append(Revision(delta.id, p.value, delta.ts, p.provenance, p.why_changed,
+                                        p.impact_expected))
             f.revision_count += 1
             if len(f.revisions) > max_field_history:
                 del f.revisions[: len(f.revisions) - max_field_history]

@@ -57,6 +57,7 @@ INPUT_KINDS = ("message", "observation")
 INPUT_PROVENANCES = ("user", "perception", "system", "tool")
 #: The kinds the fold reads: lifecycles, tool calls, and what joins a knot or arrives during one.
 READS = frozenset({"knot_lifecycle", "tool_call", "tool_result", "hypothesis", *INPUT_KINDS})
+_INPUT_KINDS, _INPUT_PROVENANCES = frozenset(INPUT_KINDS), frozenset(INPUT_PROVENANCES)  # for `in`
 _MAX_BRAID_IN_EPISODE = 80
 _ULID = re.compile("^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 
@@ -247,8 +248,19 @@ def evolve(state: State, d: GenericDelta, seq: int) -> State:
     if kind == "knot_lifecycle":
         _lifecycle(state, d, seq)
         return state
-    kid = d.provenance.knot_id
-    k = state.knots.get(kid) if kid else None
+    prov = d.provenance
+    kid = prov.knot_id
+    if not kid:  # most deltas: no knot; then only a tool_call claiming the speak pass, or an input
+        if kind == "tool_call":
+            _tool_call(state, d, seq, kid, None)
+        elif kid is None and kind in _INPUT_KINDS and prov.kind in _INPUT_PROVENANCES:
+            braid_id = d.braid_id
+            state.last_input[braid_id] = d.id
+            open_id = state.open.get(braid_id)
+            if open_id is not None:
+                state.knots[open_id].arrivals.append(d.id)
+        return state
+    k = state.knots.get(kid)
     if kind == "tool_call":
         _tool_call(state, d, seq, kid, k)
     elif k is not None and k.stage != "tied" and k.braid_id == d.braid_id:
@@ -258,11 +270,6 @@ def evolve(state: State, d: GenericDelta, seq: int) -> State:
             k.hypotheses.append(d.id)
         elif kind == "message" and k.stage == "speak":
             k.spoken.append(d.id)
-    if kind in INPUT_KINDS and kid is None and d.provenance.kind in INPUT_PROVENANCES:
-        state.last_input[d.braid_id] = d.id
-        open_id = state.open.get(d.braid_id)
-        if open_id is not None:
-            state.knots[open_id].arrivals.append(d.id)
     return state
 
 

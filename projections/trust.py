@@ -304,7 +304,7 @@ def evolve(state: State, d: GenericDelta) -> State:
 
 def _cited(state: State, refs: Refs) -> list[str]:
     """Ids cited as evidence: every delta id in refs.deltas, bead versions with role evidence."""
-    out = list(dict.fromkeys(refs.deltas))
+    out = list(dict.fromkeys(refs.deltas)) if refs.deltas else []
     for b in refs.beads:
         if b.role == "evidence":
             vid = b.bead_version_id or state.active.get(b.bead_id)
