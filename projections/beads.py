@@ -32,7 +32,6 @@ from braidlog import (
     BeadRef, BraidlogError, Context, Decider, GenericDelta, Refs, Rejected, ValidationError,
 )
 
-from ._payloads import reader
 from .trust import dream_confidence
 
 __all__ = [
@@ -124,9 +123,9 @@ braidlog.declare("bead_write", BeadWritten, owner="beads", refers=_refers_versio
 braidlog.declare("bead_ref", BeadReferenced, owner="beads", refers=_refers_ref)
 
 KINDS = frozenset({"bead_version", "bead_write", "bead_ref"})
-_read_version = reader(braidlog.REGISTRY["bead_version"])
-_read_write = reader(braidlog.REGISTRY["bead_write"])
-_read_ref = reader(braidlog.REGISTRY["bead_ref"])
+_read_version = braidlog.REGISTRY["bead_version"].reader()
+_read_write = braidlog.REGISTRY["bead_write"].reader()
+_read_ref = braidlog.REGISTRY["bead_ref"].reader()
 
 
 # ---------------------------------------------------------------------------------------- state

@@ -33,7 +33,6 @@ from braidlog import (
     BraidlogError, Context, Decider, GenericDelta, Provenance, Rejected, Refs, ValidationError,
 )
 
-from ._payloads import reader
 
 __all__ = [
     # seed enums and models
@@ -451,7 +450,7 @@ braidlog.declare("trust_boundary_set", TrustBoundarySet, owner="decisions")
 KINDS = frozenset({"decision_recorded", "decision_used", "proposal_drafted", "proposal_accepted",
                    "proposal_rejected", "proposal_falsified", "trust_boundary_set"})
 #: kind -> read(delta): its payload as the kind's Struct, as braidlog.typed gives it
-_READ = {kind: reader(braidlog.REGISTRY[kind]) for kind in KINDS}
+_READ = {kind: braidlog.REGISTRY[kind].reader() for kind in KINDS}
 
 
 # ------------------------------------------------------------------------------------- state

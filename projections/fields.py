@@ -25,7 +25,6 @@ from msgspec import Meta, Struct
 import braidlog
 from braidlog import Context, Decider, GenericDelta, Rejected, ValidationError
 
-from ._payloads import reader
 
 __all__ = [
     "FIELD_TYPES", "REVISION_PROVENANCES", "DEFAULT_MAX_FIELD_HISTORY", "DEFAULT_FIELD_SALIENCE",
@@ -124,7 +123,7 @@ braidlog.declare("topic_restored", TopicRestored, owner="fields", refers=_refers
 
 KINDS = frozenset({"field_revised", "field_salience_bumped", "topic_archived", "topic_restored"})
 #: kind -> read(delta): its payload as the kind's Struct, as braidlog.typed gives it
-_READ = {kind: reader(braidlog.REGISTRY[kind]) for kind in KINDS}
+_READ = {kind: braidlog.REGISTRY[kind].reader() for kind in KINDS}
 
 
 # ---------------------------------------------------------------------------------------- state

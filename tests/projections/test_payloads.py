@@ -1,4 +1,4 @@
-"""projections._payloads.reader: a fold's payload read equals braidlog.typed, faster."""
+"""KindSpec.reader: a fold's payload read equals braidlog.typed, faster."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from braidlog import GenericDelta, Provenance, Registry
 from projections import beads as B
 from projections import decisions as D
 from projections import fields as F
-from projections._payloads import reader
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -35,7 +34,7 @@ VERSIONED = {"bead_id": "bead-1", "bead_version_id": "bead-1-v1", "bead_type": "
     ("decision_recorded", RECORDED), ("field_revised", REVISED), ("bead_version", VERSIONED),
 ])
 def test_reader_equals_typed_with_and_without_a_version_key(kind, payload):
-    read = reader(braidlog.REGISTRY[kind])
+    read = braidlog.REGISTRY[kind].reader()
     for p in (payload, {**payload, "_v": 1}):
         d = _delta(kind, p)
         assert read(d) == braidlog.typed(d)
@@ -50,7 +49,7 @@ def test_reader_raises_what_typed_raises_on_a_payload_of_another_schema():
     with pytest.raises(msgspec.ValidationError):
         braidlog.typed(d)
     with pytest.raises(msgspec.ValidationError):
-        reader(braidlog.REGISTRY["decision_recorded"])(d)
+        braidlog.REGISTRY["decision_recorded"].reader()(d)
 
 
 def test_reader_upcasts_a_kind_past_version_1():
@@ -65,7 +64,7 @@ def test_reader_upcasts_a_kind_past_version_1():
     reg.declare("person", V1, owner="test")
     spec = reg.declare("person", V2, owner="test", version=2, previous={1: V1},
                        upcasters={1: lambda b: {"first": b["name"]}})
-    read = reader(spec)
+    read = spec.reader()
     assert read(_delta("person", {"name": "Ada"})) == V2(first="Ada")           # v1, upcast
     assert read(_delta("person", {"first": "Ada", "last": "L", "_v": 2})) == V2("Ada", "L")
 
