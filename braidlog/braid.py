@@ -31,7 +31,7 @@ from .replay import (
     decode_state, encode_state, fold, load_checkpoint, stale_checkpoints, state_at,
     write_checkpoint,
 )
-from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record
+from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, resolve_point
 
 __all__ = ["open", "Braid", "View", "ReadView", "DEFAULT_STORE", "Point"]
 
@@ -267,23 +267,7 @@ class Braid:
     def resolve(self, point: Point) -> int:
         """The seq a point names: a seq, a delta id, or a datetime (the last seq up to which every
         delta has ``ts`` at or before it)."""
-        head = self.log.head().seq
-        if isinstance(point, bool):
-            raise ValidationError("point", "must be a seq, a delta id or a datetime")
-        if isinstance(point, int):
-            if not 0 <= point <= head:
-                raise ValidationError("point", f"seq {point} is outside the log (0..{head})")
-            return point
-        if isinstance(point, datetime):
-            if point.tzinfo is None:
-                raise ValidationError("point", "a datetime must be timezone-aware")
-            return self.log.seq_at(point)
-        if isinstance(point, str):
-            seq = self.log.seq_of(point)
-            if seq is None:
-                raise ValidationError("point", f"no delta with id {point!r}")
-            return seq
-        raise ValidationError("point", f"must be a seq, a delta id or a datetime, not {type(point).__name__}")
+        return resolve_point(self.log, point)
 
     def at(self, point: Point) -> View:
         """A read-only view of the log and every projection as of ``point``."""

@@ -60,7 +60,7 @@ from msgspec import Struct
 from .chain import digest
 from .delta import GenericDelta, Vector, new_id
 from .errors import ValidationError
-from .store import LogStore, Progress
+from .store import LogStore, Progress, resolve_point
 
 __all__ = [
     "Embedder",
@@ -946,23 +946,7 @@ class Recall:
         """The seq an as-of point names (a seq, a delta id or a datetime); None for the head."""
         if point is None:
             return None
-        head = self.store.head().seq
-        if isinstance(point, bool):
-            raise ValidationError("as_of", "must be a seq, a delta id or a datetime")
-        if isinstance(point, (int, np.integer)):
-            if not 0 <= point <= head:
-                raise ValidationError("as_of", f"seq {point} is outside the log (0..{head})")
-            return int(point)
-        if isinstance(point, datetime):
-            if point.tzinfo is None:
-                raise ValidationError("as_of", "a datetime must be timezone-aware")
-            return self.store.seq_at(point)
-        if isinstance(point, str):
-            seq = self.store.seq_of(point)
-            if seq is None:
-                raise ValidationError("as_of", f"no delta with id {point!r}")
-            return seq
-        raise ValidationError("as_of", f"must be a seq, a delta id or a datetime, not {type(point).__name__}")
+        return resolve_point(self.store, point, "as_of")
 
     def search(self, query: Any, k: int = 10, *, as_of: int | str | datetime | None = None,
                braid: str | Iterable[str] | None = None, kinds: str | Iterable[str] | None = None,

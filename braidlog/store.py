@@ -18,6 +18,7 @@ The log's invariants (docs/requirements.md numbers them):
 from __future__ import annotations
 
 import bisect
+import numbers
 import threading
 
 import msgspec
@@ -44,6 +45,7 @@ __all__ = [
     "check_batch",
     "stage",
     "ts_micros",
+    "resolve_point",
     "Progress",
 ]
 
@@ -112,6 +114,29 @@ def ts_micros(ts: datetime) -> int:
 def id_key(delta_id: str) -> str:
     """The stored form of a delta id: ULIDs are case-insensitive and stored upper-case."""
     return delta_id.upper()
+
+
+def resolve_point(store: LogStore, point: int | str | datetime, field: str = "point") -> int:
+    """The seq a point names in ``store``: a seq (0 to the head), a delta id, or a timezone-aware
+    datetime (the last seq up to which every delta has ``ts`` at or before it). A bad point is a
+    ValidationError naming ``field``."""
+    head = store.head().seq
+    if isinstance(point, bool):
+        raise ValidationError(field, "must be a seq, a delta id or a datetime")
+    if isinstance(point, numbers.Integral):  # numpy integers too
+        if not 0 <= point <= head:
+            raise ValidationError(field, f"seq {point} is outside the log (0..{head})")
+        return int(point)
+    if isinstance(point, datetime):
+        if point.tzinfo is None:
+            raise ValidationError(field, "a datetime must be timezone-aware")
+        return store.seq_at(point)
+    if isinstance(point, str):
+        seq = store.seq_of(point)
+        if seq is None:
+            raise ValidationError(field, f"no delta with id {point!r}")
+        return seq
+    raise ValidationError(field, f"must be a seq, a delta id or a datetime, not {type(point).__name__}")
 
 
 def hw_of(body: bytes) -> int:
