@@ -12,7 +12,7 @@ and the state is rebuilt from the log. Because a checkpoint equals a fresh fold 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -97,19 +97,20 @@ _EVERY = 0x4000  # how often (in deltas) a fold reports progress
 
 def _fold_one(store: LogStore, p: Projection, state: Any, start: int, stop: int,
               tick: Progress | None) -> Any:
-    """One projection over seqs ``start..stop``: the common case of time travel."""
-    evolve, kinds, positional = p.evolve, p.kinds, p.positional
-    reads = p.reads if (p.refs or p.provenances) else None
-    n = 0
-    for rec in store.scan(start, stop + 1):
-        d = rec.delta
-        if (kinds is None or d.kind in kinds) if reads is None else reads(d):
-            state = evolve(state, d, rec.seq) if positional else evolve(state, d)
-        if tick is not None:
-            n += 1
-            if not n % _EVERY:
-                tick(n)
-    return state
+    """One projection over seqs ``start..stop`` (the common case of time travel): its own
+    ``Projection.fold`` over the records' deltas."""
+    deltas: Iterable[Any] = (rec.delta for rec in store.scan(start, stop + 1))
+    if tick is not None:
+        deltas = _ticking(deltas, tick)
+    return p.fold(deltas, state, seq=start - 1)
+
+
+def _ticking(items: Iterable[Any], tick: Progress) -> Iterator[Any]:
+    """``items``, reporting how many have passed every ``_EVERY``."""
+    for n, item in enumerate(items, 1):
+        yield item
+        if not n % _EVERY:
+            tick(n)
 
 
 def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[Any],
