@@ -274,7 +274,7 @@ def all_projections() -> tuple[list[Projection], list[str]]:
     modules that failed to import (with why)."""
     import pkgutil
 
-    import projections as package
+    import braidlog.projections as package
 
     found: list[Projection] = []
     broken: list[str] = []
@@ -285,9 +285,9 @@ def all_projections() -> tuple[list[Projection], list[str]]:
     seen: set[str] = set()
     for name in names:
         try:
-            module = importlib.import_module(f"projections.{name}")
+            module = importlib.import_module(f"braidlog.projections.{name}")
         except Exception as e:  # a module being written elsewhere must not stop a bench
-            broken.append(f"projections.{name}: {type(e).__name__}: {e}")
+            broken.append(f"braidlog.projections.{name}: {type(e).__name__}: {e}")
             continue
         for p in getattr(module, "PROJECTIONS", ()):
             if p.name not in seen:

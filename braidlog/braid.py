@@ -50,7 +50,7 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
     ``projections`` package; pass ``[]`` for none. ``lazy`` as for ``Braid``.
     """
     if projections is None:
-        from projections import default_projections
+        from braidlog.projections import default_projections
 
         projections = default_projections()
     if path is None:

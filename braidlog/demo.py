@@ -1,7 +1,7 @@
 """``braidlog demo``: a realistic agent session written into a store, then shown.
 
 The core part is a short conversation with a tool call; every shipped projection family adds
-its own scripted piece from ``projections.demos.<family>``.
+its own scripted piece from ``braidlog.projections.demos.<family>``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def core_session(braid_id: str, start: datetime) -> list[GenericDelta]:
     ]
 
 
-#: Scripted pieces from projections.demos, in the order they are written.
+#: Scripted pieces from braidlog.projections.demos, in the order they are written.
 PIECES = ("braid", "episodes", "decisions", "fields", "memories", "recall")
 
 
@@ -59,7 +59,7 @@ def run_demo(path: str) -> tuple[str, int, list[str]]:
         offset = timedelta(minutes=5)
         for piece in PIECES:
             try:
-                module = importlib.import_module(f"projections.demos.{piece}")
+                module = importlib.import_module(f"braidlog.projections.demos.{piece}")
             except ModuleNotFoundError:
                 continue
             lines.extend(module.write(braid, start + offset, braid_id=braid_id))

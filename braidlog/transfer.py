@@ -623,7 +623,7 @@ def _manifest(backup_dir: Path) -> dict[str, Any] | None:
 
 def _default_projections() -> list[Projection]:
     try:
-        from projections import default_projections
+        from braidlog.projections import default_projections
     except ImportError:
         return []
     return default_projections()

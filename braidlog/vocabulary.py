@@ -3,7 +3,7 @@
 ``tick``, ``message``, ``observation``, ``tool_call``, ``tool_result`` and ``microagent`` are
 declared here. ``knot_lifecycle``, ``bead_ref``, ``bead_write``, ``bead_version``, ``hypothesis``
 and ``trust`` are declared open (any JSON object) until the projection that owns them claims
-them with its schema (projections.beads, projections.knots, projections.trust).
+them with its schema (braidlog.projections.beads, braidlog.projections.knots, braidlog.projections.trust).
 """
 
 from __future__ import annotations

@@ -17,6 +17,6 @@ def default_projections() -> list:
     """Every projection of every shipped family (importing each module declares its kinds)."""
     out = []
     for family in FAMILIES:
-        module = importlib.import_module(f"projections.{family}")
+        module = importlib.import_module(f"braidlog.projections.{family}")
         out.extend(module.PROJECTIONS)
     return out

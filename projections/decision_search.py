@@ -14,7 +14,7 @@ The modes are the seed's (``SearchDecisionsRequest.mode``):
 Relevance is the cosine of the query and a record's target, title and rationale under an
 embedder (the offline ``HashingEmbedder`` by default, so search works with no model). Records
 below ``min_relevance`` are left out. The rules of mode, chain and weight live in
-``projections.decisions`` (``search_candidates``, ``resolve_active_head``, ``rank_weight``);
+``braidlog.projections.decisions`` (``search_candidates``, ``resolve_active_head``, ``rank_weight``);
 this module only scores and pages. docs/recall.md has the long form.
 """
 

@@ -379,7 +379,7 @@ class State(Struct):
 # evolve
 
 def _evolve_knot(state: State, d: GenericDelta) -> None:
-    """Knots (projections.knots) tag their knot_lifecycle payloads: KnotOpened, KnotTied …
+    """Knots (braidlog.projections.knots) tag their knot_lifecycle payloads: KnotOpened, KnotTied …
 
     Read as plain JSON so that this fold depends on no other module. As in the knots fold, a
     tie of a knot already tied, or opened in another braid, changes nothing.

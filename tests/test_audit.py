@@ -371,7 +371,7 @@ def real(tmp_path_factory):
     modules = []
     for family in FAMILIES:
         try:
-            modules.append(importlib.import_module(f"projections.{family}"))
+            modules.append(importlib.import_module(f"braidlog.projections.{family}"))
         except ImportError:
             continue
     if not modules:
@@ -382,7 +382,7 @@ def real(tmp_path_factory):
     start, pieces = T0, 0
     for piece in PIECES:
         try:
-            module = importlib.import_module(f"projections.demos.{piece}")
+            module = importlib.import_module(f"braidlog.projections.demos.{piece}")
         except ImportError:
             continue
         names = set(b.projections)

@@ -545,7 +545,7 @@ def test_reading_an_undecodable_record_is_one_error_naming_its_seq(capsys, fille
 @pytest.fixture
 def fields_store(store):
     """A store with core deltas and a fields topic whose owner changes: (store, seqs by step)."""
-    from projections.fields import ReviseField
+    from braidlog.projections.fields import ReviseField
 
     start = T0 + timedelta(hours=1)
     steps: dict[str, int] = {}
@@ -566,7 +566,7 @@ def _owner(states: dict) -> str | None:
 
 def _fresh(store, name: str, seq: int) -> bytes:
     """The encoded state of projection ``name`` folded afresh over deltas 1..seq."""
-    from projections import default_projections
+    from braidlog.projections import default_projections
 
     (p,) = [p for p in default_projections() if p.name == name]
     with LmdbLog(store, create=False, readonly=True) as log:
@@ -601,7 +601,7 @@ def test_state_at_a_seq_an_id_and_a_time(capsys, fields_store):
 
 
 def test_state_json_is_the_fresh_fold_of_every_projection(capsys, fields_store):
-    from projections import default_projections
+    from braidlog.projections import default_projections
 
     store, steps = fields_store
     names = {p.name for p in default_projections()}
@@ -641,7 +641,7 @@ def test_state_bad_point_or_projection_is_one_error(capsys, fields_store, argv, 
 # -- rebuild ----------------------------------------------------------------------------------
 
 def test_rebuild_folds_again_and_checkpoints_at_the_head(capsys, fields_store):
-    from projections import default_projections
+    from braidlog.projections import default_projections
 
     store, _ = fields_store
     with LmdbLog(store) as log:
@@ -661,7 +661,7 @@ def test_rebuild_folds_again_and_checkpoints_at_the_head(capsys, fields_store):
 def _poison_head_checkpoint(store, name: str) -> int:
     """Overwrite ``name``'s checkpoint at the head with its initial state (an intact but stale
     checkpoint, as an evolve changed without a version bump leaves behind); the head seq."""
-    from projections import default_projections
+    from braidlog.projections import default_projections
 
     (p,) = [p for p in default_projections() if p.name == name]
     with LmdbLog(store) as log:

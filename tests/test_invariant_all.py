@@ -26,12 +26,12 @@ from braidlog import CheckpointWarning, LmdbLog
 from braidlog.demo import PIECES, core_session
 from braidlog.replay import Checkpoint, decode_state, encode_state, load_checkpoint
 
-import projections
-from projections import decisions as D
-from projections import episodes as E
-from projections import fields as F
-from projections import memories as M
-from projections import trust as T
+import braidlog.projections as projections
+from braidlog.projections import decisions as D
+from braidlog.projections import episodes as E
+from braidlog.projections import fields as F
+from braidlog.projections import memories as M
+from braidlog.projections import trust as T
 
 from .conftest import random_deltas
 
@@ -76,7 +76,7 @@ def write_demo(braid: braidlog.Braid, start: datetime, rng: random.Random, noise
     offset = timedelta(minutes=5)
     for piece in PIECES:
         _append_noise(braid, rng, noise)
-        module = importlib.import_module(f"projections.demos.{piece}")
+        module = importlib.import_module(f"braidlog.projections.demos.{piece}")
         assert module.write(braid, start + offset, braid_id="braid-demo")
         offset += timedelta(minutes=10)
 
@@ -219,7 +219,7 @@ def copy_of(tmp_path):
 
 def _kinds_read_by_projections() -> set[str]:
     """Every kind a shipped projection owns, and the core kinds every projection may read."""
-    projections.default_projections()  # importing the modules declares their kinds
+    braidlog.projections.default_projections()  # importing the modules declares their kinds
     owners = set(projections.FAMILIES) | {"braid"}
     return {k for k in braidlog.REGISTRY if braidlog.REGISTRY[k].owner in owners}
 
@@ -303,7 +303,7 @@ def _damage(log: LmdbLog, projection, seq: int, how: str) -> str:
 def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_states_stay_right(built, copy_of, how):
     built = copy_of(built)
     name = "episodes"
-    p = next(p for p in projections.default_projections() if p.name == name)
+    p = next(p for p in braidlog.projections.default_projections() if p.name == name)
     c = (built.head // built.every // 2) * built.every  # a checkpoint in the middle of the log
     with LmdbLog(built.path) as log:
         assert c in log.checkpoint_seqs(p.name, p.version)
@@ -327,7 +327,7 @@ def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_states_stay_right(bu
 def test_a_damaged_head_checkpoint_warns_on_open_and_the_live_states_are_rebuilt(built, copy_of):
     built = copy_of(built)
     with LmdbLog(built.path) as log:
-        ps = projections.default_projections()
+        ps = braidlog.projections.default_projections()
         for p in ps:
             _damage(log, p, built.head, "digest")
     with pytest.warns(CheckpointWarning, match=f"at seq {built.head} ignored"):
@@ -381,7 +381,7 @@ def test_what_each_projection_declares_it_reads_loses_nothing(built):
 
     with LmdbLog(built.path, create=False, readonly=True) as log:
         deltas = [r.delta for r in log.scan()]
-    for p in projections.default_projections():
+    for p in braidlog.projections.default_projections():
         every = dataclasses.replace(p, kinds=None, refs=frozenset(), provenances=frozenset())
         assert encode_state(p.fold(deltas)) == encode_state(every.fold(deltas)), p.name
     # and the check can fail: after a dream and a delta citing it (added here, since the random

@@ -197,7 +197,7 @@ def cmd_import(args: Any, out: IO[str]) -> int:
 def _load_kinds() -> None:
     """Declare every shipped kind, so that deltas of projection kinds validate on import."""
     try:
-        from projections import default_projections
+        from braidlog.projections import default_projections
     except ImportError:
         return
     default_projections()

@@ -83,7 +83,7 @@ def _replication() -> Any:
 def _kinds() -> None:
     """Declare every shipped kind, so deltas validate exactly as they did on the writer."""
     try:
-        from projections import default_projections
+        from braidlog.projections import default_projections
     except ImportError:
         return
     default_projections()

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import braidlog
 from braidlog import BeadRef, Provenance, Rejected
 
-from projections import beads, knots, trust
+from braidlog.projections import beads, knots, trust
 
 BRAID = "braid-demo"
 

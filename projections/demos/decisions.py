@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from ulid import ULID
 
 from braidlog import Provenance
-from projections import decisions as D
-from projections.demos import session_braid
+from braidlog.projections import decisions as D
+from braidlog.projections.demos import session_braid
 
 __all__ = ["write"]
 

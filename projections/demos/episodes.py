@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 import braidlog
 from braidlog import BeadRef, Provenance
 
-from projections import beads, knots
-from projections import episodes as E
+from braidlog.projections import beads, knots
+from braidlog.projections import episodes as E
 
 BRAID = "braid-demo"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from projections.demos import session_braid
-from projections.fields import (
+from braidlog.projections.demos import session_braid
+from braidlog.projections.fields import (
     ArchiveTopics, BumpSalience, RestoreTopic, ReviseField, get_field, get_topic, list_topics,
     topic_salience,
 )

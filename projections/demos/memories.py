@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from projections.demos import session_braid
-from projections.memories import (
+from braidlog.projections.demos import session_braid
+from braidlog.projections.memories import (
     AddMemory, BindProfile, Memory, Source, effective_confidence, list_memories,
 )
 

@@ -9,8 +9,8 @@ import pytest
 
 import braidlog
 from braidlog import BeadRef, Context, Provenance, Refs, Rejected, ValidationError
-from projections import beads, knots, trust
-from projections.beads import Reasoning, ReasoningFields, RefBead, WriteBead
+from braidlog.projections import beads, knots, trust
+from braidlog.projections.beads import Reasoning, ReasoningFields, RefBead, WriteBead
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 B = "b1"

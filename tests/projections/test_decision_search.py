@@ -10,9 +10,9 @@ import pytest
 import braidlog
 from braidlog import ValidationError
 from braidlog.recall import HashingEmbedder
-from projections import decisions as D
-from projections.decision_search import search_decisions
-from projections.decisions import (
+from braidlog.projections import decisions as D
+from braidlog.projections.decision_search import search_decisions
+from braidlog.projections.decisions import (
     DraftProposal, ProposalContent, RecordDecision, RejectProposal, SearchResultItem, SupersedeDecision,
 )
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import braidlog
 from braidlog import Context, GenericDelta, Provenance, Refs, Rejected, ValidationError
-from projections import decisions as D
-from projections.decisions import (
+from braidlog.projections import decisions as D
+from braidlog.projections.decisions import (
     AcceptProposal, DecisionPhase as Phase, DecisionVitality as Vit, DraftProposal, FalsifyProposal,
     PatternScope, ProposalContent, ProposalStatus, RecordDecision, RejectProposal, ResolutionIntent,
     SetTrustBoundary, SupersedeDecision, TrustBoundary, UseDecision,
@@ -1077,7 +1077,7 @@ def test_refusals_through_the_store_append_nothing(tmp_path):
 # ----------------------------------------------------------------------------------- demo
 
 def test_demo_piece():
-    from projections.demos import decisions as demo
+    from braidlog.projections.demos import decisions as demo
 
     start = datetime(2026, 3, 1, 9, tzinfo=timezone.utc)
     outputs = []

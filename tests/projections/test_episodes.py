@@ -13,8 +13,8 @@ from ulid import ULID
 
 import braidlog
 from braidlog import BeadRef, Context, Provenance, Rejected, ValidationError
-from projections import beads, knots
-from projections import episodes as E
+from braidlog.projections import beads, knots
+from braidlog.projections import episodes as E
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
 B = "braid-1"
@@ -989,7 +989,7 @@ def test_time_travel_equals_a_fresh_fold_and_survives_reopening(tmp_path):
 
 
 def test_the_demo_proposes_confirms_and_promotes_a_fork(tmp_path):
-    from projections.demos import episodes as demo
+    from braidlog.projections.demos import episodes as demo
 
     with braidlog.open(tmp_path / "demo.lmdb", projections=ALL) as b:
         lines = demo.write(b, T0, braid_id=demo.BRAID)

@@ -13,8 +13,8 @@ import braidlog
 
 from .given import Given as Harness
 from braidlog import Context, Rejected, ValidationError
-from projections import fields as F
-from projections.fields import (
+from braidlog.projections import fields as F
+from braidlog.projections.fields import (
     ArchiveTopic, ArchiveTopics, BumpSalience, RestoreTopic, ReviseField,
 )
 
@@ -491,7 +491,7 @@ def test_time_travel_equals_a_fresh_fold_at_every_seq(tmp_path):
 
 
 def test_the_demo_piece_writes_a_field_with_history(tmp_path):
-    from projections.demos import fields as demo
+    from braidlog.projections.demos import fields as demo
 
     with braidlog.open(tmp_path / "store", projections=F.PROJECTIONS) as b:
         lines = demo.write(b, T0)
@@ -508,7 +508,7 @@ def test_the_demo_piece_writes_a_field_with_history(tmp_path):
 
 
 def test_the_demo_piece_can_run_twice_into_one_store(tmp_path):
-    from projections.demos import fields as demo
+    from braidlog.projections.demos import fields as demo
 
     with braidlog.open(tmp_path / "store", projections=F.PROJECTIONS) as b:
         demo.write(b, T0)

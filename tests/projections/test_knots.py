@@ -9,8 +9,8 @@ import pytest
 
 import braidlog
 from braidlog import BeadRef, Context, Provenance, Rejected, ValidationError
-from projections import beads, knots, trust
-from projections.knots import (
+from braidlog.projections import beads, knots, trust
+from braidlog.projections.knots import (
     BeginSpeak, CallTool, DeltaRange, Metrics, OpenKnot, PlannedTool, Speak, TieKnot,
 )
 
@@ -433,7 +433,7 @@ def test_state_round_trips_and_equals_a_fresh_fold(tmp_path):
 
 
 def test_time_travel_equals_a_fresh_fold_over_the_demo(tmp_path):
-    from projections.demos import braid as demo
+    from braidlog.projections.demos import braid as demo
 
     with braidlog.open(tmp_path / "s", projections=ALL, checkpoint_every=4) as b:
         lines = demo.write(b, datetime(2026, 3, 1, 9, tzinfo=timezone.utc))
@@ -449,7 +449,7 @@ def test_time_travel_equals_a_fresh_fold_over_the_demo(tmp_path):
 
 
 def test_the_demo_is_deterministic_given_start(tmp_path):
-    from projections.demos import braid as demo
+    from braidlog.projections.demos import braid as demo
 
     start = datetime(2026, 3, 1, 9, tzinfo=timezone.utc)
     outs = []

@@ -13,8 +13,8 @@ import braidlog
 
 from .given import Given as Harness
 from braidlog import ConflictError, Context, Rejected, ValidationError
-from projections import memories as M
-from projections.memories import (
+from braidlog.projections import memories as M
+from braidlog.projections.memories import (
     AddMemory, BindProfile, ConflictPolicy, DomainProfile, Memory, Source, TypeSpec, UpdateMemory,
 )
 
@@ -652,7 +652,7 @@ def test_state_round_trips_through_checkpoint_encoding():
 
 
 def test_time_travel_equals_a_fresh_fold_at_every_seq_in_a_log_mixing_families(tmp_path):
-    from projections import fields as F
+    from braidlog.projections import fields as F
 
     g = _every_policy()
     f = [F.PROJECTIONS[0].decide(F.ReviseField(topic_id="user", field="drink", value=v), F.State(),
@@ -676,7 +676,7 @@ def test_time_travel_equals_a_fresh_fold_at_every_seq_in_a_log_mixing_families(t
 
 
 def test_the_demo_piece_writes_typed_memories_under_each_policy(tmp_path):
-    from projections.demos import memories as demo
+    from braidlog.projections.demos import memories as demo
 
     with braidlog.open(tmp_path / "store", projections=M.PROJECTIONS) as b:
         lines = demo.write(b, T0)
@@ -693,7 +693,7 @@ def test_the_demo_piece_writes_typed_memories_under_each_policy(tmp_path):
 
 
 def test_the_demo_piece_can_run_twice_into_one_store(tmp_path):
-    from projections.demos import memories as demo
+    from braidlog.projections.demos import memories as demo
 
     with braidlog.open(tmp_path / "store", projections=M.PROJECTIONS) as b:
         first = demo.write(b, T0)

@@ -10,9 +10,9 @@ from msgspec import Struct
 
 import braidlog
 from braidlog import GenericDelta, Provenance, Registry
-from projections import beads as B
-from projections import decisions as D
-from projections import fields as F
+from braidlog.projections import beads as B
+from braidlog.projections import decisions as D
+from braidlog.projections import fields as F
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -9,8 +9,8 @@ import pytest
 
 import braidlog
 from braidlog import BeadRef, Context, Provenance, Refs, Rejected, ValidationError
-from projections import beads, knots, trust
-from projections.trust import (
+from braidlog.projections import beads, knots, trust
+from braidlog.projections.trust import (
     AssessTrust, DecayPolicy, PromoteHypothesis, ProposeHypothesis, RecordTest, RejectHypothesis,
 )
 
