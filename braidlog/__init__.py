@@ -15,6 +15,7 @@ from .errors import (
     BraidlogError, CheckpointWarning, ConflictError, DecodeError, IntegrityError, NotAcknowledged,
     Rejected, ReplicationError, StaleHead, StaleWriter, StorageError, StoreFullError, ValidationError,
 )
+from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
 from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, declare, typed
 from .lmdb_log import LmdbLog
 from .projection import Context, Decider, Projection
@@ -42,6 +43,7 @@ __all__ = [
     "IntegrityError", "StorageError", "StoreFullError", "CheckpointWarning",
     "ReplicationError", "NotAcknowledged", "StaleWriter",
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
+    "declare_kind", "KindDeclared", "KIND_DECLARED",
     "Projection", "Decider", "Context",
     "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",
     *_RECALL,

@@ -17,7 +17,7 @@ from msgspec import Meta, Struct
 from ulid import ULID
 
 from .errors import DecodeError, ValidationError
-from .kinds import REGISTRY, Registry
+from .kinds import REGISTRY, Registry, unknown_kind
 
 __all__ = [
     "ULID_PATTERN",
@@ -321,8 +321,7 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
                               index=index)
     spec = registry.get(stored.kind)
     if spec is None:
-        raise ValidationError("kind", f"unknown kind {stored.kind!r}; declare it in the registry first",
-                              index=index)
+        raise ValidationError("kind", unknown_kind(stored.kind), index=index)
     try:
         payload, value = spec.checked(stored.payload)
     except ValidationError as e:

@@ -52,6 +52,10 @@ class KindSpec:
     schemas: Mapping[int, type | None]
     upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
     refers: Callable[[Any], Iterable[str]] | None = None
+    #: The seq of the ``kind_declared`` delta that declared the current version in a store's
+    #: log (None: declared in Python), and the JSON Schemas by version it was declared with.
+    declared_at: int | None = None
+    json_schemas: Mapping[int, Mapping[str, Any]] | None = None
     version: int = field(init=False)
     schema: type | None = field(init=False)
 
@@ -163,29 +167,42 @@ class Registry:
                 "version", f"kind {kind!r} at version {version} needs schemas and upcasters for {missing}"
             )
         spec = KindSpec(kind, owner, schemas, dict(upcasters or {}), refers)
-        old = self._specs.get(kind)
+        old = self.get(kind)
         if old is not None and old.owner not in (owner, "braid"):
             raise ValidationError("kind", f"{kind!r} is already owned by {old.owner!r}")
         self._specs[kind] = spec
         return spec
 
     def __getitem__(self, kind: str) -> KindSpec:
-        spec = self._specs.get(kind)
+        spec = self.get(kind)
         if spec is None:
-            raise ValidationError("kind", f"unknown kind {kind!r}; declare it in the registry first")
+            raise ValidationError("kind", unknown_kind(kind))
         return spec
 
     def get(self, kind: str) -> KindSpec | None:
         return self._specs.get(kind)
 
+    def _all(self) -> dict[str, KindSpec]:
+        return self._specs
+
     def __contains__(self, kind: object) -> bool:
-        return kind in self._specs
+        return isinstance(kind, str) and self.get(kind) is not None
 
     def __iter__(self):
-        return iter(sorted(self._specs))
+        return iter(sorted(self._all()))
+
+    def specs(self) -> list[KindSpec]:
+        """Every kind this registry knows, by name."""
+        return [s for _, s in sorted(self._all().items())]
 
     def owned_by(self, owner: str) -> list[str]:
-        return sorted(k for k, s in self._specs.items() if s.owner == owner)
+        return sorted(k for k, s in self._all().items() if s.owner == owner)
+
+
+def unknown_kind(kind: str) -> str:
+    """The rule an unknown kind breaks, with both ways to declare one."""
+    return (f"unknown kind {kind!r}; declare it in the store (braidlog kind add {kind} --schema "
+            "FILE, or Braid.declare_kind) or in Python (braidlog.declare)")
 
 
 REGISTRY = Registry()

@@ -33,6 +33,7 @@ from .chain import GENESIS, HASH_SIZE
 from .chain import link
 from .delta import _decoder
 from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, StoreFullError
+from .kind_schema import store_kinds
 from .kinds import REGISTRY, Registry
 from .store import (
     BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage, ts_micros,
@@ -192,7 +193,7 @@ class LmdbLog(IndexScans):
                  readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
                  registry: Registry = REGISTRY, check_head: bool = True) -> None:
         self.path = Path(path)
-        self.registry = registry
+        self.registry = store_kinds(registry, self)
         self.durable = durable
         self.readonly = readonly
         self._forked = False

@@ -31,6 +31,8 @@ from msgspec import Struct
 from .chain import GENESIS, first_mismatch, link
 from .delta import GenericDelta, referenced_ids, validate_typed
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
+from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
+from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
 
 __all__ = [
@@ -199,13 +201,17 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Chec
     """Validate a batch before any transaction: envelope, payload schema, ids unique in it."""
     checked: list[Checked] = []
     seen: set[str] = set()
+    sync_kinds(registry)
+    kinds = registry  # becomes a batch overlay once the batch declares a kind
     for i, d in enumerate(deltas):
-        stored, data, typed = validate_typed(d, registry, index=i)
+        stored, data, typed = validate_typed(d, kinds, index=i)
+        if stored.kind == KIND_DECLARED:
+            kinds = admit_declaration(kinds, registry, typed, i)
         if stored.id in seen:
             raise ValidationError("id", f"{stored.id} appears twice in the batch", index=i)
         seen.add(stored.id)
         try:
-            refs = referenced_ids(stored, registry, typed)
+            refs = referenced_ids(stored, kinds, typed)
         except msgspec.MsgspecError as e:  # an old payload version whose upcast fails
             raise ValidationError("payload", f"cannot be upcast to the current version of kind "
                                   f"{stored.kind!r} ({e})", index=i) from None
@@ -336,7 +342,7 @@ class MemoryLog(IndexScans):
     """The reference store: everything in lists and dicts, lost when the process ends."""
 
     def __init__(self, registry: Registry = REGISTRY) -> None:
-        self.registry = registry
+        self.registry = store_kinds(registry, self)
         self._records: list[tuple[bytes, bytes, GenericDelta]] = []  # (hash, body, delta)
         self._hw: list[int] = []
         self._ids: dict[str, int] = {}

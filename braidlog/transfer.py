@@ -44,8 +44,10 @@ import msgspec
 from msgspec import Struct
 
 from .chain import GENESIS, HASH_SIZE, link
-from .delta import GenericDelta, decode, validate
+from .delta import GenericDelta, decode, validate_typed
 from .errors import ConflictError, DecodeError, IntegrityError, StorageError, ValidationError
+from .kind_schema import KIND_DECLARED, admit_declaration
+from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
 from .projection import Projection
 from .replay import Checkpoint, decode_state
@@ -232,6 +234,8 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
     seqs: list[int] = []
     hashes: list[bytes] = []
     prev = GENESIS
+    sync_kinds(registry)
+    kinds = registry
     n = 0
     for n, raw in enumerate(_lines(source), 1):
         text = raw.rstrip("\r\n")
@@ -290,11 +294,14 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
                               f"found {found.hex()}: the record or its hash was edited",
                               seq=seq, expected=expected, found=found)
             prev = found
-        if stored.kind not in registry:
-            raise _refuse(n, f"kind {stored.kind!r} is not declared; declare it (import the module "
-                          "that owns it) before importing", integrity=False)
+        if stored.kind not in kinds:
+            raise _refuse(n, f"kind {stored.kind!r} is not declared, neither in the export nor in "
+                          "this process; import the Python module that declares it first",
+                          integrity=False)
         try:
-            checked, data = validate(stored, registry)
+            checked, data, typed = validate_typed(stored, kinds)
+            if checked.kind == KIND_DECLARED:  # the kinds it declares hold for the lines after it
+                kinds = admit_declaration(kinds, registry, typed, len(deltas))
         except ValidationError as e:
             raise _refuse(n, f"delta {stored.id} is refused by this braidlog's rules ({e})",
                           integrity=False) from None

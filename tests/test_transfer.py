@@ -290,8 +290,9 @@ def test_unknown_kinds_are_refused_with_the_remedy(tmp_path):
     text = exported(store)
     registry = braidlog.Registry()
     target = MemoryLog(registry)
-    refuse(target, text, r"line 2: kind 'transfer_test_private' is not declared; declare it \(import the "
-           r"module that owns it\) before importing; nothing was imported")
+    refuse(target, text, r"line 2: kind 'transfer_test_private' is not declared, neither in the "
+           r"export nor in this process; import the Python module that declares it first; "
+           r"nothing was imported")
 
 
 def test_a_refused_import_leaves_a_non_empty_target_unchanged(source, tmp_path):

@@ -1,0 +1,89 @@
+"""``braidlog kind``: declare a kind in the store's log, and list the kinds a store knows."""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+from ..errors import ValidationError
+from ..kind_schema import declare_kind
+from .util import open_store, store_path, write_json
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("kind", help="declare your own kinds in the store; list the kinds it knows",
+                       description="Kinds declared in the store are part of its log: covered by "
+                       "the chain, exported, shipped to replicas, and known to every process "
+                       "that opens the store.")
+    kinds = p.add_subparsers(dest="kind_command", metavar="ACTION", required=True)
+
+    a = kinds.add_parser("add", help="declare a kind (or its next version) with a JSON Schema",
+                         description="Append a kind_declared delta holding the payload's JSON "
+                         "Schema (the object subset: typed properties, required, enums, nested "
+                         "objects and arrays, string and number bounds). A new version of a kind "
+                         "may only add optional properties.")
+    a.add_argument("name", help="the kind's name (letters, digits, '_' or '.')")
+    a.add_argument("--schema", required=True, metavar="FILE",
+                   help="a JSON Schema file for the payload ('-' reads standard input)")
+    a.add_argument("--owner", default="app", help="who owns the kind (default: app)")
+    a.add_argument("--version", type=int, default=None,
+                   help="the version declared (default: the next one, 1 for a new kind)")
+    a.add_argument("--description", default="", help="a line saying what the kind records")
+    a.add_argument("--braid", default="kinds", help="the braid the declaration goes in (default: kinds)")
+    a.add_argument("--json", action="store_true", help="as JSON")
+    a.set_defaults(handler=cmd_add)
+
+    ls = kinds.add_parser("list", help="every kind the store knows, with owner and versions")
+    ls.add_argument("--json", action="store_true", help="as JSON")
+    ls.set_defaults(handler=cmd_list)
+
+
+def _schema(path: str) -> Any:
+    import sys
+
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise ValidationError("--schema", f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ValidationError("--schema", f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValidationError("--schema", f"{path} is not JSON: {e.msg} at line {e.lineno} "
+                              f"column {e.colno}") from None
+
+
+def cmd_add(args: Any, out: IO[str]) -> int:
+    schema = _schema(args.schema)
+    from ..lmdb_log import LmdbLog
+
+    with LmdbLog(store_path(args)) as log:
+        seq = declare_kind(log, args.name, schema, owner=args.owner, version=args.version,
+                           description=args.description, braid_id=args.braid)
+        spec = log.registry[args.name]
+    if args.json:
+        write_json(out, {"kind": args.name, "version": spec.version, "owner": spec.owner, "seq": seq})
+    else:
+        out.write(f"declared kind {args.name!r} version {spec.version} (owner {spec.owner}) at seq {seq}\n")
+    return 0
+
+
+def _rows(log: Any) -> list[dict[str, Any]]:
+    return [{"kind": s.kind, "owner": s.owner, "versions": sorted(s.schemas),
+             "declared": "python" if s.declared_at is None else f"store seq {s.declared_at}"}
+            for s in log.registry.specs()]
+
+
+def cmd_list(args: Any, out: IO[str]) -> int:
+    with open_store(args) as log:
+        rows = _rows(log)
+    if args.json:
+        write_json(out, rows)
+        return 0
+    width = max(len(r["kind"]) for r in rows)
+    owners = max(len(r["owner"]) for r in rows)
+    for r in rows:
+        versions = ",".join(map(str, r["versions"]))
+        out.write(f"{r['kind']:<{width}}  {r['owner']:<{owners}}  v{versions:<6}  {r['declared']}\n")
+    return 0

@@ -1,0 +1,329 @@
+"""Kinds declared in the log itself: a ``kind_declared`` delta holds a payload's JSON Schema.
+
+A kind declared in Python (``braidlog.declare``) lives in one process; a kind declared in the log
+is part of the history: covered by the chain, exported, shipped to replicas, and known to every
+process that opens the store. Each store's registry learns the declarations from its own log
+(``StoreKinds``), on open and whenever it meets a kind it does not know yet, so a declaration
+appended by another process is seen at the next append.
+
+Rules, checked where the declaration enters (every path: append, batch, CLI, import, replica):
+
+- the name is new (no kind declared in Python or by another owner), or the declaration is the
+  next version (current + 1) of a kind already declared in this log by the same owner;
+- a new version only adds optional properties: every property of the previous version keeps its
+  schema, and the required ones stay the same; a payload of any earlier version is read as is;
+- the schema is the supported subset of JSON Schema (below); anything else is refused by name.
+
+Supported schema subset: ``type`` (``object``, ``string``, ``integer``, ``number``, ``boolean``,
+``null``, ``array``, or a list of them), ``properties``, ``required``, ``additionalProperties``
+(``false`` refuses unknown keys; default: allowed), ``items``, ``enum`` (of strings, integers or
+booleans), ``minLength``, ``maxLength``, ``pattern``, ``minimum``, ``maximum``,
+``exclusiveMinimum``, ``exclusiveMaximum``, ``minItems``, ``maxItems``, and the annotations
+``title``, ``description``, ``$schema``, ``$comment``, ``default``, ``examples``. The top level
+is an ``object``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Annotated, Any, Literal, Union
+
+import msgspec
+
+from .delta import delta as make_delta
+from .errors import ValidationError
+from .kinds import REGISTRY, KindSpec, Registry
+
+__all__ = ["KIND_DECLARED", "KindDeclared", "StoreKinds", "declare_kind", "schema_type",
+           "declaration_spec"]
+
+#: The engine's kind for a declaration; owned by braidlog itself.
+KIND_DECLARED = "kind_declared"
+OWNER = "braidlog"
+
+_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
+                          "null": type(None)}
+_ANNOTATIONS = frozenset({"title", "description", "$schema", "$comment", "default", "examples"})
+_CONSTRAINTS = {"minLength": "min_length", "maxLength": "max_length", "pattern": "pattern",
+                "minimum": "ge", "maximum": "le", "exclusiveMinimum": "gt",
+                "exclusiveMaximum": "lt", "minItems": "min_length", "maxItems": "max_length"}
+_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
+                       *_CONSTRAINTS}) | _ANNOTATIONS
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,63}$")
+
+
+class KindDeclared(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The payload of a ``kind_declared`` delta: a kind, its owner, version and JSON Schema."""
+
+    name: str
+    schema: dict[str, Any]
+    version: int = 1
+    owner: str = "app"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"kind name {self.name!r} must start with a letter and hold only "
+                             "letters, digits, '_' or '.' (at most 64)")
+        if self.version < 1:
+            raise ValueError(f"version must be 1 or more, not {self.version}")
+        if not self.owner.strip():
+            raise ValueError("owner must not be empty")
+        if self.schema.get("type") != "object":
+            raise ValueError('the schema\'s top level must be {"type": "object", ...}')
+        schema_type(self.schema, self.name)  # refuses what the subset does not support
+
+
+def schema_type(schema: Mapping[str, Any], name: str, path: str = "schema") -> Any:
+    """The msgspec type that validates JSON values against ``schema`` (the supported subset).
+
+    Raises ValueError naming the path and the keyword that is not supported."""
+    if not isinstance(schema, Mapping):
+        raise ValueError(f"{path}: must be a JSON object, not {type(schema).__name__}")
+    unknown = sorted(set(schema) - _KEYWORDS)
+    if unknown:
+        raise ValueError(f"{path}: {', '.join(unknown)} not supported (supported: "
+                         f"{', '.join(sorted(_KEYWORDS - _ANNOTATIONS))})")
+    if "enum" in schema:
+        values = schema["enum"]
+        if (not isinstance(values, list) or not values
+                or not all(type(v) in (str, int, bool) for v in values)):
+            raise ValueError(f"{path}.enum: must be a non-empty list of strings, integers or booleans")
+        return Literal[tuple(values)]  # type: ignore[valid-type]
+    kinds = schema.get("type")
+    if kinds is None:
+        return Any
+    if isinstance(kinds, list):
+        if not kinds or not all(isinstance(k, str) for k in kinds):
+            raise ValueError(f"{path}.type: must be a type name or a non-empty list of them")
+        return Union[tuple(_one(schema, k, name, path) for k in kinds)]  # type: ignore[return-value]
+    return _one(schema, kinds, name, path)
+
+
+def _one(schema: Mapping[str, Any], kind: Any, name: str, path: str) -> Any:
+    if kind == "object":
+        props = schema.get("properties", {})
+        required = schema.get("required", [])
+        if not isinstance(props, Mapping) or not isinstance(required, list):
+            raise ValueError(f"{path}: properties must be an object and required a list")
+        missing = [r for r in required if r not in props]
+        if missing:
+            raise ValueError(f"{path}.required: {missing} are not among the properties")
+        extra = schema.get("additionalProperties", True)
+        if extra not in (True, False):
+            raise ValueError(f"{path}.additionalProperties: only true or false are supported")
+        if not props:
+            return dict[str, Any]
+        fields: list[tuple] = []
+        for key, sub in props.items():
+            if not isinstance(key, str) or not key.isidentifier() or key.startswith("_"):
+                raise ValueError(f"{path}.properties: {key!r} must be an identifier not starting with '_'")
+            t = schema_type(sub, name, f"{path}.properties.{key}")
+            fields.append((key, t) if key in required else (key, Union[t, None], None))
+        fields.sort(key=len)  # required fields (no default) first, as Structs need
+        return msgspec.defstruct(f"{name}:{path}", fields, forbid_unknown_fields=not extra)
+    if kind == "array":
+        items = schema.get("items")
+        t = Any if items is None else schema_type(items, name, f"{path}.items")
+        return _constrained(list[t], schema, path, ("minItems", "maxItems"))  # type: ignore[valid-type]
+    if kind in ("string",):
+        return _constrained(str, schema, path, ("minLength", "maxLength", "pattern"))
+    if kind in ("integer", "number"):
+        return _constrained(_TYPES[kind], schema, path,
+                            ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+    if kind in _TYPES:
+        return _TYPES[kind]
+    raise ValueError(f"{path}.type: {kind!r} is not a JSON Schema type "
+                     "(object, array, string, integer, number, boolean, null)")
+
+
+def _constrained(t: Any, schema: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> Any:
+    meta = {_CONSTRAINTS[k]: schema[k] for k in allowed if k in schema}
+    stray = [k for k in _CONSTRAINTS if k in schema and k not in allowed]
+    if stray:
+        raise ValueError(f"{path}: {', '.join(stray)} does not apply to this type")
+    if not meta:
+        return t
+    try:
+        return Annotated[t, msgspec.Meta(**meta)]
+    except (TypeError, ValueError, re.error) as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def declaration_spec(d: KindDeclared, at: int | None,
+                     lookup: Callable[[str], KindSpec | None]) -> KindSpec:
+    """The KindSpec a declaration makes, checked against the kinds ``lookup`` knows.
+
+    Raises ValidationError naming the rule: a kind declared elsewhere, a version out of order,
+    a new version that changes or requires more than the previous one."""
+    old = lookup(d.name)
+    if old is None:
+        if d.version != 1:
+            raise ValidationError("payload.version", f"kind {d.name!r} is not declared yet, so its "
+                                  f"first declaration is version 1, not {d.version}")
+        return _spec(d, {1: d.schema}, at)
+    if old.declared_at is None:
+        raise ValidationError("payload.name", f"kind {d.name!r} is declared in Python by "
+                              f"{old.owner!r}; a store declaration cannot change it")
+    if old.owner != d.owner:
+        raise ValidationError("payload.owner", f"kind {d.name!r} is owned by {old.owner!r}, "
+                              f"not {d.owner!r}")
+    if d.version != old.version + 1:
+        raise ValidationError("payload.version", f"kind {d.name!r} is at version {old.version}; "
+                              f"the next declaration is version {old.version + 1}, not {d.version}")
+    before = old.json_schemas[old.version]
+    _check_additive(before, d.schema, "payload.schema")
+    return _spec(d, {**old.json_schemas, d.version: d.schema}, at)
+
+
+def _check_additive(old: Mapping[str, Any], new: Mapping[str, Any], path: str) -> None:
+    """A new version keeps every property's schema and the required list; it may add optional
+    properties, so a payload valid under the old version is valid under the new one."""
+    changed = {k: v for k, v in old.items() if k not in ("properties", *_ANNOTATIONS)
+               and new.get(k) != v}
+    changed.update({k: None for k in new if k not in old and k not in ("properties", *_ANNOTATIONS)})
+    if changed:
+        raise ValidationError(path, f"a new version may only add optional properties; it changes "
+                              f"{sorted(changed)}")
+    props_old, props_new = old.get("properties", {}), new.get("properties", {})
+    for key, sub in props_old.items():
+        if key not in props_new:
+            raise ValidationError(f"{path}.properties.{key}", "a new version may not drop a property")
+        if props_new[key] != sub:
+            raise ValidationError(f"{path}.properties.{key}", "a new version may not change a "
+                                  "property's schema; add a new property instead")
+
+
+def _identity(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload
+
+
+def _spec(d: KindDeclared, json_schemas: dict[int, dict[str, Any]], at: int | None) -> KindSpec:
+    schemas = {v: schema_type(s, d.name) for v, s in json_schemas.items()}
+    return KindSpec(d.name, d.owner, schemas, {v: _identity for v in range(1, d.version)},
+                    declared_at=at, json_schemas=json_schemas)
+
+
+class StoreKinds(Registry):
+    """A store's registry: the process's kinds (``parent``) plus the kinds declared in its log.
+
+    ``source(after)`` yields ``(seq, KindDeclared)`` for the declarations after seq ``after``;
+    the registry reads them on first use and again whenever it meets a kind it does not know.
+    """
+
+    def __init__(self, parent: Registry, source: Callable[[int], Iterable[tuple[int, Any]]]) -> None:
+        super().__init__()
+        self.parent = parent
+        self._source = source
+        self._seen = 0
+
+    def sync(self) -> None:
+        """Before a batch is checked: once the log declares kinds, look for newer declarations
+        (a new version appended by this or another process). A log without any costs nothing."""
+        if self._specs:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Learn the declarations appended since the last look."""
+        for seq, decl in self._source(self._seen):
+            if seq > self._seen:
+                self._learn(decl, seq)
+                self._seen = seq
+
+    def _learn(self, decl: Any, seq: int) -> None:
+        d = decl if isinstance(decl, KindDeclared) else msgspec.convert(decl, KindDeclared)
+        try:
+            self._specs[d.name] = declaration_spec(d, seq, self._known)
+        except ValidationError:  # a declaration the log holds is a fact: the first one stands
+            pass
+
+    def _known(self, kind: str) -> KindSpec | None:
+        return self._specs.get(kind) or self.parent.get(kind)
+
+    def get(self, kind: str) -> KindSpec | None:
+        spec = self._specs.get(kind) or self.parent.get(kind)
+        if spec is None:
+            self.refresh()
+            spec = self._specs.get(kind)
+        return spec
+
+    def _all(self) -> dict[str, KindSpec]:
+        self.refresh()
+        return {**self.parent._all(), **self._specs}
+
+    def declare(self, kind: str, schema: type | None, **kw: Any) -> KindSpec:
+        """Python declarations go to the process-wide parent registry."""
+        return self.parent.declare(kind, schema, **kw)
+
+    def batch(self) -> BatchKinds:
+        return BatchKinds(self)
+
+
+class BatchKinds(Registry):
+    """The kinds a batch sees: the store's, plus the declarations earlier in the same batch.
+
+    Nothing reaches the store's registry until the batch is committed and read back."""
+
+    def __init__(self, parent: Registry) -> None:
+        super().__init__()
+        self.parent = parent
+
+    def get(self, kind: str) -> KindSpec | None:
+        return self._specs.get(kind) or self.parent.get(kind)
+
+    def _all(self) -> dict[str, KindSpec]:
+        return {**self.parent._all(), **self._specs}
+
+    def admit(self, d: KindDeclared) -> None:
+        self._specs[d.name] = declaration_spec(d, 0, self.get)
+
+
+def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: str = "app",
+                 version: int | None = None, description: str = "", braid_id: str = "kinds",
+                 provenance: str = "system") -> int:
+    """Declare ``name`` in the log of ``target`` (a Braid or a store) with a payload JSON Schema;
+    return the seq of the declaration. ``version`` defaults to the next one (1 for a new kind).
+
+    From then on every process that opens the store validates deltas of ``name`` against it."""
+    registry = getattr(target, "log", target).registry  # a Braid's store, or the store itself
+    if version is None:
+        spec = registry.get(name) if isinstance(name, str) else None
+        version = spec.version + 1 if spec is not None and spec.declared_at is not None else 1
+    payload = {"name": name, "schema": schema, "version": version, "owner": owner}
+    if description:
+        payload["description"] = description
+    seq = target.append(make_delta(braid_id, KIND_DECLARED, payload, provenance=provenance,
+                                   confidence=1.0))
+    sync(registry)
+    return seq
+
+
+def store_kinds(registry: Registry, store: Any) -> StoreKinds:
+    """The registry of ``store``: ``registry``'s kinds plus those declared in the store's log."""
+    if isinstance(registry, StoreKinds):
+        registry = registry.parent
+
+    def source(after: int) -> Iterator[tuple[int, Any]]:
+        for r in store.scan_kind(KIND_DECLARED, start=after + 1):
+            yield r.seq, r.delta.payload
+    return StoreKinds(registry, source)
+
+
+def sync(registry: Registry) -> None:
+    """Bring a store's registry up to its log before a batch is checked against it."""
+    if isinstance(registry, StoreKinds):
+        registry.sync()
+
+
+def admit_declaration(kinds: Registry, base: Registry, decl: Any, index: int) -> Registry:
+    """The registry a batch goes on with after a declaration at ``index`` (checked here)."""
+    batch = kinds if isinstance(kinds, BatchKinds) else BatchKinds(base)
+    try:
+        batch.admit(decl)
+    except ValidationError as e:
+        raise ValidationError(e.field, e.rule, index=index) from None
+    return batch
+
+
+REGISTRY.declare(KIND_DECLARED, KindDeclared, owner=OWNER)
