@@ -215,6 +215,8 @@ class StoreKinds(Registry):
     def __init__(self, parent: Registry, source: Callable[[int], Iterable[tuple[int, Any]]]) -> None:
         super().__init__()
         self.parent = parent
+        # a plain registry's own dict, read directly: get() runs twice per appended delta
+        self._base = parent._specs if type(parent) is Registry else parent
         self._source = source
         self._seen = 0
 
@@ -239,10 +241,10 @@ class StoreKinds(Registry):
             pass
 
     def _known(self, kind: str) -> KindSpec | None:
-        return self._specs.get(kind) or self.parent.get(kind)
+        return self._specs.get(kind) or self._base.get(kind)
 
     def get(self, kind: str) -> KindSpec | None:
-        spec = self._specs.get(kind) or self.parent.get(kind)
+        spec = self._specs.get(kind) or self._base.get(kind)
         if spec is None:
             self.refresh()
             spec = self._specs.get(kind)
