@@ -46,13 +46,11 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
          **store_options: Any) -> Braid:
     """Open (or create) the store at ``path`` and keep ``projections`` live on it.
 
-    ``path=None`` gives an in-memory store. ``projections=None`` loads every projection of the
-    ``projections`` package; pass ``[]`` for none. ``lazy`` as for ``Braid``.
+    ``path=None`` gives an in-memory store. ``projections=None`` finds them (``braidlog.apps``:
+    installed entry points, braidlog's own families among them, and the modules named by
+    ``BRAIDLOG_APP``) and keeps those the store has been used with; pass ``[]`` for none.
+    ``lazy`` as for ``Braid``. The store records the projections it is opened with.
     """
-    if projections is None:
-        from braidlog.projections import default_projections
-
-        projections = default_projections()
     if path is None:
         store: LogStore = MemoryLog(registry)
     else:
@@ -61,6 +59,10 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
         store = LmdbLog(path, durable=durable, readonly=readonly, create=create,
                         registry=registry, **store_options)
     try:
+        if projections is None:
+            from .apps import discover, for_store
+
+            projections, _ = for_store(discover(), store.projections_used())
         return Braid(store, projections, checkpoint_every=checkpoint_every, retries=retries,
                      lazy=lazy)
     except BaseException:
@@ -92,6 +94,8 @@ class Braid:
                 raise ValidationError("projections", f"two projections are named {p.name!r}")
             self._projections[p.name] = p
         self._order = list(self._projections.values())
+        if self._order and not getattr(store, "readonly", False):
+            store.use_projections(self._projections)
         for msg in stale_checkpoints(store, self._order):
             self._notice(msg)
         self._states: list[Any] = []

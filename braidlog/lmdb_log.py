@@ -631,6 +631,23 @@ class LmdbLog(IndexScans):
             return out
         return self._read(fn)
 
+    # -- the projections a store is used with -------------------------------------------------
+    def projections_used(self) -> list[str]:
+        """The names of the projections this store has been opened with, first use first."""
+        raw = self._read(lambda txn: _copy(txn.get(b"projections", db=self._db["meta"])))
+        return [] if raw is None else raw.decode().split("\0")
+
+    def use_projections(self, names: Iterable[str]) -> None:
+        """Record that the store is used with ``names`` (kept with the others, in order)."""
+        new = [n for n in dict.fromkeys(names) if n not in self.projections_used()]
+        if new:
+            def fn(txn):
+                raw = txn.get(b"projections", db=self._db["meta"])
+                have = [] if raw is None else bytes(raw).decode().split("\0")
+                names = have + [n for n in new if n not in have]
+                txn.put(b"projections", "\0".join(names).encode(), db=self._db["meta"])
+            self._write(fn)
+
     # -- operating -----------------------------------------------------------------------------
     def stat(self) -> dict[str, int]:
         """Map size, file size and page facts of the environment."""

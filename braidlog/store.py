@@ -186,6 +186,8 @@ class LogStore(Protocol):
     def checkpoint_seqs(self, name: str, version: int) -> list[int]: ...
     def get_checkpoint(self, name: str, version: int, seq: int) -> bytes | None: ...
     def checkpoint_keys(self) -> list[tuple[str, int, int]]: ...
+    def projections_used(self) -> list[str]: ...
+    def use_projections(self, names: Iterable[str]) -> None: ...
     def close(self) -> None: ...
 
 
@@ -350,6 +352,7 @@ class MemoryLog(IndexScans):
         self._braids: dict[str, BraidHead] = {}
         self._dims: dict[str, int] = {}
         self._checkpoints: dict[tuple[str, int, int], bytes] = {}
+        self._used: list[str] = []  # the projections the store is used with
         self._lock = threading.RLock()  # the single writer
 
     # -- writing -----------------------------------------------------------------------------
@@ -495,6 +498,12 @@ class MemoryLog(IndexScans):
 
     def checkpoint_keys(self) -> list[tuple[str, int, int]]:
         return sorted(self._checkpoints)
+
+    def projections_used(self) -> list[str]:
+        return list(self._used)
+
+    def use_projections(self, names: Iterable[str]) -> None:
+        self._used.extend(n for n in dict.fromkeys(names) if n not in self._used)
 
     def close(self) -> None:
         pass

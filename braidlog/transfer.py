@@ -629,11 +629,9 @@ def _manifest(backup_dir: Path) -> dict[str, Any] | None:
 
 
 def _default_projections() -> list[Projection]:
-    try:
-        from braidlog.projections import default_projections
-    except ImportError:
-        return []
-    return default_projections()
+    from .apps import discover
+
+    return discover()
 
 
 # ------------------------------------------------------------------------------------ stats

@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--store", default=os.environ.get("BRAIDLOG_STORE", "braid.lmdb"),
                         help="the store directory (default: $BRAIDLOG_STORE or ./braid.lmdb)")
+    parser.add_argument("--app", action="append", default=None, metavar="MODULE",
+                        help="an application module whose kinds and PROJECTIONS to load "
+                        "(repeat for more; default: $BRAIDLOG_APP, comma-separated)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in GROUPS + OPTIONAL_GROUPS:
         try:
@@ -42,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     for command in sub.choices.values():  # --store also after the command: braidlog head --store X
         command.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        command.add_argument("--app", action="append", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 

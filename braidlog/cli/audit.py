@@ -12,7 +12,8 @@ from .. import audit, transfer
 from ..errors import StorageError, ValidationError
 from ..lmdb_log import LmdbLog
 from .util import (
-    console, open_for_state, open_store, parse_point, progress_bar, store_path, write_json,
+    console, load_kinds, open_for_state, open_store, parse_point, progress_bar, store_path,
+    write_json,
 )
 
 
@@ -176,7 +177,7 @@ def cmd_import(args: Any, out: IO[str]) -> int:
     source = sys.stdin if args.file == "-" else args.file
     if args.file != "-" and not os.path.exists(args.file):
         raise ValidationError("file", f"no file {args.file}")
-    _load_kinds()
+    load_kinds(args)
     ok = False
     try:
         with LmdbLog(path) as store:
@@ -192,15 +193,6 @@ def cmd_import(args: Any, out: IO[str]) -> int:
                   + (f" ({report.skipped} already present)" if report.skipped else "")
                   + f"; head {report.head}\n")
     return 0
-
-
-def _load_kinds() -> None:
-    """Declare every shipped kind, so that deltas of projection kinds validate on import."""
-    try:
-        from braidlog.projections import default_projections
-    except ImportError:
-        return
-    default_projections()
 
 
 def cmd_backup(args: Any, out: IO[str]) -> int:

@@ -15,8 +15,8 @@ from ..errors import DecodeError, IntegrityError, ValidationError
 from ..lmdb_log import LmdbLog
 from ..store import Head, Record
 from .util import (
-    console, open_for_state, open_store, parse_point, progress_bar, record_json, store_path,
-    summary, to_builtins, write_json,
+    console, holds_nothing, load_kinds, open_for_state, open_store, parse_point, progress_bar,
+    record_json, store_path, summary, to_builtins, write_json,
 )
 
 
@@ -97,6 +97,7 @@ def cmd_append(args: Any, out: IO[str]) -> int:
     deltas, places = parse_deltas(text)
     if not deltas:
         raise ValidationError("input", "no deltas given")
+    load_kinds(args)
     with open_store(args, readonly=False) as store:
         try:
             seqs = store.append_batch(deltas, expected_version=args.expected_version)
@@ -275,10 +276,13 @@ def cmd_state(args: Any, out: IO[str]) -> int:
     try:
         seq = braid.resolve(parse_point(args.at)) if args.at else braid.head().seq
         view = braid.at(seq)
-        names = [args.projection] if args.projection else list(braid.projections)
         if args.projection:
             braid.projection(args.projection)
-        states = {name: view.state(name) for name in names}
+            states = {args.projection: view.state(args.projection)}
+        else:  # only the projections that hold something as of seq
+            states = {name: view.state(name) for name in braid.projections}
+            states = {name: state for name, state in states.items()
+                      if not holds_nothing(braid.projection(name), state)}
         if args.json:
             write_json(out, {"seq": seq, "head": str(view.head()), "states": to_builtins(states)})
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 from typing import IO, Any
@@ -32,10 +33,32 @@ def open_store(args: Any, *, readonly: bool = True, check_head: bool = True) -> 
     return LmdbLog(path, create=False, readonly=readonly, check_head=check_head)
 
 
+def load_kinds(args: Any) -> None:
+    """Declare the kinds of every installed package and of ``--app`` (or $BRAIDLOG_APP)."""
+    from ..apps import load_kinds as load
+
+    load(getattr(args, "app", None))
+
+
 def open_for_state(args: Any, *, readonly: bool = False, lazy: bool = False) -> Braid:
-    """The store with every shipped projection live (caught up on first use if ``lazy``)."""
-    open_store(args).close()
-    return open_braid(store_path(args), create=False, readonly=readonly, lazy=lazy)
+    """The store with the projections it is used with live (caught up on first use if
+    ``lazy``): those installed or named by ``--app`` that the store records. A recorded
+    projection that cannot be found is named on stderr."""
+    from ..apps import APP_ENV, discover, for_store
+
+    with open_store(args) as store:
+        used = store.projections_used()
+    projections, missing = for_store(discover(getattr(args, "app", None)), used)
+    if missing:
+        sys.stderr.write(f"braidlog: note: the store is used with {', '.join(map(repr, missing))}, "
+                         f"not found here; name the application with --app MODULE or {APP_ENV}\n")
+    return open_braid(store_path(args), projections=projections, create=False, readonly=readonly,
+                      lazy=lazy)
+
+
+def holds_nothing(projection: Any, state: Any) -> bool:
+    """Whether ``state`` is the projection's initial state (nothing folded into it counts)."""
+    return msgspec.msgpack.encode(state) == msgspec.msgpack.encode(projection.start())
 
 
 def parse_point(text: str) -> Point:
