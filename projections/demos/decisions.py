@@ -1,4 +1,5 @@
-"""Demo piece: a decision recorded, used, superseded through a ResolutionIntent; a proposal accepted.
+"""Demo piece: a decision recorded, used, superseded through a ResolutionIntent (a competing
+decision named through a target alias conflicts with it); a proposal accepted.
 
 Decision and proposal ids are derived from ``start`` so the piece is deterministic (and a
 second run with the same ``start`` records nothing new: the commands are already done).
@@ -54,10 +55,12 @@ def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
                  f"memory_store ({first.reason})")
     for i, episode in ((1, "episode-setup"), (2, "episode-migrations")):
         run(D.UseDecision(decision_id=pg_id, context=episode, note="schema created"), i, agent)
+    run(D.RegisterTargetAlias(alias="agent_memory", target="memory_store"), 3, human)
     refused = run(D.RecordDecision(
-        title="Use SQLite", target="memory_store", namespace=namespace,
-        rationale="One file next to the agent, nothing to operate."), 3, agent)
-    lines.append(f"decisions: an agent's competing decision was refused: {refused.reason}")
+        title="Use SQLite", target="Agent_Memory", namespace=namespace,
+        rationale="One file next to the agent, nothing to operate."), 4, agent)
+    lines.append(f"decisions: an agent's competing decision on 'Agent_Memory' (an alias of memory_store) "
+                 f"was refused: {refused.reason}")
     intent = D.ResolutionIntent(resolution_type="supersede", target_decision_ids=[pg_id],
                                 rationale="An embedded log removes the server and keeps an audit chain.")
     run(D.RecordDecision(
