@@ -1,40 +1,41 @@
-"""``LmdbLog``: the log in an LMDB environment. The only module that imports ``lmdb``.
+"""``LmdbLog``: the log in an LMDB environment (lmdb_env.py opens it and runs its transactions).
 
-Hazards, handled here so callers never meet them (docs/operations.md has the long form):
+Hazards, handled here and in lmdb_env.py so callers never meet them (docs/operations.md has the
+long form):
 
-- Every transaction is a ``with`` block and short: scans copy a chunk of records out of a read
-  transaction, close it, then yield, so no buffer outlives its transaction and a paused iterator
-  pins no old pages (long-lived readers make the file grow).
+- Every transaction is short: scans copy a chunk of records out of a read transaction, close it,
+  then yield, so no buffer outlives its transaction and a paused iterator pins no old pages
+  (long-lived readers make the file grow).
 - One writer at a time: LMDB's write lock serialises writer threads and processes; a second
   writer waits for the first to commit. Every write re-reads the head inside its transaction.
-- The map grows by itself: a write that meets MDB_MAP_FULL is aborted, the map doubled, and the
-  write run again; a process that sees another one's growth (MDB_MAP_RESIZED) adopts it.
-  ``set_mapsize`` is only called with no transaction of this process open.
-- An environment must not be used across ``fork``: a store used in a child raises StorageError;
-  open the store again in the child.
+- The map grows by itself, and a process adopts another one's growth (lmdb_env.py).
+- An LmdbLog must not be used across ``fork``: one used in a child raises StorageError; open the
+  store again in the child (which works: see lmdb_env.py).
+- Nothing read through an index is trusted: the record an index entry lands on must hold that
+  key, and the id index is kept twice (by id and by a digest of the id) so that a damaged entry
+  can never let an idempotent retry write a delta a second time.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from itertools import islice
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import lmdb
 import msgspec
 
+from . import lmdb_env
 from .chain import GENESIS, HASH_SIZE
 from .chain import link
 from .delta import _decoder
-from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, StoreFullError
+from .errors import DecodeError, IntegrityError, StorageError
 from .kind_schema import store_kinds
 from .kinds import REGISTRY, Registry
+from .lmdb_env import Env
 from .store import (
     BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage, ts_micros,
     verify_bodies,
@@ -44,7 +45,7 @@ __all__ = ["LmdbLog", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 DEFAULT_MAP_SIZE = 1 << 30
-MAX_MAP_SIZE = 1 << 40
+MAX_MAP_SIZE = lmdb_env.MAX_MAP_SIZE
 CHUNK = 1024
 _U64 = 8
 _DBS = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces")
@@ -60,7 +61,6 @@ _open_stores: weakref.WeakSet[LmdbLog] = weakref.WeakSet()
 def _forked() -> None:
     for store in list(_open_stores):
         store._forked = True
-    _shared.clear()  # the child opens its own environments; the parent's are not touched
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -74,111 +74,39 @@ def from_u64(b: bytes | memoryview) -> int:
     return int.from_bytes(b, "big")
 
 
-class _Gate:
-    """Lets ``set_mapsize`` wait until no transaction of this process is open."""
-
-    def __init__(self) -> None:
-        self._cv = threading.Condition()
-        self._active = 0
-        self._exclusive = False
-        self._local = threading.local()
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        depth = getattr(self._local, "depth", 0)
-        with self._cv:
-            while self._exclusive and not depth:  # a thread already inside never waits: no deadlock
-                self._cv.wait()
-            self._active += 1
-        self._local.depth = depth + 1
-        try:
-            yield
-        finally:
-            self._local.depth = depth
-            with self._cv:
-                self._active -= 1
-                if not self._active:
-                    self._cv.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cv:
-            while self._exclusive:
-                self._cv.wait()
-            self._exclusive = True
-            while self._active:
-                self._cv.wait()
-        try:
-            yield
-        finally:
-            with self._cv:
-                self._exclusive = False
-                self._cv.notify_all()
-
-
-_shared: dict[str, _Shared] = {}
-_shared_lock = threading.Lock()
-
-
-class _Shared:
-    """One LMDB environment per path per process (LMDB forbids opening one twice), shared by
-    every LmdbLog of that path and closed with the last of them."""
-
-    def __init__(self, path: Path, *, readonly: bool, create: bool, durable: bool,
-                 map_size: int) -> None:
-        self.readonly = readonly
-        self.durable = durable
-        self.users = 0
-        self.gate = _Gate()
-        try:
-            self.env = lmdb.open(
-                str(path), map_size=map_size, max_dbs=len(_DBS) + 4, subdir=True,
-                readonly=readonly, create=create and not readonly, sync=True,
-                metasync=durable, lock=True, readahead=False, max_readers=512,
-            )
-        except lmdb.Error as e:
-            raise StorageError(f"cannot open store at {path}: {e}",
-                               hint="check the path and its permissions") from e
-        try:
-            self.db = self._open_dbs(path)
-        except BaseException:
-            self.env.close()
-            raise
-
-    def _open_dbs(self, path: Path) -> dict[str, Any]:
-        env = self.env
-        with env.begin() as txn:
-            names = {bytes(k) for k, _ in txn.cursor()}
-        if not names and self.readonly:
-            raise StorageError(f"{path} is an empty store", hint="run `braidlog init` first")
-        if names and b"meta" not in names:
-            raise StorageError(f"{path} is an LMDB environment but not a braidlog store",
-                               hint="open it with lmdb directly, or give another path")
-        if names:  # an existing store: its format is checked before anything is opened or written
-            with env.begin() as txn:
-                raw = txn.get(b"format", db=env.open_db(b"meta", txn=txn, create=False))
-            version = int(raw) if raw is not None and raw.isdigit() else 0
-            if version > FORMAT_VERSION:
-                raise StorageError(
-                    f"{path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
-                    hint="upgrade braidlog to open it")
-            if version < 1:
-                raise StorageError(f"{path} has no braidlog format version", hint="not a braidlog store")
-        else:
-            version = FORMAT_VERSION
-        db: dict[str, Any] = {}
-        if self.readonly:
-            for name in _DBS:
-                db[name] = env.open_db(name.encode(), create=False, dupsort=name in _DUPS)
-        else:
-            with env.begin(write=True) as txn:
-                for name in _DBS:
-                    db[name] = env.open_db(name.encode(), txn=txn, dupsort=name in _DUPS)
-                if not names:
-                    txn.put(b"format", str(FORMAT_VERSION).encode(), db=db["meta"])
-                    txn.put(b"engine", b"braidlog", db=db["meta"])
-        self.format_version = version
-        return db
+def _open_tables(env: Env) -> None:
+    """Check an environment is a braidlog store of a format this code reads, then open its
+    tables (creating them in a new store). Runs once per environment, before any other use."""
+    path = env.path
+    names = env.read(lambda txn: {bytes(k) for k, _ in txn.cursor()}, buffers=False)
+    if not names and env.readonly:
+        raise StorageError(f"{path} is an empty store", hint="run `braidlog init` first")
+    if names and b"meta" not in names:
+        raise StorageError(f"{path} is an LMDB environment but not a braidlog store",
+                           hint="open it with lmdb directly, or give another path")
+    if names:  # an existing store: its format is checked before anything is opened or written
+        meta = env.open_tables(["meta"], set(), create=False)["meta"]
+        raw = env.read(lambda txn: _copy(txn.get(b"format", db=meta)))
+        version = int(raw) if raw is not None and raw.isdigit() else 0
+        if version > FORMAT_VERSION:
+            raise StorageError(
+                f"{path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
+                hint="upgrade braidlog to open it")
+        if version < 1:
+            raise StorageError(f"{path} has no braidlog format version", hint="not a braidlog store")
+        foreign = sorted(n.decode(errors="replace") for n in names - {t.encode() for t in _DBS})
+        if foreign:
+            raise StorageError(f"{path} is not a braidlog store: it holds {', '.join(foreign)}, "
+                               "which braidlog never writes", hint="give another path")
+    else:
+        version = FORMAT_VERSION
+    env.db = env.open_tables(list(_DBS), _DUPS, create=not env.readonly)
+    if not names and not env.readonly:
+        def stamp(txn):
+            txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
+            txn.put(b"engine", b"braidlog", db=env.db["meta"])
+        env.write(stamp)
+    env.format_version = version
 
 
 class LmdbLog(IndexScans):
@@ -198,21 +126,10 @@ class LmdbLog(IndexScans):
         self.readonly = readonly
         self._forked = False
         self._check_path(create and not readonly)
-        key = os.path.realpath(self.path)
-        with _shared_lock:
-            shared = _shared.get(key)
-            if shared is None:
-                shared = _Shared(self.path, readonly=readonly, create=create, durable=durable,
-                                 map_size=map_size)
-                _shared[key] = shared
-            elif shared.readonly and not readonly:
-                raise StorageError(f"{self.path} is already open read-only in this process",
-                                   hint="close the read-only store first, or open this one read-only")
-
-            shared.users += 1
-        self._key = key
+        shared = lmdb_env.acquire(self.path, readonly=readonly, create=create, durable=durable,
+                                  map_size=map_size, tables=_DBS, init=_open_tables)
         self._shared_env = shared
-        self._env, self._db, self._gate = shared.env, shared.db, shared.gate
+        self._env, self._db = shared.env, shared.db  # the lmdb handles, for tests and tools
         self.format_version = shared.format_version
         _open_stores.add(self)
         if check_head:
@@ -265,52 +182,18 @@ class LmdbLog(IndexScans):
 
     def _read(self, fn: Callable[[Any], T], *, buffers: bool = True) -> T:
         self._alive()
-        while True:
-            try:
-                with self._gate.shared(), self._env.begin(buffers=buffers) as txn:
-                    return fn(txn)
-            except lmdb.MapResizedError:
-                self._adopt_map()
-            except lmdb.Error as e:
-                raise StorageError(f"read failed: {e}", hint="see docs/operations.md") from e
+        return self._shared_env.read(fn, buffers=buffers)
 
     def _write(self, fn: Callable[[Any], T]) -> T:
         self._alive()
         if self.readonly:
             raise StorageError("this store is open read-only", hint="open it without readonly=True")
-        while True:
-            try:
-                with self._gate.shared(), self._env.begin(write=True) as txn:
-                    result = fn(txn)
-                if self.durable and not self._shared_env.durable:
-                    # the environment was opened non-durable by another LmdbLog of this process:
-                    # make this log's commits durable anyway
-                    self._env.sync(True)
-                return result
-            except lmdb.MapFullError:
-                self._grow()
-            except lmdb.MapResizedError:
-                self._adopt_map()
-            except BraidlogError:
-                raise
-            except lmdb.Error as e:
-                raise StorageError(f"write failed: {e}", hint="see docs/operations.md") from e
-
-    def _grow(self) -> None:
-        with self._gate.exclusive():
-            size = self._env.info()["map_size"]
-            if size >= MAX_MAP_SIZE:
-                raise StoreFullError(f"the store reached {size} bytes",
-                                     hint="move it to a larger disk or shard braids over stores")
-            try:
-                self._env.set_mapsize(min(size * 2, MAX_MAP_SIZE))
-            except lmdb.Error as e:
-                raise StoreFullError(f"cannot grow the store map: {e}",
-                                     hint="free disk space or address space") from e
-
-    def _adopt_map(self) -> None:
-        with self._gate.exclusive():
-            self._env.set_mapsize(0)
+        result = self._shared_env.write(fn)
+        if self.durable and not self._shared_env.durable:
+            # the environment was opened non-durable by another LmdbLog of this process: make
+            # this log's commits durable anyway
+            self._shared_env.sync()
+        return result
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, delta, *, expected_version: int | None = None) -> int:
@@ -652,33 +535,18 @@ class LmdbLog(IndexScans):
     def stat(self) -> dict[str, int]:
         """Map size, file size and page facts of the environment."""
         self._alive()
-        info, stat = self._env.info(), self._env.stat()
-        return {"map_size": info["map_size"], "last_pgno": info["last_pgno"],
-                "page_size": stat["psize"],
-                "file_size": (self.path / "data.mdb").stat().st_size}
+        return {**self._shared_env.info(), "file_size": (self.path / "data.mdb").stat().st_size}
 
     def copy(self, dest: str | os.PathLike[str], *, compact: bool = True) -> None:
         """An online, consistent copy of the store into the empty directory ``dest``."""
         self._alive()
         Path(dest).mkdir(parents=True, exist_ok=True)
-        try:
-            # Without a read transaction of ours, LMDB takes the writer mutex for the copy while
-            # holding the GIL, which deadlocks against a write in another thread of this
-            # process. A compacting copy reads from an explicit transaction; a plain one (py-lmdb
-            # allows no transaction there) keeps this process's other threads out meanwhile.
-            if compact:
-                with self._gate.shared(), self._env.begin() as txn:
-                    self._env.copy(str(dest), compact=True, txn=txn)
-            else:
-                with self._gate.exclusive():
-                    self._env.copy(str(dest), compact=False)
-        except lmdb.Error as e:
-            raise StorageError(f"copy to {dest} failed: {e}", hint="dest must be an empty directory") from e
+        self._shared_env.copy(Path(dest), compact=compact)
 
     def sync(self) -> None:
         """Flush everything to disk now (useful with durable=False)."""
         self._alive()
-        self._env.sync(True)
+        self._shared_env.sync()
 
     def close(self) -> None:
         """Release the store; the environment closes with the last LmdbLog of its path."""
@@ -687,13 +555,8 @@ class LmdbLog(IndexScans):
             return
         self._shared_env = None
         _open_stores.discard(self)
-        with _shared_lock:
-            shared.users -= 1
-            if shared.users == 0:
-                if _shared.get(self._key) is shared:
-                    del _shared[self._key]
-                if not self._forked:
-                    shared.env.close()
+        if not self._forked:
+            lmdb_env.release(self.path, shared)
 
     def __enter__(self) -> LmdbLog:
         return self

@@ -1,0 +1,331 @@
+"""The LMDB environment under a store: the only module that imports ``lmdb``.
+
+It opens a store's file (refusing one it cannot map safely), keeps one environment per path per
+process, survives ``fork``, grows the map, runs every transaction with the retries LMDB asks
+for, and turns every ``lmdb`` exception into a braidlog one. ``LmdbLog`` (lmdb_log.py) keeps the
+log's tables on top of it and never sees ``lmdb`` itself.
+
+Hazards, handled here so callers never meet them (docs/operations.md has the long form):
+
+- A file cut short is refused before it is mapped (mapping it and touching a page past its end
+  kills the process with SIGBUS): the size is compared with the last page its meta page names.
+- Every transaction is a ``with`` block run through ``read``/``write``, which retry on
+  MDB_MAP_RESIZED (another process grew the map: adopt its size) and, for writes, on
+  MDB_MAP_FULL (double the map and run the write again). ``set_mapsize`` is only called with no
+  transaction of this process open (the ``_Gate``). The transactions that open the tables run
+  through the same retry.
+- ``fork``: py-lmdb refuses to open an environment that is already open in the process, and a
+  forked child inherits the parent's. After a fork, the child closes the inherited environments
+  that no thread was using at the moment of the fork (closing touches only the child's own copy
+  of the map, its own file descriptors and reader slots of its own pid, none), so the child can
+  open the store again. One that a thread was inside cannot be closed safely (its transaction
+  and reader slot are the parent's): it is left alone for good, and opening that store in the
+  child raises StorageError naming the remedy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from .errors import BraidlogError, IntegrityError, StorageError, StoreFullError
+from .mdb_file import short_file
+
+__all__ = ["Env", "acquire", "release", "MAX_MAP_SIZE"]
+
+MAX_MAP_SIZE = 1 << 40
+MAX_READERS = 512
+
+T = TypeVar("T")
+
+
+class _Gate:
+    """Lets ``set_mapsize`` wait until no transaction of this process is open, and tells a
+    forked child whether one was open when its parent forked."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._active = 0
+        self._exclusive = False
+        self._local = threading.local()
+
+    @property
+    def idle(self) -> bool:
+        """No thread is inside (read without the lock: for a forked child, where the thread that
+        held it may be gone)."""
+        return self._active == 0 and not self._exclusive
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        depth = getattr(self._local, "depth", 0)
+        with self._cv:
+            while self._exclusive and not depth:  # a thread already inside never waits: no deadlock
+                self._cv.wait()
+            self._active += 1
+        self._local.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+            with self._cv:
+                self._active -= 1
+                if not self._active:
+                    self._cv.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cv:
+            while self._exclusive:
+                self._cv.wait()
+            self._exclusive = True
+            while self._active:
+                self._cv.wait()
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._exclusive = False
+                self._cv.notify_all()
+
+
+def _corrupted(e: lmdb.Error) -> bool:
+    return isinstance(e, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.PanicError,
+                          lmdb.InvalidError, lmdb.VersionMismatchError))
+
+
+class Env:
+    """One LMDB environment, shared by every LmdbLog of its path in this process."""
+
+    def __init__(self, path: Path, *, readonly: bool, create: bool, durable: bool, map_size: int,
+                 tables: tuple[str, ...]) -> None:
+        self.path = path
+        self.readonly = readonly
+        self.durable = durable
+        self.users = 0
+        self.forked = False
+        self.gate = _Gate()
+        self.db: dict[str, Any] = {}  # the table handles, set by the opener's ``init``
+        self.format_version = 0
+        data = path / "data.mdb"
+        if data.exists():
+            try:
+                why = short_file(data)
+            except OSError as e:
+                raise StorageError(f"cannot read {data}: {e}", hint="check its permissions") from e
+            if why is not None:
+                raise StorageError(why, hint="restore the store from a backup (`braidlog "
+                                   "restore`); it was not opened, nothing was read or written")
+        for attempt in range(100):
+            try:
+                self.env = lmdb.open(
+                    str(path), map_size=map_size, max_dbs=len(tables) + 4, subdir=True,
+                    readonly=readonly, create=create and not readonly, sync=True,
+                    metasync=durable, lock=True, readahead=False, max_readers=MAX_READERS,
+                    max_spare_txns=0,  # a cached read transaction holds a reader slot across fork
+                )
+                break
+            except lmdb.MapResizedError:
+                # Another process grew the map between LMDB reading the meta page and py-lmdb's
+                # first transaction: open again, at the size that process recorded (0 = adopt).
+                map_size = 0
+            except lmdb.Error as e:
+                raise StorageError(f"cannot open store at {path}: {e}",
+                                   hint="check the path and its permissions") from e
+        else:
+            raise StorageError(f"cannot open store at {path}: its map grew under every one of "
+                               "100 attempts", hint="try again")
+
+    # -- transactions --------------------------------------------------------------------------
+    def read(self, fn: Callable[[Any], T], *, buffers: bool = True) -> T:
+        """``fn(txn)`` in a read transaction, run again if another process grew the map."""
+        while True:
+            try:
+                with self.gate.shared(), self.env.begin(buffers=buffers) as txn:
+                    return fn(txn)
+            except lmdb.MapResizedError:
+                self.adopt_map()
+            except lmdb.Error as e:
+                raise self.error("read", e) from e
+
+    def write(self, fn: Callable[[Any], T]) -> T:
+        """``fn(txn)`` in a write transaction, committed when it returns; run again after
+        growing the map when it is full, or adopting another process's growth."""
+        while True:
+            try:
+                with self.gate.shared(), self.env.begin(write=True) as txn:
+                    return fn(txn)
+            except lmdb.MapFullError:
+                self.grow()
+            except lmdb.MapResizedError:
+                self.adopt_map()
+            except BraidlogError:
+                raise
+            except lmdb.Error as e:
+                raise self.error("write", e) from e
+
+    def error(self, what: str, e: lmdb.Error) -> StorageError | IntegrityError:
+        """The braidlog error for an lmdb one met while doing ``what``."""
+        if _corrupted(e):
+            return IntegrityError(
+                f"{what} failed: the store's file is damaged ({e}); run `braidlog verify` to find "
+                "what is intact, then restore from a backup")
+        return StorageError(f"{what} failed: {e}", hint="see docs/operations.md")
+
+    def grow(self) -> None:
+        with self.gate.exclusive():
+            size = self.env.info()["map_size"]
+            if size >= MAX_MAP_SIZE:
+                raise StoreFullError(f"the store reached {size} bytes",
+                                     hint="move it to a larger disk or shard braids over stores")
+            try:
+                self.env.set_mapsize(min(size * 2, MAX_MAP_SIZE))
+            except lmdb.Error as e:
+                raise StoreFullError(f"cannot grow the store map: {e}",
+                                     hint="free disk space or address space") from e
+
+    def adopt_map(self) -> None:
+        with self.gate.exclusive():
+            self.env.set_mapsize(0)
+
+    def open_tables(self, names: list[str], dups: set[str], *, create: bool) -> dict[str, Any]:
+        """Handles of the named tables (created when ``create``, else they must exist)."""
+        if create:
+            return self.write(lambda txn: {
+                n: self.env.open_db(n.encode(), txn=txn, dupsort=n in dups) for n in names})
+        while True:  # py-lmdb keeps a handle opened in a read transaction only if it opens that
+            try:     # transaction itself: give it none (it commits an empty one, changing nothing)
+                with self.gate.shared():
+                    return {n: self.env.open_db(n.encode(), create=False, dupsort=n in dups)
+                            for n in names}
+            except lmdb.MapResizedError:
+                self.adopt_map()
+            except (lmdb.IncompatibleError, lmdb.NotFoundError) as e:
+                raise StorageError(f"{self.path} is not a braidlog store, or its table list is "
+                                   f"damaged: {e}", hint="give the path of a braidlog store; if "
+                                   "it is one, restore it from a backup") from e
+            except lmdb.Error as e:
+                raise self.error("opening the tables", e) from e
+
+    # -- operating -----------------------------------------------------------------------------
+    def info(self) -> dict[str, int]:
+        with self.gate.shared():
+            info, stat = self.env.info(), self.env.stat()
+        return {"map_size": info["map_size"], "last_pgno": info["last_pgno"],
+                "page_size": stat["psize"]}
+
+    def copy(self, dest: Path, *, compact: bool) -> None:
+        try:
+            # Without a read transaction of ours, LMDB takes the writer mutex for the copy while
+            # holding the GIL, which deadlocks against a write in another thread of this
+            # process. A compacting copy reads from an explicit transaction; a plain one (py-lmdb
+            # allows no transaction there) keeps this process's other threads out meanwhile.
+            if compact:
+                with self.gate.shared(), self.env.begin() as txn:
+                    self.env.copy(str(dest), compact=True, txn=txn)
+            else:
+                with self.gate.exclusive():
+                    self.env.copy(str(dest), compact=False)
+        except lmdb.Error as e:
+            raise StorageError(f"copy to {dest} failed: {e}", hint="dest must be an empty directory") from e
+
+    def sync(self) -> None:
+        with self.gate.shared():
+            self.env.sync(True)
+
+    def tree_findings(self) -> list[str]:
+        """py-lmdb's structural check of every page of the file (each reachable page once, keys
+        in order, counters right, free and used pages covering the file), run under a read
+        transaction so that no page of the snapshot it reads is reused meanwhile."""
+        from lmdb.verify import VerifyError, verify
+
+        with self.gate.shared(), self.env.begin():
+            try:
+                return list(verify(str(self.path)))
+            except VerifyError as e:
+                return [str(e)]
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """A read transaction held open: the pages of the current commit (and of the one before
+        it) are not reused while the file is read directly."""
+        with self.gate.shared(), self.env.begin():
+            yield
+
+    def close(self) -> None:
+        if not self.forked:
+            self.env.close()
+
+
+# -- one environment per path per process -------------------------------------------------------
+_envs: dict[str, Env] = {}
+_lock = threading.Lock()
+_busy_at_fork: set[str] = set()
+_leaked: list[Env] = []
+
+
+def acquire(path: Path, *, readonly: bool, create: bool, durable: bool, map_size: int,
+            tables: tuple[str, ...], init: Callable[[Env], None]) -> Env:
+    """The environment of ``path`` in this process, opened (and ``init`` run on it) if needed."""
+    key = os.path.realpath(path)
+    with _lock:
+        env = _envs.get(key)
+        if env is None:
+            if key in _busy_at_fork:
+                raise StorageError(
+                    f"{path} was in use by another thread of the parent process when it forked, "
+                    "so this child cannot open it (LMDB allows one environment per file in a "
+                    "process, and the inherited one cannot be closed while the parent's "
+                    "transaction is in it)",
+                    hint="fork while no thread is inside a store call (e.g. before starting "
+                    "threads that use it), or use the 'spawn' or 'forkserver' start method")
+            env = Env(path, readonly=readonly, create=create, durable=durable, map_size=map_size,
+                      tables=tables)
+            try:
+                init(env)
+            except BaseException:
+                env.close()
+                raise
+            _envs[key] = env
+        elif env.readonly and not readonly:
+            raise StorageError(f"{path} is already open read-only in this process",
+                               hint="close the read-only store first, or open this one read-only")
+        env.users += 1
+    return env
+
+
+def release(path: Path, env: Env) -> None:
+    """One user fewer; the environment closes with the last."""
+    key = os.path.realpath(path)
+    with _lock:
+        env.users -= 1
+        if env.users == 0:
+            if _envs.get(key) is env:
+                del _envs[key]
+            env.close()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # a thread of the parent may have held it: it is gone here
+    for key, env in list(_envs.items()):
+        env.forked = True
+        if env.gate.idle:
+            env.env.close()
+        else:
+            # Its transaction belongs to a thread that does not exist here: closing the
+            # environment would abort it (clearing the parent's reader slot) or wait forever for
+            # it. Keep it from ever being closed or collected in this process.
+            _busy_at_fork.add(key)
+            _leaked.append(env)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(env.env))
+    _envs.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
