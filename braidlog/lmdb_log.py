@@ -98,9 +98,14 @@ def _open_tables(env: Env) -> None:
         if foreign:
             raise StorageError(f"{path} is not a braidlog store: it holds {', '.join(foreign)}, "
                                "which braidlog never writes", hint="give another path")
+        missing = [t for t in _DBS if t.encode() not in names]
+        if missing:  # never recreated empty: an empty id index would let a retry write twice
+            raise StorageError(f"{path} lacks the table(s) {', '.join(missing)}: the store is "
+                               "damaged, or was not written by braidlog",
+                               hint="restore it from a backup")
     else:
         version = FORMAT_VERSION
-    env.db = env.open_tables(list(_DBS), _DUPS, create=not env.readonly)
+    env.db = env.open_tables(list(_DBS), _DUPS, create=not names and not env.readonly)
     if not names and not env.readonly:
         def stamp(txn):
             txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])

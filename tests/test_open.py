@@ -187,3 +187,15 @@ def test_a_store_with_a_table_braidlog_never_writes_is_refused(lmdb_path):
     env.close()
     with pytest.raises(StorageError, match="holds extra, which braidlog never writes"):
         LmdbLog(lmdb_path)
+
+
+def test_a_store_that_lost_a_table_is_refused_not_given_an_empty_one(lmdb_path):
+    with LmdbLog(lmdb_path) as log:
+        log.append(make_delta(0))
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"ids", txn=txn), delete=True)
+    env.close()
+    for readonly in (False, True):
+        with pytest.raises(StorageError, match="lacks the table"):
+            LmdbLog(lmdb_path, readonly=readonly)
