@@ -106,13 +106,15 @@ def short_file(path: Path) -> str | None:
     fine (LMDB writes a new one there); a file whose meta page names a page past its end is not:
     touching that page would kill the process with SIGBUS."""
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
+        if os.fstat(f.fileno()).st_size == 0:
             return None
         try:
             hdr, m0, m1 = read_metas(f.fileno())
         except FileFinding as e:
-            return f"{path} is {size} bytes and {e}"
+            return f"{path} is {os.fstat(f.fileno()).st_size:,} bytes and {e}"
+        # the size after the meta pages: a writer extends the file before it commits a meta page
+        # naming the new pages, so a store growing meanwhile is never taken for a short one
+        size = os.fstat(f.fileno()).st_size
     bad = [m for m in (m0, m1) if m.magic != MAGIC or m.version != _VERSIONS[hdr]
            or not m.flags & P_META]
     if bad:
