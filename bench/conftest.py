@@ -1,7 +1,7 @@
 """Fixtures of the pytest-benchmark suites: ``pytest bench --benchmark-only``.
 
 The workloads are those of ``braidlog bench`` (``braidlog.bench``). Each bench times one thing;
-none asserts anything about time. Benches that form one of the issues' ratios record their
+none asserts anything about time. Benches that form one of the targets' ratios record their
 rate with the ``rates`` fixture, and the run ends with a summary of those ratios (braidlog over
 its raw baseline, measured in this session), since pytest-benchmark lists figures, not ratios.
 These benches run one after another, not interleaved as ``braidlog bench`` runs them, so on a
@@ -10,8 +10,8 @@ the ratio of the best rounds; trust ``braidlog bench`` for the figures you publi
 
 Sizes: ``BRAIDLOG_BENCH_SIZES`` (comma-separated, default ``10000,100000``; see
 ``braidlog.bench.suite_sizes``) sets the sizes of
-the prebuilt logs of the scan, replay and time-travel benches; ``1000000`` gives the issue-3
-figures. Prebuilt logs live under the session's temp dir, or under ``BRAIDLOG_BENCH_CACHE``
+the prebuilt logs of the scan, replay and time-travel benches; ``1000000`` gives the figures
+the time-travel targets are set for. Prebuilt logs live under the session's temp dir, or under ``BRAIDLOG_BENCH_CACHE``
 when set, where they are kept and reused by later sessions.
 """
 
@@ -29,19 +29,24 @@ from braidlog import LmdbLog, bench, encode
 SEED = int(os.environ.get("BRAIDLOG_BENCH_SEED", "7"))
 CHECKPOINT_EVERY = 5_000
 
-#: (name, numerator bench key, denominator bench key or None, op, bound, unit) of the issues.
+#: (name, numerator bench key, denominator bench key or None, op, bound, unit) named by what they compare.
 RATIOS = [
-    ("batched append vs raw LMDB puts, 1,000/commit (issue 2)",
+    # start-up rates are launches/s: peer rate / braidlog rate is braidlog's time / the peer's
+    ("import braidlog vs lmdb+msgspec+blake3+ulid",
+     "startup:lmdb+msgspec+blake3+ulid import ms", "startup:braidlog import ms", "<=", 1.5),
+    ("braidlog head vs import lmdb+msgspec+blake3+ulid",
+     "startup:lmdb+msgspec+blake3+ulid import ms", "startup:braidlog head ms", "<=", 2),
+    ("batched append vs raw LMDB puts, 1,000/commit",
      "append-1000:braidlog", "append-1000:raw LMDB", ">=", 0.25),
-    ("batched append vs eventsourcing SQLite at 100/save (issue 8)",
+    ("batched append vs eventsourcing SQLite at 100/save",
      "append-1000:braidlog", "append-100:eventsourcing SQLite", ">=", 4),
-    ("single durable appends vs raw LMDB one put per commit (issue 2)",
+    ("single durable appends vs raw LMDB one put per commit",
      "single:braidlog", "single:raw LMDB", ">=", 0.8),
-    ("scan with decode vs raw cursor + msgspec decode (issue 2)",
+    ("scan with decode vs raw cursor + msgspec decode",
      "scan:braidlog", "scan:raw LMDB", ">=", 0.7),
-    ("verify vs raw iteration + blake3 (issue 2)",
+    ("verify vs raw iteration + blake3",
      "verify:braidlog", "verify:raw LMDB", ">=", 0.5),
-    ("replay vs eventsourcing SQLite aggregate read (issue 8)",
+    ("replay vs eventsourcing SQLite aggregate read",
      "replay:braidlog", "replay:eventsourcing SQLite", ">=", 8),
     ("group commit vs direct appends, 8 appenders",
      "concurrent-8:group commit", "concurrent-8:braidlog", ">=", None),

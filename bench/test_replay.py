@@ -50,7 +50,7 @@ def test_replay_every_projection(benchmark, rates, log):
 
 @pytest.mark.parametrize("log", SIZES, indirect=True, ids=[f"size={s}" for s in SIZES])
 def test_catch_up_trivial_fold(benchmark, rates, log):
-    """A live projection that counts deltas catching up from zero (issue 3: >= 300,000/s)."""
+    """A live projection that counts deltas catching up from zero (target: >= 300,000/s)."""
     size = log.head().seq
     braid = Braid(log, [bench.COUNTER], checkpoint_every=NEVER)
     benchmark.group = f"replay-{size}"

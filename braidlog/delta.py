@@ -9,6 +9,8 @@ checked against its kind's schema from the registry.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
@@ -49,21 +51,24 @@ Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 UtcTime = Annotated[datetime, Meta(tz=True)]
 
 MAX_PAYLOAD_DEPTH = 16  # objects and arrays nest at most this deep, the payload itself counting
+#: Levels of a payload the strict decoder checks in C. msgspec has no recursive type aliases, so
+#: the JSON type is spelled out level by level, and its size doubles with each level (16 levels
+#: cost seconds at import). Payloads nested deeper than this, rare, are decoded as plain values
+#: and checked by ``_json_fault``'s walk up to MAX_PAYLOAD_DEPTH.
+FAST_PAYLOAD_DEPTH = 5
 _FLOAT_MAX = 1.7976931348623157e308
 _Finite = Annotated[float, Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)]  # refuses NaN and infinities
 
 
 def _json_value(depth: int) -> Any:
-    """The JSON values nested at most ``depth`` deep, as a type msgspec checks while decoding
-    (msgspec has no recursive aliases, so the depth is spelled out)."""
-    scalar = Union[str, int, _Finite, bool, None]
-    value: Any = scalar
+    """The JSON values nested at most ``depth`` deep, as a type msgspec checks while decoding."""
+    value: Any = Union[str, int, _Finite, bool, None]
     for _ in range(depth):
         value = Union[str, int, _Finite, bool, None, list[value], dict[str, value]]  # type: ignore[valid-type]
     return value
 
 
-JsonObject = dict[str, _json_value(MAX_PAYLOAD_DEPTH - 1)]  # type: ignore[misc]
+JsonObject = dict[str, _json_value(FAST_PAYLOAD_DEPTH - 1)]  # type: ignore[misc]
 
 ProvenanceKind = Literal["user", "assistant", "tool", "perception", "system", "dream"]
 PROVENANCE_KINDS = ("user", "assistant", "tool", "perception", "system", "dream")
@@ -173,11 +178,21 @@ def delta(braid_id: str, kind: str, payload: dict[str, Any] | None = None, *,
     )
 
 
+class _DeepDelta(_StrictDelta, frozen=True, kw_only=True, omit_defaults=True,
+                 forbid_unknown_fields=True, gc=False):
+    """_StrictDelta with the payload decoded as plain values: the second try for a payload nested
+    deeper than FAST_PAYLOAD_DEPTH, which ``_json_fault`` then checks."""
+
+    payload: dict[str, Any]
+
+
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
 _decoder = msgspec.msgpack.Decoder(GenericDelta)
 _strict_decoder = msgspec.msgpack.Decoder(_StrictDelta)
+_deep_decoder = msgspec.msgpack.Decoder(_DeepDelta)
 _json_encoder = msgspec.json.Encoder(order="deterministic")
 _json_decoder = msgspec.json.Decoder(_StrictDelta)
+_deep_json_decoder = msgspec.json.Decoder(_DeepDelta)
 
 
 def encode(d: GenericDelta) -> bytes:
@@ -189,7 +204,7 @@ def decode(data: bytes | memoryview) -> GenericDelta:
     """A delta from canonical bytes; DecodeError if they are not one."""
     try:
         return _decoder.decode(data)
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
         raise DecodeError(f"not a delta: {e}") from None
 
 
@@ -199,17 +214,56 @@ def to_json(d: GenericDelta) -> bytes:
 
 
 def from_json(text: bytes | str, *, index: int | None = None) -> GenericDelta:
-    """A delta from JSON, with every envelope rule checked (not the payload schema)."""
+    """A delta from JSON, with every envelope rule checked (not the payload schema).
+
+    ``index`` is the line number the text came from, named in every error."""
+    line = f"line {index}: " if index is not None else ""
     try:
-        return _decoder.decode(_encoder.encode(_json_decoder.decode(text)))
+        strict = _checked(text, _json_decoder, _deep_json_decoder, index)
+        return _decoder.decode(_encoder.encode(strict))
+    except OverflowError:
+        raise ValidationError("payload", _INT_RULE, index=index) from None
+    except UnicodeEncodeError:  # a str holding a lone surrogate
+        fault = _find(text, "text", _bad_text)
+        raise DecodeError(f"{line}not text: {fault[1] if fault else 'not UTF-8'}") from None
+    except UnicodeDecodeError as e:
+        raise DecodeError(f"{line}not UTF-8: byte {e.object[e.start]:#04x} at offset {e.start} "
+                          "(save the file as UTF-8)") from None
+    except msgspec.DecodeError as e:
+        surrogate = _LONE_SURROGATE_ESCAPE.search(text.encode("utf-8", "replace")
+                                                  if isinstance(text, str) else bytes(text))
+        if surrogate is not None:
+            raise DecodeError(
+                f"{line}not JSON text: the escape {surrogate.group().decode()} at offset "
+                f"{surrogate.start()} is half of a UTF-16 surrogate pair, which is not a character "
+                "(escape the whole pair, or the character itself)") from None
+        raise DecodeError(f"{line}not JSON: {e}") from None
+
+
+def _checked(data: Any, fast: Any, deep: Any, index: int | None) -> _StrictDelta:
+    """``data`` decoded with every envelope and JSON rule checked: by ``fast`` (all in C) for a
+    payload up to FAST_PAYLOAD_DEPTH levels, else by ``deep`` and a walk over the payload."""
+    try:
+        return fast.decode(data)
+    except msgspec.ValidationError as e:
+        if " - at `$.payload" not in str(e):
+            raise _envelope_error(e, index) from None
+    try:
+        checked = deep.decode(data)
     except msgspec.ValidationError as e:
         raise _envelope_error(e, index) from None
-    except OverflowError:
-        raise ValidationError("payload", "integers must fit in 64 bits (-2**63 to 2**64-1); "
-                              "store larger numbers as strings", index=index) from None
-    except msgspec.DecodeError as e:
-        raise DecodeError(f"{'line ' + str(index) + ': ' if index is not None else ''}not JSON: {e}") from None
+    except RecursionError:  # thousands of levels: too deep by far
+        raise ValidationError("payload", _DEPTH_RULE, index=index) from None
+    fault = _find(checked.payload, "payload", _json_fault)
+    if fault is not None:
+        raise ValidationError(*fault, index=index)
+    return checked
 
+
+# A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or the second without the first.
+_LONE_SURROGATE_ESCAPE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 _RULES = {
     "id": "must be a ULID: 26 characters of Crockford base32, e.g. 01ARZ3NDEKTSV4RRFFQ69G5FAV",
@@ -219,6 +273,9 @@ _RULES = {
 _PAYLOAD_RULE = (
     "must be a JSON object: strings, finite numbers, booleans, null, arrays and objects, nested "
     f"at most {MAX_PAYLOAD_DEPTH} deep (store bytes as base64 and times as ISO 8601 strings)")
+_DEPTH_RULE = (f"nests objects and arrays more than {MAX_PAYLOAD_DEPTH} levels deep "
+               "(the payload itself is level 1)")
+_INT_RULE = "integers must fit in 64 bits (-2**63 to 2**64-1); store larger numbers as strings"
 
 
 def _envelope_error(e: msgspec.ValidationError, index: int | None) -> ValidationError:
@@ -226,55 +283,152 @@ def _envelope_error(e: msgspec.ValidationError, index: int | None) -> Validation
     rule, sep, path = text.rpartition(" - at `$.")
     if not sep:
         rule, path = text, "delta"
-        if "unknown field" in text:
-            path = "delta"
     path = path.rstrip("`")
     top = path.split(".")[0].split("[")[0]
     if top in _RULES and "Expected `" in rule and "null" not in rule:
         rule = f"{_RULES[top]} ({rule})"
     elif top == "braid_id" and "length" in rule:
         rule = f"must be a non-empty string of at most {MAX_ID_BYTES} characters ({rule})"
-    elif top == "payload":  # msgspec writes object keys as [...]: validate_typed names the value
+    elif top == "payload":  # msgspec writes object keys as [...]: _json_fault names the value
         path, rule = "payload", f"{_PAYLOAD_RULE} ({rule})"
     elif path.startswith("provenance.kind"):
         rule = f"must be one of {', '.join(PROVENANCE_KINDS)} ({rule})"
     return ValidationError(path, rule, index=index)
 
 
-def _json_fault(value: Any, path: str = "payload", depth: int = 1) -> tuple[str, str] | None:
-    """Where a decoded payload stops being JSON, and why (run only after the strict decode
-    refused it, to name the value; the check itself is the decode)."""
-    if isinstance(value, (dict, list)):
+# -- finding the value that broke a rule ---------------------------------------------------------
+# Errors are rare and a message must name the value, so these walks run only once a fast check
+# (the encoder, the C decoder) has refused a delta. They are iterative: any depth, any cycle.
+
+def _children(value: Any) -> Iterable[tuple[str, Any]] | None:
+    if isinstance(value, dict):
+        return ((f".{k}", v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ((f"[{i}]", v) for i, v in enumerate(value))
+    if isinstance(value, Struct):
+        return ((f".{f}", getattr(value, f)) for f in value.__struct_fields__)
+    return None
+
+
+def _find(root: Any, path: str, bad: Callable[[Any, int], str | None]) -> tuple[str, str] | None:
+    """The first value under ``root`` (depth first, in order) for which ``bad(value, depth)``
+    names a broken rule, as ``(path, rule)``; ``root`` is at depth 1."""
+    stack = [(path, root, 1)]
+    while stack:
+        at, value, depth = stack.pop()
+        rule = bad(value, depth)
+        if rule is not None:
+            return at, rule
+        children = _children(value)
+        if children is not None:
+            stack.extend(reversed([(at + step, v, depth + 1) for step, v in children]))
+    return None
+
+
+def _json_fault(value: Any, depth: int) -> str | None:
+    """Why a decoded payload value is not JSON nested at most MAX_PAYLOAD_DEPTH deep, or None."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return None
+    if t is dict or t is list:
         if depth > MAX_PAYLOAD_DEPTH:
-            return path, (f"nests objects and arrays more than {MAX_PAYLOAD_DEPTH} levels deep "
-                          "(the payload itself is level 1)")
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, v in items:
-            fault = _json_fault(v, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]",
-                                depth + 1)
-            if fault is not None:
-                return fault
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return path, f"must be a finite number (JSON has no {value})"
-    if isinstance(value, (bytes, bytearray)):
-        return path, "must be a JSON value, not bytes (store bytes as a base64 string)"
+            return _DEPTH_RULE
+        return _non_str_key(value, depth) if t is dict else None
+    if t is float:
+        return None if math.isfinite(value) else f"must be a finite number (JSON has no {value})"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "must be a JSON value, not bytes (store bytes as a base64 string)"
     if isinstance(value, datetime):
-        return path, "must be a JSON value, not a datetime (store times as ISO 8601 strings)"
-    if value is None or isinstance(value, (str, int, float, bool)):
+        return "must be a JSON value, not a datetime (store times as ISO 8601 strings)"
+    return f"must be a JSON value, not {_a(t.__name__)}"
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _too_deep(value: Any, depth: int) -> str | None:
+    return _DEPTH_RULE if depth > MAX_PAYLOAD_DEPTH and _children(value) is not None else None
+
+
+def _cycle(root: Any, path: str) -> str | None:
+    """The path of the first value under ``root`` that contains itself, or None."""
+    stack: list[tuple[str, Any, tuple[int, ...]]] = [(path, root, ())]
+    while stack:
+        at, value, above = stack.pop()
+        children = _children(value)
+        if children is None:
+            continue
+        if id(value) in above:
+            return at
+        above = (*above, id(value))
+        stack.extend(reversed([(at + step, v, above) for step, v in children]))
+    return None
+
+
+def _non_str_key(value: Any, depth: int) -> str | None:
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                return f"object keys must be strings, not {type(key).__name__} ({key!r})"
+    return None
+
+
+def _bad_text(value: Any, depth: int) -> str | None:
+    """Why a str (or a dict's key) cannot be stored as text: UTF-8 has no lone surrogates."""
+    texts = (value,) if type(value) is str else value.keys() if isinstance(value, dict) else ()
+    for text in texts:
+        if isinstance(text, str):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                what = "" if text is value else f"key {text!r} "
+                return (f"{what}must be text UTF-8 can encode: {text[e.start]!r} at index "
+                        f"{e.start} is half of a UTF-16 surrogate pair (decode the source "
+                        "without errors='surrogateescape' or 'surrogatepass', or pair it up)")
+    return None
+
+
+def _out_of_range(value: Any, depth: int) -> str | None:
+    if type(value) is int and not -2**63 <= value < 2**64:
+        return _INT_RULE
+    return None
+
+
+def _unsupported(type_name: str) -> Callable[[Any, int], str | None]:
+    def bad(value: Any, depth: int) -> str | None:
+        if type(value).__name__ == type_name and _children(value) is None:
+            return (f"must be a JSON value, not {_a(type_name)} (store bytes as base64 and "
+                    "times as ISO 8601 strings)")
         return None
-    return path, f"must be a JSON value, not a {type(value).__name__}"
+    return bad
 
 
-def _payload_error(data: bytes, e: msgspec.ValidationError, index: int | None) -> ValidationError:
-    try:
-        payload = _decoder.decode(data).payload
-    except msgspec.MsgspecError:  # not even an object: msgspec's message says so
-        return _envelope_error(e, index)
-    fault = _json_fault(payload)
+def _encoding_error(d: GenericDelta, e: Exception, index: int | None) -> ValidationError:
+    """The field and rule behind an encoder error on ``d``."""
+    fault = None
+    if isinstance(e, UnicodeEncodeError):
+        fault = _find(d, "", _bad_text)
+    elif isinstance(e, OverflowError):
+        fault = _find(d, "", _out_of_range)
+    elif isinstance(e, RecursionError):
+        cycle = _cycle(d, "")
+        if cycle is not None:
+            fault = (cycle, "contains itself: a delta must be a tree of values, not a cycle")
+        else:
+            fault = _find(d.payload, "payload", _too_deep) if isinstance(d.payload, dict) else None
+            fault = fault or ("delta", "nests values too deep to encode")
+    else:
+        unsupported = re.search(r"objects of type (\S+) is unsupported", str(e))
+        if unsupported:
+            fault = _find(d, "", _unsupported(unsupported.group(1)))
+        elif "str keys" in str(e):
+            fault = _find(d, "", _non_str_key)
+        fault = fault or ("payload", f"{_PAYLOAD_RULE} ({e})")
     if fault is None:
-        return _envelope_error(e, index)
-    return ValidationError(*fault, index=index)
+        fault = ("delta", str(e))
+    field, rule = fault
+    return ValidationError(field.lstrip("."), rule, index=index)
 
 
 def _plain(s: _StrictDelta) -> GenericDelta:
@@ -304,18 +458,9 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
         raise ValidationError("delta", f"expected a GenericDelta, got {type(d).__name__}", index=index)
     try:
         data = _encoder.encode(d)
-    except OverflowError:
-        raise ValidationError("payload", "integers must fit in 64 bits (-2**63 to 2**64-1); "
-                              "store larger numbers as strings", index=index) from None
-    except (TypeError, msgspec.EncodeError) as e:
-        raise ValidationError("payload", f"{_PAYLOAD_RULE} ({e})", index=index) from None
-    try:
-        strict = _strict_decoder.decode(data)
-    except msgspec.ValidationError as e:
-        if str(e).endswith("`") and " - at `$.payload" in str(e):
-            raise _payload_error(data, e, index) from None
-        raise _envelope_error(e, index) from None
-    stored = _plain(strict)
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as e:
+        raise _encoding_error(d, e, index) from None
+    stored = _plain(_checked(data, _strict_decoder, _deep_decoder, index))
     if stored.ts < EPOCH:
         raise ValidationError("ts", f"must be at or after {EPOCH.isoformat()} (got {stored.ts.isoformat()})",
                               index=index)

@@ -49,7 +49,7 @@ def bad(**changes):
     ({"refs": Refs(beads=(BeadRef("", "used"),))}, "refs.beads[0].bead_id", "length >= 1"),
     ({"refs": Refs(knots=("",))}, "refs.knots[0]", "length >= 1"),
     ({"tags": ("",)}, "tags[0]", "length >= 1"),
-    ({"payload": {"text": object()}}, "payload", "must be a JSON object"),
+    ({"payload": {"text": object()}}, "payload.text", "must be a JSON value, not an object"),
     ({"kind": "observation", "payload": {"text": "t", "data": {"blob": b"\x00"}}},
      "payload.data.blob", "must be a JSON value, not bytes (store bytes as a base64 string)"),
     ({"payload": {"text": b"\x00"}}, "payload.text", "must be a JSON value, not bytes"),
@@ -210,3 +210,56 @@ def test_the_stored_delta_is_what_reading_its_bytes_gives(data, confidence, tz):
     assert stored == read_back and to_json(stored) == to_json(read_back)
     assert type(stored.confidence) is float and stored.ts.utcoffset() == timedelta(0)
     assert decode(data_bytes) == stored
+
+
+def _object_nested(levels, leaf):
+    """A payload of ``levels`` levels (the payload itself is level 1): ``data`` an object, then
+    arrays and objects in turn, ``leaf`` in the deepest."""
+    if levels == 1:
+        return {"text": "t"}
+    value = leaf
+    for j in reversed(range(levels - 1)):
+        value = {"k": value} if j % 2 == 0 else [value, 1]
+    return {"text": "t", "data": value}
+
+
+def _leaf_path(levels):
+    return "payload.data" + "".join(".k" if j % 2 == 0 else "[0]" for j in range(levels - 1))
+
+
+@pytest.mark.parametrize("levels", range(1, 17))
+def test_every_depth_up_to_the_limit_is_stored_alike_on_both_paths(levels):
+    """The first levels are checked by the C decoder, deeper ones by a walk: a payload is
+    accepted, stored and read back the same way whichever checks it, by validate and from_json."""
+    d = bad(kind="observation", payload=_object_nested(levels, "leaf"))
+    stored, data = validate(d)
+    assert decode(data) == stored == decode(encode(d))
+    assert from_json(to_json(d)) == stored
+
+
+@pytest.mark.parametrize("levels", [17, 18, 40, 10_000])
+def test_a_payload_deeper_than_the_limit_is_refused_naming_where(levels):
+    d = bad(kind="observation", payload=_object_nested(levels - 1, [1]))
+    with pytest.raises(ValidationError) as e:
+        validate(d)
+    assert (e.value.field, e.value.rule) == (  # the value at level 17
+        _leaf_path(16), "nests objects and arrays more than 16 levels deep (the payload itself is level 1)")
+    text = to_json(bad(kind="observation", payload={"text": "t", "data": {"k": "LEAF"}}))
+    deep = text.replace(b'"LEAF"', b"[" * levels + b"]" * levels)
+    with pytest.raises(ValidationError, match="more than 16 levels deep"):
+        from_json(deep)
+
+
+@pytest.mark.parametrize("levels", [3, 7, 12])
+@pytest.mark.parametrize("leaf, rule", [
+    (float("nan"), "must be a finite number (JSON has no nan)"),
+    (b"\x00", "must be a JSON value, not bytes (store bytes as a base64 string)"),
+    (T0, "must be a JSON value, not a datetime (store times as ISO 8601 strings)"),
+    ({1: "x"}, "object keys must be strings, not int (1)"),
+])
+def test_a_non_json_value_is_named_at_any_depth(levels, leaf, rule):
+    payload = _object_nested(levels, leaf)
+    path = _leaf_path(levels)
+    with pytest.raises(ValidationError) as e:
+        validate(bad(kind="observation", payload=payload))
+    assert (e.value.field, e.value.rule) == (path, rule)

@@ -23,7 +23,10 @@ GROUPS = ("core",)
 OPTIONAL_GROUPS = ("audit", "kind_cmd", "recall_cmd", "bench_cmd", "replica_cmd")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given ``argv`` whose command is one of the core group's,
+    only that group is loaded (the other groups import audit, transfer, bench and their peers,
+    which would double the start-up of ``braidlog head``)."""
     parser = argparse.ArgumentParser(
         prog="braidlog",
         description="An embedded, append-only, hash-chained event log for agent memory.",
@@ -35,7 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an application module whose kinds and PROJECTIONS to load "
                         "(repeat for more; default: $BRAIDLOG_APP, comma-separated)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    word = _command_word(argv) if argv is not None else None
     for name in GROUPS + OPTIONAL_GROUPS:
+        if word is not None and name not in GROUPS and word in sub.choices:
+            break
         try:
             module = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:
@@ -49,11 +55,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, or None when an option comes first (``--help``)."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--store":
+            next(args, None)
+        elif not arg.startswith("--store="):
+            return None if arg.startswith("-") else arg
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     if hasattr(signal, "SIGPIPE"):  # `braidlog log --json | head` ends quietly, as Unix tools do
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args, sys.stdout) or 0)
