@@ -23,7 +23,7 @@ def commands(tmp_path_factory):
 
 
 @pytest.mark.parametrize("key", [(bench.PEER_IMPORT, "import ms"), ("braidlog", "import ms"),
-                                 ("braidlog", "head ms"), ("python", "start")],
+                                 ("braidlog", "head ms"), ("python, importing nothing", "import ms")],
                          ids=["import lmdb+msgspec+blake3+ulid", "import braidlog", "braidlog head",
                               "python -c pass"])
 def test_startup(benchmark, rates, commands, key):
