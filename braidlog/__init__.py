@@ -7,6 +7,7 @@ log into state; ``at(point)`` replays any earlier state exactly.
 from . import vocabulary as _vocabulary  # noqa: F401  (declares the seed's minimum kinds)
 from .braid import DEFAULT_STORE, Braid, ReadView, View, open
 from .chain import GENESIS
+from .command import Command
 from .delta import (
     PROVENANCE_KINDS, BeadRef, GenericDelta, Provenance, Refs, Vector, decode, delta, encode,
     from_json, new_id, to_json, validate,
@@ -44,7 +45,7 @@ __all__ = [
     "ReplicationError", "NotAcknowledged", "StaleWriter",
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
     "declare_kind", "KindDeclared", "KIND_DECLARED",
-    "Projection", "Decider", "Context",
+    "Projection", "Decider", "Context", "Command",
     "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",
     *_RECALL,
     "__version__",

@@ -312,15 +312,18 @@ def _children(value: Any) -> Iterable[tuple[str, Any]] | None:
 
 def _find(root: Any, path: str, bad: Callable[[Any, int], str | None]) -> tuple[str, str] | None:
     """The first value under ``root`` (depth first, in order) for which ``bad(value, depth)``
-    names a broken rule, as ``(path, rule)``; ``root`` is at depth 1."""
+    names a broken rule, as ``(path, rule)``; ``root`` is at depth 1. A container met twice (a
+    cycle, or one value shared by two fields) is looked into once."""
     stack = [(path, root, 1)]
+    seen: set[int] = set()
     while stack:
         at, value, depth = stack.pop()
         rule = bad(value, depth)
         if rule is not None:
             return at, rule
         children = _children(value)
-        if children is not None:
+        if children is not None and id(value) not in seen:
+            seen.add(id(value))
             stack.extend(reversed([(at + step, v, depth + 1) for step, v in children]))
     return None
 

@@ -256,7 +256,7 @@ def _use(state: State, d: GenericDelta, seq: int, bead_id: str, role: str,
 
 # ------------------------------------------------------------------------------------- commands
 
-class WriteBead(Struct, frozen=True, kw_only=True):
+class WriteBead(braidlog.Command, frozen=True, kw_only=True):
     """Create a bead (no such ``bead_id`` yet) or write its next version.
 
     On an update, fields left None keep the active version's value; ``expected_version`` guards
@@ -274,7 +274,7 @@ class WriteBead(Struct, frozen=True, kw_only=True):
     confidence: float | None = None
 
 
-class RefBead(Struct, frozen=True, kw_only=True):
+class RefBead(braidlog.Command, frozen=True, kw_only=True):
     """Record that the current delta stream used a bead; ``ref_id`` makes a retry a no-op."""
 
     bead_id: str

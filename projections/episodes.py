@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from braidlog import Command
 from braidlog import (
     Context,
     Decider,
@@ -526,7 +527,7 @@ def evolve(state: State, d: GenericDelta) -> State:
 # ---------------------------------------------------------------------------------------------
 # Commands
 
-class _Command(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _Command(Command, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
 
 

@@ -223,7 +223,7 @@ evolve = _evolver(DEFAULT_MAX_FIELD_HISTORY)
 
 # ------------------------------------------------------------------------------------- commands
 
-class ReviseField(Struct, frozen=True, kw_only=True):
+class ReviseField(braidlog.Command, frozen=True, kw_only=True):
     """Write a new value to a field; the field and its topic are created on first write.
 
     ``field_type`` defaults to the field's type, or "string" for a new field; a field's type
@@ -241,7 +241,7 @@ class ReviseField(Struct, frozen=True, kw_only=True):
     ref_topic_id: str | None = None
 
 
-class BumpSalience(Struct, frozen=True, kw_only=True):
+class BumpSalience(braidlog.Command, frozen=True, kw_only=True):
     """Move a field's salience by ``by`` (negative to attenuate); the result is clamped."""
 
     topic_id: str
@@ -249,21 +249,21 @@ class BumpSalience(Struct, frozen=True, kw_only=True):
     by: float
 
 
-class ArchiveTopic(Struct, frozen=True, kw_only=True):
+class ArchiveTopic(braidlog.Command, frozen=True, kw_only=True):
     """Archive (forget) one topic."""
 
     topic_id: str
     reason: str | None = None
 
 
-class ArchiveTopics(Struct, frozen=True, kw_only=True):
+class ArchiveTopics(braidlog.Command, frozen=True, kw_only=True):
     """Archive every live topic whose salience is strictly below ``below``."""
 
     below: float
     reason: str | None = None
 
 
-class RestoreTopic(Struct, frozen=True, kw_only=True):
+class RestoreTopic(braidlog.Command, frozen=True, kw_only=True):
     """Bring an archived topic back into queries."""
 
     topic_id: str

@@ -335,7 +335,7 @@ def _lifecycle(state: State, d: GenericDelta, seq: int) -> None:
 
 # ------------------------------------------------------------------------------------- commands
 
-class OpenKnot(Struct, frozen=True, kw_only=True):
+class OpenKnot(braidlog.Command, frozen=True, kw_only=True):
     """Open a knot in its think pass (default episode and inbox watermark when not given)."""
 
     knot_id: str | None = None
@@ -344,13 +344,13 @@ class OpenKnot(Struct, frozen=True, kw_only=True):
     planned_tools: tuple[PlannedTool, ...] = ()
 
 
-class BeginSpeak(Struct, frozen=True, kw_only=True):
+class BeginSpeak(braidlog.Command, frozen=True, kw_only=True):
     """Move an open knot to its speak pass."""
 
     knot_id: str
 
 
-class Speak(Struct, frozen=True, kw_only=True):
+class Speak(braidlog.Command, frozen=True, kw_only=True):
     """Emit the knot's user-facing response (begins the speak pass if needed)."""
 
     knot_id: str
@@ -358,7 +358,7 @@ class Speak(Struct, frozen=True, kw_only=True):
     message_id: str | None = None
 
 
-class CallTool(Struct, frozen=True, kw_only=True):
+class CallTool(braidlog.Command, frozen=True, kw_only=True):
     """Append a tool_call in a knot's think pass; refused in the speak pass."""
 
     knot_id: str
@@ -367,7 +367,7 @@ class CallTool(Struct, frozen=True, kw_only=True):
     call_id: str | None = None
 
 
-class TieKnot(Struct, frozen=True, kw_only=True):
+class TieKnot(braidlog.Command, frozen=True, kw_only=True):
     """Seal a knot. Lists left None default to what the knot collected while open."""
 
     knot_id: str

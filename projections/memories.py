@@ -442,7 +442,7 @@ def evolve(state: State, delta: GenericDelta) -> State:
 
 # ------------------------------------------------------------------------------------- commands
 
-class AddMemory(Struct, frozen=True, kw_only=True):
+class AddMemory(braidlog.Command, frozen=True, kw_only=True):
     """Store a memory; an occupied slot goes through its type's ConflictPolicy.
 
     ``expected_version`` is the version the caller expects of the slot's current record (0 for
@@ -453,7 +453,7 @@ class AddMemory(Struct, frozen=True, kw_only=True):
     expected_version: int | None = None
 
 
-class UpdateMemory(Struct, frozen=True, kw_only=True):
+class UpdateMemory(braidlog.Command, frozen=True, kw_only=True):
     """Change a record's content, confidence, status, tags or (merged) metadata."""
 
     memory_id: str
@@ -465,7 +465,7 @@ class UpdateMemory(Struct, frozen=True, kw_only=True):
     metadata: dict[str, Any] | None = None
 
 
-class BindProfile(Struct, frozen=True, kw_only=True):
+class BindProfile(braidlog.Command, frozen=True, kw_only=True):
     """Make ``workspace`` take its types and policies from the profile named ``profile``."""
 
     workspace: str

@@ -344,7 +344,7 @@ def _evolve_hypothesis(state: State, d: GenericDelta) -> None:
 
 # ------------------------------------------------------------------------------------- commands
 
-class ProposeHypothesis(Struct, frozen=True, kw_only=True):
+class ProposeHypothesis(braidlog.Command, frozen=True, kw_only=True):
     """Propose a hypothesis; ``required_tests`` defaults to the policy's (all three MVP tests)."""
 
     statement: str
@@ -355,7 +355,7 @@ class ProposeHypothesis(Struct, frozen=True, kw_only=True):
     confidence: float | None = None
 
 
-class RecordTest(Struct, frozen=True, kw_only=True):
+class RecordTest(braidlog.Command, frozen=True, kw_only=True):
     """Record one test result of a hypothesis."""
 
     hypothesis_id: str
@@ -369,21 +369,21 @@ class RecordTest(Struct, frozen=True, kw_only=True):
     detail: str | None = None
 
 
-class PromoteHypothesis(Struct, frozen=True, kw_only=True):
+class PromoteHypothesis(braidlog.Command, frozen=True, kw_only=True):
     """Promote a hypothesis whose required tests have all passed."""
 
     hypothesis_id: str
     confidence: float | None = None
 
 
-class RejectHypothesis(Struct, frozen=True, kw_only=True):
+class RejectHypothesis(braidlog.Command, frozen=True, kw_only=True):
     """Reject (falsify or withdraw) a hypothesis."""
 
     hypothesis_id: str
     reason: str
 
 
-class AssessTrust(Struct, frozen=True, kw_only=True):
+class AssessTrust(braidlog.Command, frozen=True, kw_only=True):
     """Set a subject's trust, as the global baseline or (scope="braid") for this braid only."""
 
     subject_id: str

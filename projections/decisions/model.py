@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from braidlog import ValidationError
+from braidlog import Command, ValidationError
 
 __all__ = [
     "DecisionPhase", "DecisionVitality", "PatternScope", "ProposalStatus", "TrustBoundary",
@@ -116,7 +116,7 @@ def _error(e: msgspec.ValidationError) -> ValidationError:
     return ValidationError(field, f"{rule} ({hint})" if hint else rule)
 
 
-class _Model(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _Model(Command, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A seed model or command: fields are checked and coerced on construction, as Pydantic does."""
 
     def __post_init__(self) -> None:
