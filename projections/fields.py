@@ -8,6 +8,12 @@ and ``log_history`` still reach the first. Field salience lives in [0, 10] (clam
 salience is the mean of its fields' (1.0 with none). Salience bumps and archiving are explicit
 commands that append deltas: no read writes.
 
+An unknown ``field_type`` is stored as ``string``, as MemState's TopicField coerces it, and the
+type asked for is kept in the revision (``requested_type``).
+
+Rules: every delta of this projection's kinds obeys the checks in the "rules" section below
+(``check``), run where deltas enter the store and by ``decide`` on what it builds.
+
 Ids: a topic id is the caller's (1..60 characters, no "/"); a field's id is
 ``f"{topic_id}/{field_name}"`` (``field_id``); a revision's id is the id of the delta that
 wrote it, and its ``valid_from`` is that delta's ``ts``.
@@ -29,7 +35,9 @@ from braidlog import Context, Decider, GenericDelta, Rejected, ValidationError
 __all__ = [
     "FIELD_TYPES", "REVISION_PROVENANCES", "DEFAULT_MAX_FIELD_HISTORY", "DEFAULT_FIELD_SALIENCE",
     "MIN_SALIENCE", "MAX_SALIENCE", "EMPTY_TOPIC_SALIENCE",
-    "FieldRevised", "FieldSalienceBumped", "TopicArchived", "TopicRestored",
+    "FieldRevised", "FieldSalienceBumped", "TopicArchived", "TopicRestored", "stored_type",
+    "check", "topic_known", "field_known", "field_type_never_changes", "archived_topic_is_read_only",
+    "value_matches_field_type", "requested_type_is_stored_as_string",
     "Revision", "TopicField", "Topic", "State", "evolve",
     "ReviseField", "BumpSalience", "ArchiveTopic", "ArchiveTopics", "RestoreTopic", "decide",
     "FieldView", "TopicView", "field_id", "split_field_id", "clamp_salience", "check_value",
@@ -53,6 +61,7 @@ TopicId = Annotated[str, Meta(min_length=1, max_length=MAX_TOPIC_ID, pattern="^[
 FieldName = Annotated[str, Meta(min_length=1, max_length=MAX_FIELD_NAME)]
 Note = Annotated[str, Meta(min_length=1)]
 Salience = Annotated[float, Meta(ge=MIN_SALIENCE, le=MAX_SALIENCE)]
+RequestedType = Annotated[str, Meta(min_length=1, max_length=60)]
 
 
 # NOTE: payload class names may be stored; never rename one, add a new one.
@@ -69,6 +78,7 @@ class FieldRevised(Struct, frozen=True, forbid_unknown_fields=True, omit_default
     impact_expected: Note | None = None
     salience: Salience | None = None
     ref_topic_id: TopicId | None = None
+    requested_type: RequestedType | None = None  # the unknown type asked for; field_type is "string"
 
 
 class FieldSalienceBumped(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -137,6 +147,7 @@ class Revision(Struct):
     provenance: str
     why_changed: str | None = None
     impact_expected: str | None = None
+    requested_type: str | None = None  # the field_type asked for when it was not a MemState type
 
 
 # gc=False: a state is a tree (no record refers back to what holds it), so no record can be in
@@ -198,7 +209,7 @@ def _evolver(max_field_history: int):
             # positional, in field order (id, value, valid_from, provenance, why_changed,
             # impact_expected): msgspec takes arguments that way faster than it matches keywords
             f.revisions.append(Revision(delta.id, p.value, delta.ts, p.provenance, p.why_changed,
-                                        p.impact_expected))
+                                        p.impact_expected, p.requested_type))
             f.revision_count += 1
             if len(f.revisions) > max_field_history:
                 del f.revisions[: len(f.revisions) - max_field_history]
@@ -226,8 +237,9 @@ evolve = _evolver(DEFAULT_MAX_FIELD_HISTORY)
 class ReviseField(braidlog.Command, frozen=True, kw_only=True):
     """Write a new value to a field; the field and its topic are created on first write.
 
-    ``field_type`` defaults to the field's type, or "string" for a new field; a field's type
-    never changes. ``salience`` (optional) sets the field's salience, clamped to [0, 10].
+    ``field_type`` defaults to the field's type, or "string" for a new field; a type MemState
+    does not know is stored as "string" and kept as the revision's ``requested_type``. A
+    field's (stored) type never changes. ``salience`` (optional) sets the field's salience, clamped to [0, 10].
     """
 
     topic_id: str
@@ -323,7 +335,8 @@ def check_value(field_type: str, value: Any) -> Any:
     stored as ISO strings; list is a JSON array; json is any JSON value.
     """
     if field_type not in FIELD_TYPES:
-        raise ValidationError("field_type", f"unknown type {field_type!r}; use one of {', '.join(FIELD_TYPES)}")
+        raise ValidationError("field_type", f"unknown type {field_type!r}; use one of {', '.join(FIELD_TYPES)} "
+                                            "(ReviseField stores any other as 'string', see stored_type)")
 
     def wrong(expected: str) -> ValidationError:
         return ValidationError("value", f"must be {expected} for field_type {field_type!r} "
@@ -364,33 +377,130 @@ def check_value(field_type: str, value: Any) -> Any:
     return _json_value(value, "value")
 
 
+def stored_type(field_type: Any) -> tuple[str, str | None]:
+    """``(the type stored, the type requested when it differs)``: a MemState type is stored as
+    asked; any other string is stored as "string" (MemState's test_field_type_coercion) and
+    kept as the requested type."""
+    if not isinstance(field_type, str) or not field_type or len(field_type) > 60:
+        raise ValidationError("field_type", f"must be a type name of 1..60 characters (got {field_type!r}); "
+                                            f"MemState's types are {', '.join(FIELD_TYPES)}")
+    if field_type in FIELD_TYPES:
+        return field_type, None
+    return "string", field_type
+
+
 def _same_json(a: Any, b: Any) -> bool:
     enc = msgspec.json.encode
     return enc(a) == enc(b)
 
 
-def _known_topic(state: State, topic_id: str) -> Topic:
+# ---------------------------------------------------------------------------------------- rules
+# Each rule is one function, named after it; ``check`` runs the rules of a delta's kind against
+# the state of the log it would enter. A refusal's message starts with the rule's name.
+
+def topic_known(state: State, topic_id: str) -> Topic:
+    """A salience bump, an archive or a restore names a topic some revision created."""
     topic = state.topics.get(topic_id)
     if topic is None:
-        raise Rejected(f"unknown topic {topic_id!r}; write a field to create it")
+        raise Rejected(f"topic_known: unknown topic {topic_id!r}; write a field to create it")
     return topic
 
 
+def field_known(state: State, topic_id: str, name: str) -> TopicField:
+    """A salience bump names a field of a known topic."""
+    f = topic_known(state, topic_id).fields.get(name)
+    if f is None:
+        raise Rejected(f"field_known: topic {topic_id!r} has no field {name!r}")
+    return f
+
+
+def field_type_never_changes(state: State, p: FieldRevised) -> None:
+    """A field keeps the (stored) type of its first revision."""
+    topic = state.topics.get(p.topic_id)
+    f = topic.fields.get(p.field) if topic is not None else None
+    if f is not None and f.field_type != p.field_type:
+        raise Rejected(f"field_type_never_changes: field {field_id(p.topic_id, p.field)!r} has type "
+                       f"{f.field_type!r}, not {p.field_type!r}; write another field")
+
+
+def archived_topic_is_read_only(state: State, topic_id: str) -> None:
+    """No revision is written to an archived topic until it is restored."""
+    topic = state.topics.get(topic_id)
+    if topic is not None and topic.archived:
+        raise Rejected(f"archived_topic_is_read_only: topic {topic_id!r} is archived; restore it with "
+                       "RestoreTopic before writing")
+
+
+def value_matches_field_type(p: FieldRevised) -> None:
+    """A revision's value is a value of its field type (seed 003, supported types)."""
+    try:
+        check_value(p.field_type, p.value)
+    except ValidationError as e:
+        raise ValidationError("payload.value", f"value_matches_field_type: {e.rule}") from None
+
+
+def requested_type_is_stored_as_string(p: FieldRevised) -> None:
+    """A requested type is one MemState does not know, and the field is then a string field."""
+    if p.requested_type is None:
+        return
+    if p.requested_type in FIELD_TYPES or p.field_type != "string":
+        raise ValidationError("payload.requested_type",
+                              f"requested_type_is_stored_as_string: {p.requested_type!r} with field_type "
+                              f"{p.field_type!r}; a requested type is kept only when it is not one of "
+                              f"{', '.join(FIELD_TYPES)}, and the field is then stored as 'string'")
+
+
+def _check_revised(state: State, p: FieldRevised) -> None:
+    value_matches_field_type(p)
+    requested_type_is_stored_as_string(p)
+    archived_topic_is_read_only(state, p.topic_id)
+    field_type_never_changes(state, p)
+
+
+_RULES = {
+    "field_revised": _check_revised,
+    "field_salience_bumped": lambda state, p: field_known(state, p.topic_id, p.field),
+    "topic_archived": lambda state, p: topic_known(state, p.topic_id),
+    "topic_restored": lambda state, p: topic_known(state, p.topic_id),
+}
+
+
+def check(state: State, delta: GenericDelta, at: Any = None) -> None:
+    """Every rule of ``delta``'s kind against ``state``; nothing for other kinds. ``at`` (where
+    the delta stands in the log) is the boundary's; no rule here needs it."""
+    rules = _RULES.get(delta.kind)
+    if rules is None:
+        return
+    try:
+        p = _READ[delta.kind](delta)
+    except msgspec.ValidationError as e:  # the engine checks the schema first; a direct call may not
+        raise ValidationError("payload", str(e), where=f"delta {delta.id}") from None
+    rules(state, p)
+
+
+# ------------------------------------------------------------------------------------- decide
+
 def decide(command: Any, state: State, ctx: Context) -> list[GenericDelta]:
-    """The deltas that carry out ``command`` against ``state``; [] when already done."""
+    """The deltas that carry out ``command`` against ``state``; [] when already done. Each obeys
+    ``check`` (the deltas of one command touch different topics, so each is checked on ``state``)."""
+    deltas = _decide(command, state, ctx)
+    for d in deltas:
+        check(state, d)
+    return deltas
+
+
+def _decide(command: Any, state: State, ctx: Context) -> list[GenericDelta]:
     if isinstance(command, ReviseField):
         return _revise(command, state, ctx)
     if isinstance(command, BumpSalience):
         topic_id, name = _check_topic_id(command.topic_id), _check_field_name(command.field)
         by = _check_number(command.by, "by")
-        f = _known_topic(state, topic_id).fields.get(name)
-        if f is None:
-            raise Rejected(f"topic {topic_id!r} has no field {name!r}")
+        f = field_known(state, topic_id, name)
         if clamp_salience(f.salience + by) == f.salience:
             return []
         return [ctx.delta("field_salience_bumped", {"topic_id": topic_id, "field": name, "by": by})]
     if isinstance(command, ArchiveTopic):
-        topic = _known_topic(state, _check_topic_id(command.topic_id))
+        topic = topic_known(state, _check_topic_id(command.topic_id))
         if topic.archived:
             return []
         return [_archived(ctx, topic, None, _check_note(command.reason, "reason"))]
@@ -400,7 +510,7 @@ def decide(command: Any, state: State, ctx: Context) -> list[GenericDelta]:
         return [_archived(ctx, t, below, reason) for t in state.topics.values()
                 if not t.archived and _salience(t) < below]
     if isinstance(command, RestoreTopic):
-        topic = _known_topic(state, _check_topic_id(command.topic_id))
+        topic = topic_known(state, _check_topic_id(command.topic_id))
         if not topic.archived:
             return []
         payload = {"topic_id": topic.topic_id}
@@ -422,27 +532,36 @@ def _revise(c: ReviseField, state: State, ctx: Context) -> list[GenericDelta]:
     ref = None if c.ref_topic_id is None else _check_topic_id(c.ref_topic_id, "ref_topic_id")
     topic = state.topics.get(topic_id)
     f = topic.fields.get(name) if topic is not None else None
-    field_type = c.field_type if c.field_type is not None else (f.field_type if f else "string")
-    value = check_value(field_type, c.value)
-    if topic is not None and topic.archived:
-        raise Rejected(f"topic {topic_id!r} is archived; restore it with RestoreTopic before writing")
-    if f is not None:
-        if field_type != f.field_type:
-            raise Rejected(f"field {field_id(topic_id, name)!r} has type {f.field_type!r}, not "
-                           f"{field_type!r}; a field's type never changes (write another field)")
+    if c.field_type is not None:
+        field_type, requested = stored_type(c.field_type)
+    else:
+        field_type, requested = (f.field_type if f else "string"), None
+    value = _value(field_type, requested, c.value)
+    archived_topic_is_read_only(state, topic_id)
+    if f is not None and field_type == f.field_type:
         cur = f.revisions[-1]
         if (_same_json(cur.value, value) and cur.provenance == c.provenance
                 and cur.why_changed == why and cur.impact_expected == impact
+                and cur.requested_type == requested
                 and (salience is None or salience == f.salience)
                 and (ref is None or ref == f.ref_topic_id)):
             return []
     payload: dict[str, Any] = {"topic_id": topic_id, "field": name, "field_type": field_type,
                                "value": value, "provenance": c.provenance}
     for key, v in (("why_changed", why), ("impact_expected", impact), ("salience", salience),
-                   ("ref_topic_id", ref)):
+                   ("ref_topic_id", ref), ("requested_type", requested)):
         if v is not None:
             payload[key] = v
     return [ctx.delta("field_revised", payload)]
+
+
+def _value(field_type: str, requested: str | None, value: Any) -> Any:
+    """``check_value``, saying so when a requested type was stored as "string"."""
+    if requested is not None and not isinstance(value, str):
+        raise ValidationError("value", f"must be a string: field_type {requested!r} is not a MemState type, "
+                                       f"so the field is stored as 'string' (got {type(value).__name__} "
+                                       f"{value!r}); use one of {', '.join(FIELD_TYPES)} for other values")
+    return check_value(field_type, value)
 
 
 def _archived(ctx: Context, topic: Topic, below: float | None, reason: str | None) -> GenericDelta:
@@ -472,6 +591,7 @@ class FieldView(Struct, frozen=True, kw_only=True):
     impact_expected: str | None
     revision_count: int
     history: tuple[Revision, ...] | None = None
+    requested_type: str | None = None
 
 
 class TopicView(Struct, frozen=True, kw_only=True):
@@ -501,7 +621,7 @@ def _view(topic: Topic, f: TopicField, history: bool, limit: int | None) -> Fiel
         topic_id=topic.topic_id, field=f.name, field_type=f.field_type, salience=f.salience,
         ref_topic_id=f.ref_topic_id, value=cur.value, revision_id=cur.id, valid_from=cur.valid_from,
         provenance=cur.provenance, why_changed=cur.why_changed, impact_expected=cur.impact_expected,
-        revision_count=f.revision_count, history=hist)
+        revision_count=f.revision_count, history=hist, requested_type=cur.requested_type)
 
 
 def _check_limit(limit: int | None) -> None:
@@ -566,7 +686,8 @@ def log_history(log: Any, topic_id: str, field: str, *, stop: int | None = None)
         p = braidlog.typed(d)
         if p.topic_id == topic_id and p.field == field:
             out.append(Revision(id=d.id, value=p.value, valid_from=d.ts, provenance=p.provenance,
-                                why_changed=p.why_changed, impact_expected=p.impact_expected))
+                                why_changed=p.why_changed, impact_expected=p.impact_expected,
+                                requested_type=p.requested_type))
     return out[::-1]
 
 
@@ -578,7 +699,7 @@ def fields_decider(max_field_history: int = DEFAULT_MAX_FIELD_HISTORY, *,
     """
     if isinstance(max_field_history, bool) or not isinstance(max_field_history, int) or max_field_history < 1:
         raise ValidationError("max_field_history", f"must be a positive int (got {max_field_history!r})")
-    return Decider(name=name, version=1, initial=State(),
+    return Decider(name=name, version=2, initial=State(),
                    evolve=evolve if max_field_history == DEFAULT_MAX_FIELD_HISTORY
                    else _evolver(max_field_history),
                    kinds=KINDS, state_type=State, decide=decide)

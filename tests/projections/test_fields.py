@@ -140,12 +140,74 @@ def test_the_type_defaults_to_string_and_later_revisions_keep_the_fields_type():
     assert e.value.field == "value"
 
 
-def test_an_unknown_type_is_refused():
+def test_an_unknown_type_is_stored_as_string_with_the_requested_type_kept():
+    """MemState's TopicField coerces a field_type it does not know to "string"
+    (test_field_type_coercion); the revision keeps the type asked for."""
+    g = Given()
+    (d,) = g.when(revise(value="6f3a-11", field_type="uuid"))
+    assert d.payload == {"topic_id": "atlas", "field": "owner", "field_type": "string",
+                         "value": "6f3a-11", "provenance": "api", "requested_type": "uuid"}
+    view = F.get_field(g.state, "atlas", "owner", history=True)
+    assert (view.field_type, view.requested_type, view.value) == ("string", "uuid", "6f3a-11")
+    assert view.history[0].requested_type == "uuid"
+    # the field is a string field now: a known type is stored as asked, and it is "string"
+    (d,) = g.when(revise(value="7b2c-40", field_type="string"))
+    assert "requested_type" not in d.payload
+    assert F.get_field(g.state, "atlas", "owner").requested_type is None
+    assert g.when(revise(value="7b2c-40")) == []  # already so
+    assert [r.requested_type for r in F.get_field(g.state, "atlas", "owner", history=True).history] == [
+        None, "uuid"]
+    # a value that is not a string cannot be stored as one
     with pytest.raises(ValidationError) as e:
-        Given().when(revise(value="x", field_type="uuid"))
-    assert e.value.field == "field_type"
-    assert e.value.rule == ("unknown type 'uuid'; use one of string, int, float, bool, date, "
-                            "datetime, list, json")
+        g.when(revise(field="weight", value=5, field_type="number"))
+    assert e.value.field == "value"
+    assert e.value.rule.startswith("must be a string: field_type 'number' is not a MemState type, so the "
+                                   "field is stored as 'string' (got int 5)")
+    # an int field stays an int field, whatever type is asked for
+    g.when(revise(field="count", value=3, field_type="int"))
+    with pytest.raises(Rejected, match="^field_type_never_changes: field 'atlas/count' has type 'int', "
+                                       "not 'string'"):
+        g.when(revise(field="count", value="three", field_type="counter"))
+    with pytest.raises(ValidationError, match="must be a type name"):
+        g.when(revise(value="x", field_type=""))
+    assert F.stored_type("json") == ("json", None) and F.stored_type("money") == ("string", "money")
+
+
+def test_every_fields_rule_refuses_a_raw_delta_that_breaks_it():
+    """F.check is what the boundary runs for each delta: the same rules as the commands."""
+    g = Given()
+    g.when(revise(field="count", value=3, field_type="int"))
+    g.when(revise(topic="old", value="x"))
+    g.when(ArchiveTopic(topic_id="old"))
+
+    def raw(kind, payload):
+        d = braidlog.GenericDelta(braid_id="agent-1", kind=kind, ts=T0 + timedelta(days=1),
+                                  provenance=braidlog.Provenance("user"), confidence=1.0, payload=payload)
+        return braidlog.validate(d)[0]  # the kind's schema accepts each: only a rule refuses it
+
+    revised = {"topic_id": "atlas", "field": "count", "field_type": "int", "value": 4, "provenance": "api"}
+    cases = [
+        (raw("field_revised", {**revised, "value": "four"}), ValidationError,
+         "value_matches_field_type: must be an int"),
+        (raw("field_revised", {**revised, "field_type": "string", "value": "4"}), Rejected,
+         "^field_type_never_changes: "),
+        (raw("field_revised", {**revised, "field": "n", "requested_type": "int"}), ValidationError,
+         "requested_type_is_stored_as_string: 'int' with field_type 'int'"),
+        (raw("field_revised", {**revised, "topic_id": "old", "field": "x"}), Rejected,
+         "^archived_topic_is_read_only: topic 'old' is archived"),
+        (raw("field_salience_bumped", {"topic_id": "atlas", "field": "nope", "by": 1.0}), Rejected,
+         "^field_known: topic 'atlas' has no field 'nope'"),
+        (raw("topic_archived", {"topic_id": "nope", "salience": 1.0}), Rejected, "^topic_known: "),
+        (raw("topic_restored", {"topic_id": "nope"}), Rejected, "^topic_known: "),
+    ]
+    for d, error, message in cases:
+        with pytest.raises(error, match=message):
+            F.check(g.state, d)
+    for d in [raw("field_revised", revised),
+              raw("field_revised", {**revised, "field": "code", "field_type": "string", "value": "A1",
+                                    "requested_type": "sku"}),
+              raw("topic_restored", {"topic_id": "old"})]:
+        F.check(g.state, d)
 
 
 @pytest.mark.parametrize("field_type, value", [
@@ -396,7 +458,7 @@ def test_an_unknown_command_is_refused():
 # ----------------------------------------------------------------------- refusals in the store
 
 @pytest.mark.parametrize("command", [
-    revise(value="x", field_type="uuid"),
+    revise(value=5, field_type="uuid"),
     revise(value=5, field_type="string"),
     revise(field="owner", value=3, field_type="int"),  # type change
     revise(topic="archived", value="x"),
