@@ -30,7 +30,8 @@ import msgspec
 
 from . import lmdb_env
 from .chain import GENESIS, HASH_SIZE
-from .chain import link
+from .chain import digest, link
+from . import tree as merkle
 from .delta import _decoder
 from .errors import DecodeError, IntegrityError, StorageError
 from .kind_schema import store_kinds
@@ -43,12 +44,13 @@ from .store import (
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the Merkle tree table ("tree") and issued checkpoint notes ("notes")
 DEFAULT_MAP_SIZE = 1 << 30
 MAX_MAP_SIZE = lmdb_env.MAX_MAP_SIZE
 CHUNK = 1024
 _U64 = 8
-_DBS = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces")
+_DBS = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces", "tree", "notes")
+_SINCE_2 = ("tree", "notes")  # the tables format 2 added (a format-1 store is upgraded on open)
 _DUPS = {"braid", "kind", "refs"}  # DUPSORT, not DUPFIXED: LMDB 0.9's compacting copy crashes on that
 
 T = TypeVar("T")
@@ -98,19 +100,29 @@ def _open_tables(env: Env) -> None:
         if foreign:
             raise StorageError(f"{path} is not a braidlog store: it holds {', '.join(foreign)}, "
                                "which braidlog never writes", hint="give another path")
-        missing = [t for t in _DBS if t.encode() not in names]
+        missing = [t for t in _DBS if t.encode() not in names
+                   and not (version < 2 and t in _SINCE_2)]
         if missing:  # never recreated empty: an empty id index would let a retry write twice
             raise StorageError(f"{path} lacks the table(s) {', '.join(missing)}: the store is "
                                "damaged, or was not written by braidlog",
                                hint="restore it from a backup")
     else:
         version = FORMAT_VERSION
-    env.db = env.open_tables(list(_DBS), _DUPS, create=not names and not env.readonly)
+    present = [t for t in _DBS if not names or t.encode() in names]  # format 1: no tree, notes
+    env.db = env.open_tables(present, _DUPS, create=not names and not env.readonly)
     if not names and not env.readonly:
         def stamp(txn):
             txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
             txn.put(b"engine", b"braidlog", db=env.db["meta"])
         env.write(stamp)
+    elif version < 2 and not env.readonly:  # upgrade in place: the tree over every record, one txn
+        def upgrade(txn):
+            tables = {t: env.env.open_db(t.encode(), txn=txn) for t in _SINCE_2}
+            _build_tree(txn, {**env.db, **tables})
+            txn.put(b"format", b"2", db=env.db["meta"])
+            return tables
+        env.db.update(env.write(upgrade))
+        version = 2
     env.format_version = version
 
 
@@ -280,6 +292,7 @@ class LmdbLog(IndexScans):
         spaces = {d.vector.space.encode(): u64(d.vector.dim) for d in deltas if d.vector is not None}
         for space, dim in spaces.items():  # one dimension per space: stage checked it
             txn.put(space, dim, db=db["spaces"], overwrite=False)
+        _put_tree(txn, db, staged[0].seq - 1, [s.body for s in staged])
 
     def _head_in(self, txn) -> tuple[Head, int]:
         cur = txn.cursor(self._db["log"])
@@ -536,6 +549,46 @@ class LmdbLog(IndexScans):
                 txn.put(b"projections", "\0".join(names).encode(), db=self._db["meta"])
             self._write(fn)
 
+    # -- the Merkle tree (braidlog/tree.py) and issued checkpoint notes -------------------------
+    def tree_hashes(self, nodes: list[merkle.Node]) -> list[bytes]:
+        """The hash of each complete subtree (level, index), read in one transaction; a node
+        past the head is an IndexError."""
+        def fn(txn):
+            if self.format_version < 2:
+                raise StorageError(f"{self.path} predates the Merkle tree (format 1)",
+                                   hint="open it writable once (e.g. `braidlog init`) to build it")
+            log, tree = self._db["log"], self._db["tree"]
+            out = []
+            for level, index in nodes:
+                if level == 0:
+                    value = txn.get(u64(index + 1), db=log) if 0 <= index < 2**63 - 1 else None
+                    if value is None:
+                        raise IndexError(f"no leaf {index}: the log has no seq {index + 1}")
+                    out.append(merkle.leaf_hash(value[HASH_SIZE:]))
+                    continue
+                value = txn.get(u64(merkle.position((level, index))), db=tree)
+                if value is None:
+                    end = (index + 1) << level
+                    if end > self._head_in(txn)[0].seq:
+                        raise IndexError(f"no tree node ({level}, {index}): it needs seq {end}")
+                    raise IntegrityError(f"the Merkle tree has no node ({level}, {index}) below "
+                                         "the head; run `braidlog verify`", seq=end)
+                out.append(bytes(value))
+            return out
+        return self._read(fn)
+
+    def put_note(self, size: int, note: bytes) -> None:
+        """Keep a checkpoint note issued for tree size ``size`` (the same note twice is kept once)."""
+        key = u64(size) + digest(note)[:8]
+        self._write(lambda txn: txn.put(key, note, db=self._db["notes"]))
+
+    def notes(self) -> list[tuple[int, bytes]]:
+        """Every checkpoint note kept, as (tree size, note), smallest size first."""
+        if "notes" not in self._db:  # a format-1 store opened read-only
+            return []
+        return self._read(lambda txn: [(from_u64(bytes(k)[:_U64]), bytes(v))
+                                       for k, v in txn.cursor(self._db["notes"])])
+
     # -- operating -----------------------------------------------------------------------------
     def stat(self) -> dict[str, int]:
         """Map size, file size and page facts of the environment."""
@@ -575,3 +628,51 @@ class LmdbLog(IndexScans):
 
 def _copy(value: Any) -> bytes | None:
     return None if value is None else bytes(value)
+
+
+def _put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes]) -> None:
+    """Add the leaves of ``bodies`` after ``size`` to the Merkle tree, in the append's txn.
+
+    Reads the peaks of ``size`` (popcount(size) nodes), appends at most log2(n) nodes a leaf
+    (one on average) at the end of the table, keyed by their post-order position."""
+    tree = db["tree"]
+    cur = txn.cursor(tree)
+    last = from_u64(cur.key()) if cur.last() else -1
+    if last != merkle.last_position(size):
+        raise IntegrityError(f"the Merkle tree does not end at the log's head (seq {size}): its "
+                             f"last node is {last}, expected {merkle.last_position(size)}; run "
+                             "`braidlog verify`", seq=size)
+    hashes = []
+    for level, index in merkle.peaks(size):
+        value = (txn.get(u64(index + 1), db=db["log"])[HASH_SIZE:] if level == 0
+                 else txn.get(u64(merkle.position((level, index))), db=tree))
+        if value is None:
+            raise IntegrityError(f"the Merkle tree lacks its peak ({level}, {index})", seq=size)
+        hashes.append(merkle.leaf_hash(value) if level == 0 else bytes(value))
+    frontier = merkle.Frontier(size, hashes)
+    rows = [(u64(merkle.position((level, index))), h)
+            for body in bodies for level, index, h in frontier.push(merkle.leaf_hash(body))]
+    if rows and cur.putmulti(rows, append=True, overwrite=False)[1] != len(rows):
+        raise StorageError("tree append was refused: a node already exists",
+                           hint="the store is damaged; run `braidlog verify`")
+
+
+def _build_tree(txn: Any, db: dict[str, Any]) -> None:
+    """Build the Merkle tree of a format-1 store over all its records (the upgrade to format 2)."""
+    frontier = merkle.Frontier()
+    cur = txn.cursor(db["tree"])
+    if cur.first():
+        raise StorageError("a format-1 store already has a tree table",
+                           hint="the store is damaged; restore it from a backup")
+    rows: list[tuple[bytes, bytes]] = []
+    for key, value in txn.cursor(db["log"]):
+        if from_u64(key) != frontier.size + 1:
+            raise IntegrityError(f"seq {frontier.size + 1} is missing from the log",
+                                 seq=frontier.size + 1)
+        rows.extend((u64(merkle.position((lv, ix))), h)
+                    for lv, ix, h in frontier.push(merkle.leaf_hash(bytes(value[HASH_SIZE:]))))
+        if len(rows) >= 4096:
+            cur.putmulti(rows, append=True)
+            rows = []
+    if rows:
+        cur.putmulti(rows, append=True)

@@ -28,7 +28,8 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from msgspec import Struct
 
-from .chain import GENESIS, first_mismatch, link
+from . import tree as merkle
+from .chain import GENESIS, digest, first_mismatch, link
 from .delta import GenericDelta, referenced_ids, validate_typed
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
@@ -188,6 +189,9 @@ class LogStore(Protocol):
     def checkpoint_keys(self) -> list[tuple[str, int, int]]: ...
     def projections_used(self) -> list[str]: ...
     def use_projections(self, names: Iterable[str]) -> None: ...
+    def tree_hashes(self, nodes: list[tuple[int, int]]) -> list[bytes]: ...
+    def put_note(self, size: int, note: bytes) -> None: ...
+    def notes(self) -> list[tuple[int, bytes]]: ...
     def close(self) -> None: ...
 
 
@@ -353,6 +357,9 @@ class MemoryLog(IndexScans):
         self._dims: dict[str, int] = {}
         self._checkpoints: dict[tuple[str, int, int], bytes] = {}
         self._used: list[str] = []  # the projections the store is used with
+        self._tree: dict[merkle.Node, bytes] = {}  # every complete subtree of level >= 1
+        self._frontier = merkle.Frontier()
+        self._notes: dict[tuple[int, bytes], bytes] = {}
         self._lock = threading.RLock()  # the single writer
 
     # -- writing -----------------------------------------------------------------------------
@@ -403,6 +410,8 @@ class MemoryLog(IndexScans):
             self._braids[d.braid_id] = BraidHead(self.braid_head(d.braid_id).version + 1, s.seq)
             if d.vector is not None:
                 self._dims.setdefault(d.vector.space, d.vector.dim)
+            for level, index, h in self._frontier.push(merkle.leaf_hash(s.body)):
+                self._tree[(level, index)] = h
         return staged, seqs
 
     def spaces(self) -> dict[str, int]:
@@ -505,6 +514,26 @@ class MemoryLog(IndexScans):
     def use_projections(self, names: Iterable[str]) -> None:
         self._used.extend(n for n in dict.fromkeys(names) if n not in self._used)
 
+    # -- the Merkle tree (braidlog/tree.py) and issued checkpoint notes ------------------------
+    def tree_hashes(self, nodes: list[tuple[int, int]]) -> list[bytes]:
+        """The hash of each complete subtree (level, index); a node past the head is an IndexError."""
+        out = []
+        for level, index in nodes:
+            if ((index + 1) << level) > len(self._records) or index < 0 or level < 0:
+                raise IndexError(f"no tree node ({level}, {index}): the log ends at seq "
+                                 f"{len(self._records)}")
+            out.append(merkle.leaf_hash(self._records[index][1]) if level == 0
+                       else self._tree[(level, index)])
+        return out
+
+    def put_note(self, size: int, note: bytes) -> None:
+        """Keep a checkpoint note issued for tree size ``size`` (the same note twice is kept once)."""
+        self._notes[(size, digest(note)[:8])] = bytes(note)
+
+    def notes(self) -> list[tuple[int, bytes]]:
+        """Every checkpoint note kept, as (tree size, note), smallest size first."""
+        return [(size, note) for (size, _), note in sorted(self._notes.items())]
+
     def close(self) -> None:
         pass
 
@@ -513,6 +542,38 @@ class MemoryLog(IndexScans):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _tree_checked(store: LogStore, start: int, rows: Iterator[tuple[int, bytes, bytes]]
+                  ) -> Iterator[tuple[int, bytes, bytes]]:
+    """Pass ``rows`` through while recomputing the Merkle tree nodes their leaves complete and
+    comparing them, a chunk at a time, with the store's (after the chain has passed those rows,
+    so a changed record is reported as a chain break, a changed tree node as a tree break)."""
+    if getattr(store, "format_version", 2) < 2:  # a format-1 store opened read-only: no tree
+        yield from rows
+        return
+    size = start - 1
+    frontier = merkle.Frontier(size, store.tree_hashes(merkle.peaks(size)))
+    made: list[tuple[int, int, bytes]] = []
+    for row in rows:
+        made.extend(frontier.push(merkle.leaf_hash(row[2])))
+        yield row
+        if len(made) >= 4096:
+            _compare_nodes(store, made)
+            made = []
+    _compare_nodes(store, made)
+
+
+def _compare_nodes(store: LogStore, made: list[tuple[int, int, bytes]]) -> None:
+    stored = store.tree_hashes([(level, index) for level, index, _ in made]) if made else []
+    for (level, index, expected), found in zip(made, stored):
+        if expected != found:
+            first, last = (index << level) + 1, (index + 1) << level
+            raise IntegrityError(
+                f"Merkle tree node ({level}, {index}) over seqs {first}..{last} does not match the "
+                f"records: expected {expected.hex()}, found {found.hex()}; the tree table was "
+                "changed after it was written (restore the store from a backup)",
+                seq=last, expected=expected, found=found)
 
 
 def verify_bodies(store: LogStore, start: int, stop: int | None, progress: Progress | None) -> Head:
@@ -535,7 +596,7 @@ def verify_bodies(store: LogStore, start: int, stop: int | None, progress: Progr
                 progress(done)
             yield seq, h, body
 
-    bad = first_mismatch(prev, walk())
+    bad = first_mismatch(prev, _tree_checked(store, start, walk()))
     if bad is not None:
         seq, expected, found = bad
         raise IntegrityError(

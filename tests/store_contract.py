@@ -249,3 +249,27 @@ def test_delta_ids_are_looked_up_case_insensitively(log):
     d = make_delta(0)
     log.append(d)
     assert log.seq_of(d.id.lower()) == 1 and log.get(d.id.lower()).delta == d
+
+
+def test_the_merkle_tree_is_rfc_9162_over_the_stored_bytes(log):
+    from braidlog.proofs import consistency_proof, inclusion_proof, root
+    from .rfc9162 import Reference
+
+    for start, n in ((0, 1), (1, 2), (3, 5), (8, 1), (9, 12)):  # nodes complete across batches
+        log.append_batch([make_delta(i) for i in range(start, start + n)])
+    ref = Reference.of_inputs([log.body(seq) for seq in range(1, 22)])
+    for size in range(1, 22):
+        assert root(log, size) == ref.root(size)
+        assert inclusion_proof(log, size, 21).path == ref.inclusion(size - 1, 21)
+        assert consistency_proof(log, size, 21).path == ref.consistency(size, 21)
+    with pytest.raises(IndexError):
+        log.tree_hashes([(0, 21)])
+    with pytest.raises(IndexError):
+        log.tree_hashes([(3, 2)])
+
+
+def test_checkpoint_notes_are_kept_by_tree_size(log):
+    log.put_note(5, b"b note\n")
+    log.put_note(2, b"a note\n")
+    log.put_note(5, b"b note\n")
+    assert log.notes() == [(2, b"a note\n"), (5, b"b note\n")]

@@ -108,16 +108,19 @@ def test_verify_against_another_head_or_a_longer_log(store, capsys):
 
 def build_log_only(path, n: int) -> None:
     """``n`` real records written straight into the log table (docs/format.md: key seq, value
-    hash || hw || canonical delta), skipping validation and the secondary indexes, which verify
-    does not read: it builds a million-record chain in seconds instead of a minute."""
+    hash || hw || canonical delta) and the Merkle tree, skipping validation and the secondary
+    indexes, which verify does not read: it builds a million-record chain in seconds instead of
+    a minute."""
+    from braidlog import tree as merkle
     LmdbLog(path).close()
     env = lmdb.open(str(path), max_dbs=16, map_size=1 << 30, sync=False, metasync=False)
     try:
-        db = env.open_db(b"log")
+        db, tree = env.open_db(b"log"), env.open_db(b"tree")
+        frontier = merkle.Frontier()
         prov = Provenance("system")
         prev, hw = bytes(32), 0
         for k in range(0, n, 50_000):
-            rows = []
+            rows, nodes = [], []
             for seq in range(k + 1, min(n, k + 50_000) + 1):
                 d = GenericDelta(braid_id=f"b{seq % 4}", kind="tick", ts=T0 + timedelta(milliseconds=seq),
                                  provenance=prov, confidence=1.0, payload={"note": str(seq)})
@@ -125,8 +128,11 @@ def build_log_only(path, n: int) -> None:
                 body = hw.to_bytes(8, "big") + braidlog.encode(d)
                 prev = link(prev, seq, body)
                 rows.append((seq.to_bytes(8, "big"), prev + body))
+                nodes += [(merkle.position((lv, ix)).to_bytes(8, "big"), h)
+                          for lv, ix, h in frontier.push(merkle.leaf_hash(body))]
             with env.begin(write=True) as txn:
                 assert txn.cursor(db).putmulti(rows, append=True) == (len(rows), len(rows))
+                assert txn.cursor(tree).putmulti(nodes, append=True) == (len(nodes), len(nodes))
         env.sync(True)
     finally:
         env.close()

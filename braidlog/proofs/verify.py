@@ -1,0 +1,385 @@
+"""Check braidlog's proofs and signed checkpoints without a store: one module to read and vendor.
+
+It imports only the standard library, ``blake3`` and (for signatures) ``cryptography``; nothing
+of braidlog. Copy this file into a project of your own and check a braidlog log from what its
+operator hands you: a checkpoint note, the log's verifier key, a proof, and a record's bytes.
+
+The formats (docs/proofs.md has the long form):
+
+- **Tree.** RFC 9162 section 2.1 with BLAKE3 in place of SHA-256: ``leaf = BLAKE3(0x00 || body)``
+  (``body``: the record's exact stored bytes, what ``braidlog export`` writes base64-encoded as
+  ``body``), ``node = BLAKE3(0x01 || left || right)``, leaf index = seq - 1.
+- **Proofs.** Inclusion ``{"seq", "tree_size", "leaf_hash", "path", "root"}`` and consistency
+  ``{"old_size", "new_size", "old_root", "new_root", "path"}``, hashes in lowercase hex, paths as
+  RFC 9162 sections 2.1.3 and 2.1.4 define them, checked by the RFC's own algorithms.
+- **Checkpoints.** C2SP tlog-checkpoint notes (``origin``, tree size, base64 root, optional
+  extension lines), signed as C2SP signed notes with Ed25519: the signature line is
+  ``— NAME base64(key id || signature)`` over the note text; the verifier key is
+  ``NAME+<key id, 8 hex>+base64(0x01 || public key)`` and
+  ``key id = SHA-256(NAME || 0x0A || 0x01 || public key)[:4]``.
+
+Every failure raises ``VerificationError`` (a ``ValueError``) that says what did not hold.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from blake3 import blake3
+
+__all__ = [
+    "VerificationError", "HASH_SIZE", "leaf_hash", "node_hash", "root_from_inclusion",
+    "verify_inclusion", "verify_consistency", "VerifierKey", "parse_verifier_key", "key_id",
+    "Checkpoint", "open_checkpoint", "parse_checkpoint_text", "check_inclusion_proof",
+    "check_consistency_proof",
+]
+
+HASH_SIZE = 32
+ED25519 = 0x01
+MAX_SIGNATURES = 100
+MAX_NOTE_SIZE = 1 << 20
+EM_DASH = "\u2014"
+
+
+class VerificationError(ValueError):
+    """A proof, a checkpoint note or a key that does not check out; the message says why."""
+
+
+# -- the tree: RFC 9162 section 2.1 with BLAKE3 ----------------------------------------------------
+
+def leaf_hash(body: bytes) -> bytes:
+    """The leaf hash of a record's stored bytes: BLAKE3(0x00 || body)."""
+    return blake3(b"\x00" + bytes(body)).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """An interior node: BLAKE3(0x01 || left || right)."""
+    return blake3(b"\x01" + left + right).digest()
+
+
+def _check_hash(value: Any, what: str) -> bytes:
+    if not isinstance(value, (bytes, bytearray)) or len(value) != HASH_SIZE:
+        raise VerificationError(f"{what} must be a {HASH_SIZE}-byte hash")
+    return bytes(value)
+
+
+def root_from_inclusion(index: int, size: int, leaf: bytes, path: list[bytes]) -> bytes:
+    """The root that ``path`` proves ``leaf`` (at leaf ``index``) to be under, for a tree of
+    ``size`` leaves: RFC 9162 section 2.1.3.2, steps 1 to 4."""
+    if not 0 <= index < size:
+        raise VerificationError(f"leaf index {index} is outside a tree of size {size}")
+    fn, sn, r = index, size - 1, _check_hash(leaf, "the leaf hash")
+    for n, p in enumerate(path):
+        p = _check_hash(p, f"path[{n}]")
+        if sn == 0:
+            raise VerificationError(f"the inclusion path is too long: {len(path)} hashes")
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = node_hash(r, p)
+        fn >>= 1
+        sn >>= 1
+    if sn != 0:
+        raise VerificationError(f"the inclusion path is too short: {len(path)} hashes")
+    return r
+
+
+def verify_inclusion(index: int, size: int, leaf: bytes, path: list[bytes], root: bytes) -> None:
+    """RFC 9162 section 2.1.3.2: ``leaf`` is leaf ``index`` of the tree of ``size`` with ``root``."""
+    computed = root_from_inclusion(index, size, leaf, path)
+    if computed != _check_hash(root, "the root"):
+        raise VerificationError(
+            f"the inclusion proof of leaf {index} leads to root {computed.hex()}, not "
+            f"{bytes(root).hex()}: the record or the proof differs from the log")
+
+
+def verify_consistency(old_size: int, new_size: int, old_root: bytes, new_root: bytes,
+                       path: list[bytes]) -> None:
+    """RFC 9162 section 2.1.4.2: the tree of ``new_size`` with ``new_root`` extends the tree of
+    ``old_size`` with ``old_root`` (both sizes equal: the path is empty and the roots equal)."""
+    old_root, new_root = _check_hash(old_root, "the old root"), _check_hash(new_root, "the new root")
+    path = [_check_hash(p, f"path[{n}]") for n, p in enumerate(path)]
+    if not 0 <= old_size <= new_size:
+        raise VerificationError(f"no consistency from size {old_size} to size {new_size}")
+    if old_size == new_size or old_size == 0:
+        if path:
+            raise VerificationError(f"a consistency proof from size {old_size} to {new_size} "
+                                    "must be empty")
+        if old_size == new_size and old_root != new_root:
+            raise VerificationError(f"two different roots for tree size {old_size}: "
+                                    f"{old_root.hex()} and {new_root.hex()}")
+        return
+    if not path:
+        raise VerificationError("the consistency path is empty")
+    if old_size & (old_size - 1) == 0:  # a power of two: the old root is the first node
+        path = [old_root, *path]
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            raise VerificationError(f"the consistency path is too long: {len(path)} hashes")
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    if sn != 0:
+        raise VerificationError(f"the consistency path is too short: {len(path)} hashes")
+    if fr != old_root:
+        raise VerificationError(f"the consistency proof leads to old root {fr.hex()}, not "
+                                f"{old_root.hex()}: the log rewrote its first {old_size} records")
+    if sr != new_root:
+        raise VerificationError(f"the consistency proof leads to new root {sr.hex()}, not "
+                                f"{new_root.hex()}")
+
+
+# -- keys and signed notes (C2SP signed-note, Ed25519) ----------------------------------------------
+
+def key_id(name: str, public: bytes) -> bytes:
+    """The 4-byte key id: SHA-256(name || 0x0A || 0x01 || public key)[:4]."""
+    return hashlib.sha256(name.encode() + b"\n" + bytes([ED25519]) + public).digest()[:4]
+
+
+def _check_name(name: str, what: str) -> None:
+    if not name or any(c.isspace() or c == "+" for c in name) or not name.isprintable():
+        raise VerificationError(f"{what} {name!r} must be non-empty, with no spaces and no '+'")
+
+
+@dataclass(frozen=True)
+class VerifierKey:
+    """A signed-note verifier key: name, 4-byte key id, Ed25519 public key."""
+
+    name: str
+    id: bytes
+    public: bytes
+
+    def __str__(self) -> str:
+        data = base64.b64encode(bytes([ED25519]) + self.public).decode()
+        return f"{self.name}+{self.id.hex()}+{data}"
+
+
+def parse_verifier_key(text: str) -> VerifierKey:
+    """``NAME+<key id, 8 hex>+base64(0x01 || public key)``, as ``braidlog keygen`` prints it."""
+    text = text.strip()
+    name, plus, rest = text.partition("+")
+    hexid, plus2, data = rest.partition("+")
+    if not plus or not plus2:
+        raise VerificationError(f"a verifier key is NAME+KEYID+KEY, got {text[:80]!r}")
+    _check_name(name, "the key name")
+    if len(hexid) != 8 or any(c not in "0123456789abcdef" for c in hexid):
+        raise VerificationError(f"the key id of verifier key {name!r} must be 8 lowercase hex digits")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except binascii.Error:
+        raise VerificationError(f"the key of verifier key {name!r} is not base64") from None
+    if len(raw) != 33 or raw[0] != ED25519:
+        raise VerificationError(f"verifier key {name!r} is not an Ed25519 key (0x01 and 32 bytes)")
+    public = raw[1:]
+    if key_id(name, public) != bytes.fromhex(hexid):
+        raise VerificationError(f"verifier key {name!r}: its key id {hexid} does not match its key")
+    return VerifierKey(name, bytes.fromhex(hexid), public)
+
+
+def _ed25519_verify(public: bytes, signature: bytes, message: bytes) -> bool:
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    except ImportError:  # pragma: no cover - the test extra installs it
+        raise VerificationError("checking signatures needs the cryptography package: "
+                                "pip install 'braidlog[proofs]' (or pip install cryptography)") from None
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
+    except InvalidSignature:
+        return False
+    except ValueError as e:  # a malformed public key
+        raise VerificationError(f"the verifier key is not a valid Ed25519 key ({e})") from None
+    return True
+
+
+def _open_note(note: bytes | str, key: VerifierKey) -> str:
+    """The text of a signed note once a signature of ``key`` over it has verified."""
+    raw = note.encode() if isinstance(note, str) else bytes(note)
+    if len(raw) > MAX_NOTE_SIZE:
+        raise VerificationError(f"the note is {len(raw)} bytes, more than {MAX_NOTE_SIZE}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise VerificationError(f"the note is not UTF-8 (byte {e.start})") from None
+    bad = next((i for i, c in enumerate(text) if c < " " and c != "\n"), None)
+    if bad is not None:
+        raise VerificationError(f"the note has a control character at offset {bad}; notes allow "
+                                "only newline")
+    if not text.endswith("\n"):
+        raise VerificationError("the note does not end with a newline: it was cut short")
+    split = text.rfind("\n\n")
+    if split < 0:
+        raise VerificationError("the note has no blank line before its signatures")
+    body, sigs = text[:split + 1], text[split + 2:]
+    lines = sigs[:-1].split("\n") if sigs else []
+    if not lines:
+        raise VerificationError("the note has no signature line")
+    if len(lines) > MAX_SIGNATURES:
+        raise VerificationError(f"the note has {len(lines)} signatures, more than {MAX_SIGNATURES}")
+    seen: list[str] = []
+    verified = False
+    for n, line in enumerate(lines, 1):
+        dash, sp, rest = line.partition(" ")
+        name, sp2, data = rest.partition(" ")
+        if dash != EM_DASH or not sp or not sp2 or not name or " " in data:
+            raise VerificationError(f"signature line {n} is malformed: it must be "
+                                    f"'{EM_DASH} NAME BASE64'")
+        try:
+            sig = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            raise VerificationError(f"signature line {n} ({name}) is not base64: it was altered "
+                                    "or cut short") from None
+        if len(sig) < 5:
+            raise VerificationError(f"signature line {n} ({name}) holds {len(sig)} bytes: it was "
+                                    "cut short")
+        seen.append(f"{name}+{sig[:4].hex()}")
+        if name != key.name or sig[:4] != key.id:
+            continue  # an unknown key: ignored, as signed notes require
+        if len(sig) != 4 + 64:
+            raise VerificationError(f"the signature of {name}+{key.id.hex()} holds {len(sig) - 4} "
+                                    "bytes, an Ed25519 signature 64: it was cut short or altered")
+        if not _ed25519_verify(key.public, sig[4:], body.encode()):
+            raise VerificationError(f"the signature of {name}+{key.id.hex()} does not verify: "
+                                    "the note was altered after it was signed")
+        verified = True
+    if not verified:
+        raise VerificationError(f"the note has no signature of key {key.name}+{key.id.hex()} "
+                                f"(it is signed by {', '.join(seen)})")
+    return body
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A C2SP tlog-checkpoint: the origin, the tree size, the root hash, any extension lines."""
+
+    origin: str
+    size: int
+    root: bytes
+    extensions: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """The note text that is signed: origin, size, base64 root, extensions, each + newline."""
+        lines = [self.origin, str(self.size), base64.b64encode(self.root).decode(), *self.extensions]
+        return "".join(line + "\n" for line in lines)
+
+
+def parse_checkpoint_text(body: str) -> Checkpoint:
+    """A checkpoint from its note text (origin, size, root, extension lines, each ending in \\n)."""
+    lines = body[:-1].split("\n") if body.endswith("\n") else []
+    if len(lines) < 3 or any(not line for line in lines):
+        raise VerificationError("a checkpoint is at least three non-empty lines: origin, tree "
+                                "size, root hash")
+    origin, size_text, root_text, *ext = lines
+    if not size_text.isascii() or not size_text.isdigit() or (size_text != "0"
+                                                              and size_text[0] == "0"):
+        raise VerificationError(f"the tree size {size_text!r} is not a decimal without leading "
+                                "zeros")
+    try:
+        root = base64.b64decode(root_text, validate=True)
+    except binascii.Error:
+        raise VerificationError(f"the root hash {root_text!r} is not base64") from None
+    if len(root) != HASH_SIZE or base64.b64encode(root).decode() != root_text:
+        raise VerificationError(f"the root hash {root_text!r} is not the base64 of "
+                                f"{HASH_SIZE} bytes")
+    return Checkpoint(origin, int(size_text), root, tuple(ext))
+
+
+def open_checkpoint(note: bytes | str, key: VerifierKey | str, *, origin: str | None = None
+                    ) -> Checkpoint:
+    """The checkpoint in a signed note, once ``key``'s signature over it verifies. Its origin
+    must be ``origin`` (default: the key's name, as braidlog issues them)."""
+    if isinstance(key, str):
+        key = parse_verifier_key(key)
+    cp = parse_checkpoint_text(_open_note(note, key))
+    want = key.name if origin is None else origin
+    if cp.origin != want:
+        raise VerificationError(f"the checkpoint is of log {cp.origin!r}, not {want!r}")
+    return cp
+
+
+# -- the JSON proofs of `braidlog prove` against checkpoints ----------------------------------------
+
+def _hex(value: Any, what: str) -> bytes:
+    if not isinstance(value, str) or len(value) != 2 * HASH_SIZE or value.lower() != value:
+        raise VerificationError(f"{what} must be {2 * HASH_SIZE} lowercase hex digits")
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        raise VerificationError(f"{what} must be {2 * HASH_SIZE} lowercase hex digits") from None
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise VerificationError(f"{what} must be a non-negative integer")
+    return value
+
+
+def _path(proof: dict[str, Any]) -> list[bytes]:
+    path = proof.get("path")
+    if not isinstance(path, list):
+        raise VerificationError("path must be a list of hashes")
+    return [_hex(p, f"path[{n}]") for n, p in enumerate(path)]
+
+
+def check_inclusion_proof(proof: dict[str, Any], checkpoint: Checkpoint,
+                          body: bytes | None = None) -> None:
+    """An inclusion proof of ``braidlog prove inclusion --json`` holds against ``checkpoint``
+    (same tree size and root), and, given the record's stored bytes, its leaf hash is theirs."""
+    if not isinstance(proof, dict):
+        raise VerificationError("an inclusion proof is a JSON object")
+    seq, size = _int(proof.get("seq"), "seq"), _int(proof.get("tree_size"), "tree_size")
+    leaf, root = _hex(proof.get("leaf_hash"), "leaf_hash"), _hex(proof.get("root"), "root")
+    if size != checkpoint.size:
+        raise VerificationError(f"the proof is for tree size {size}, the checkpoint for "
+                                f"{checkpoint.size}")
+    if root != checkpoint.root:
+        raise VerificationError(f"the proof's root {root.hex()} is not the checkpoint's "
+                                f"{checkpoint.root.hex()}")
+    if body is not None and leaf_hash(body) != leaf:
+        raise VerificationError(f"the record's bytes hash to leaf {leaf_hash(body).hex()}, not "
+                                f"the proof's {leaf.hex()}: the record was altered")
+    if seq < 1:
+        raise VerificationError("seq must be 1 or more")
+    verify_inclusion(seq - 1, size, leaf, _path(proof), checkpoint.root)
+
+
+def check_consistency_proof(proof: dict[str, Any], old: Checkpoint | None,
+                            new: Checkpoint | None) -> None:
+    """A consistency proof of ``braidlog prove consistency --json`` holds, and its roots are
+    those of the checkpoints given (at least one: the one you trust and the one to check)."""
+    if not isinstance(proof, dict):
+        raise VerificationError("a consistency proof is a JSON object")
+    if old is None and new is None:
+        raise VerificationError("give at least one checkpoint to check a consistency proof against")
+    old_size, new_size = _int(proof.get("old_size"), "old_size"), _int(proof.get("new_size"), "new_size")
+    old_root = _hex(proof.get("old_root"), "old_root")
+    new_root = _hex(proof.get("new_root"), "new_root")
+    for cp, size, root, which in ((old, old_size, old_root, "old"), (new, new_size, new_root, "new")):
+        if cp is None:
+            continue
+        if cp.size != size or cp.root != root:
+            raise VerificationError(
+                f"the proof's {which} tree ({size}, {root.hex()}) is not the checkpoint's "
+                f"({cp.size}, {cp.root.hex()})")
+    verify_consistency(old_size, new_size, old_root, new_root, _path(proof))

@@ -1,0 +1,181 @@
+"""The Merkle tree over the records: RFC 9162 section 2.1 with BLAKE3 for SHA-256. Pure, no I/O.
+
+``leaf = BLAKE3(0x00 || body)`` where ``body`` is record ``seq``'s exact stored bytes (what
+``braidlog export`` writes as ``body``) and the leaf index is ``seq - 1``;
+``node = BLAKE3(0x01 || left || right)``; the hash of the empty tree is ``BLAKE3()``.
+
+A store keeps the hash of every *complete* subtree: node ``(level, index)`` covers leaves
+``[index << level, (index + 1) << level)``. Nodes are immutable once written, and are numbered in
+the order an append completes them (the post-order of a Merkle mountain range), so a store
+appends them at the end of its table. Level 0 is the leaf hash, which a store computes from the
+record instead of storing it. Every tree hash RFC 9162 asks for, ``MTH(D[lo:hi])`` for a range of
+the RFC's tree, is a right fold of at most log2(n) complete subtrees (``subtrees``), so the root
+of any size and every proof take O(log n) reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from blake3 import blake3
+
+__all__ = [
+    "EMPTY_ROOT", "leaf_hash", "node_hash", "Node", "peaks", "subtrees", "fold",
+    "inclusion_ranges", "consistency_ranges", "position", "last_position", "Frontier",
+]
+
+Node = tuple[int, int]
+"""A complete subtree: (level, index); it covers leaves [index << level, (index + 1) << level)."""
+
+EMPTY_ROOT = blake3(b"").digest()
+
+
+def leaf_hash(body: bytes) -> bytes:
+    """RFC 9162 ``MTH({d}) = HASH(0x00 || d)`` for one record's stored bytes."""
+    return blake3(b"\x00" + body).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """RFC 9162 ``HASH(0x01 || left || right)``."""
+    return blake3(b"\x01" + left + right).digest()
+
+
+def subtrees(lo: int, hi: int) -> list[Node]:
+    """The complete subtrees that make up leaves [lo, hi), left to right, largest first.
+
+    For a range that is a node of RFC 9162's tree (``lo`` a multiple of the largest power of two
+    below ``hi - lo``, or ``[0, n)``), ``MTH(D[lo:hi])`` is ``fold`` of their hashes.
+    """
+    out: list[Node] = []
+    while lo < hi:
+        level = (hi - lo).bit_length() - 1
+        if lo:
+            level = min(level, (lo & -lo).bit_length() - 1)
+        out.append((level, lo >> level))
+        lo += 1 << level
+    return out
+
+
+def peaks(size: int) -> list[Node]:
+    """The complete subtrees of a tree of ``size`` leaves (one per set bit), left to right."""
+    return subtrees(0, size)
+
+
+def fold(hashes: Sequence[bytes]) -> bytes:
+    """``MTH`` of a range from its complete subtrees' hashes: a right fold with ``node_hash``."""
+    if not hashes:
+        return EMPTY_ROOT
+    h = hashes[-1]
+    for left in reversed(hashes[:-1]):
+        h = node_hash(left, h)
+    return h
+
+
+def _split(n: int) -> int:
+    """RFC 9162's k: the largest power of two smaller than n (n > 1)."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+def inclusion_ranges(index: int, size: int) -> list[tuple[int, int]]:
+    """The leaf ranges whose ``MTH`` make up ``PATH(index, D[size])`` (RFC 9162 2.1.3.1), in order."""
+    if not 0 <= index < size:
+        raise ValueError(f"leaf index {index} is outside a tree of size {size}")
+    out: list[tuple[int, int]] = []
+    lo, hi = 0, size
+    while hi - lo > 1:  # walk down; the RFC lists the deepest sibling first
+        k = _split(hi - lo)
+        if index < lo + k:
+            out.append((lo + k, hi))
+            hi = lo + k
+        else:
+            out.append((lo, lo + k))
+            lo += k
+    out.reverse()
+    return out
+
+
+def consistency_ranges(old: int, new: int) -> list[tuple[int, int]]:
+    """The leaf ranges whose ``MTH`` make up ``PROOF(old, D[new])`` (RFC 9162 2.1.4.1), in order."""
+    if not 0 < old <= new:
+        raise ValueError(f"no consistency proof from size {old} to size {new}")
+    out: list[tuple[int, int]] = []
+    lo, hi, m, whole = 0, new, old, True
+    while m != hi - lo:  # SUBPROOF(m, D[lo:hi], whole)
+        k = _split(hi - lo)
+        if m <= k:
+            out.append((lo + k, hi))
+            hi = lo + k
+        else:
+            out.append((lo, lo + k))
+            lo, m, whole = lo + k, m - k, False
+    if not whole:
+        out.append((lo, hi))
+    out.reverse()
+    return out
+
+
+def position(node: Node) -> int:
+    """A node's number in the order appends complete them (its post-order position)."""
+    level, index = node
+    last = ((index + 1) << level) - 1  # the leaf whose append completes the node
+    return 2 * last - last.bit_count() + level
+
+
+def last_position(size: int) -> int:
+    """The number of the newest node of level 1 or more in a tree of ``size`` leaves, or -1.
+
+    A tree of n leaves has 2n - popcount(n) nodes, numbered from 0; the newest is the last leaf
+    when n is odd (that leaf completed nothing), so the newest inner node is the one before it.
+    """
+    total = 2 * size - size.bit_count()
+    return total - 1 - (size & 1)
+
+
+class Frontier:
+    """The peaks of a growing tree, extended leaf by leaf; reports each node it completes.
+
+    ``Frontier(size, peak_hashes)`` starts from a tree of ``size`` leaves with the hashes of its
+    ``peaks(size)``; ``push(leaf)`` appends one leaf hash and returns the (level, index, hash) of
+    every node of level 1 or more that it completes (none for an even index, at most
+    log2(size) otherwise).
+    """
+
+    __slots__ = ("size", "stack")
+
+    def __init__(self, size: int = 0, peak_hashes: Iterable[bytes] = ()) -> None:
+        self.size = size
+        self.stack = list(peak_hashes)  # hashes of peaks(size), left to right
+        if len(self.stack) != size.bit_count():
+            raise ValueError(f"a tree of size {size} has {size.bit_count()} peaks, "
+                             f"{len(self.stack)} given")
+
+    def push(self, leaf: bytes) -> list[tuple[int, int, bytes]]:
+        made: list[tuple[int, int, bytes]] = []
+        index, h, level = self.size, leaf, 0
+        stack = self.stack
+        while index & 1:
+            h = node_hash(stack.pop(), h)
+            level += 1
+            index >>= 1
+            made.append((level, index, h))
+        stack.append(h)
+        self.size += 1
+        return made
+
+    def root(self) -> bytes:
+        return fold(self.stack)
+
+
+def hashes_for(ranges: Iterable[tuple[int, int]]) -> tuple[list[list[Node]], list[Node]]:
+    """Each range's complete subtrees, and the distinct nodes of all of them (to read at once)."""
+    parts = [subtrees(lo, hi) for lo, hi in ranges]
+    wanted = list(dict.fromkeys(n for part in parts for n in part))
+    return parts, wanted
+
+
+def resolve(ranges: Sequence[tuple[int, int]],
+            read: Callable[[list[Node]], list[bytes]]) -> list[bytes]:
+    """``MTH`` of each range, reading every complete subtree they need with one ``read`` call."""
+    parts, wanted = hashes_for(ranges)
+    got = dict(zip(wanted, read(wanted)))
+    return [fold([got[n] for n in part]) for part in parts]
