@@ -19,7 +19,7 @@ from .errors import (
 from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
 from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, declare, typed
 from .lmdb_log import LmdbLog
-from .projection import Context, Decider, Projection
+from .projection import Boundary, Context, Decider, Projection, refuse
 from .store import BraidHead, Head, LogStore, MemoryLog, Record
 
 __version__ = "0.1.0"
@@ -45,7 +45,7 @@ __all__ = [
     "ReplicationError", "NotAcknowledged", "StaleWriter",
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
     "declare_kind", "KindDeclared", "KIND_DECLARED",
-    "Projection", "Decider", "Context", "Command",
+    "Projection", "Decider", "Context", "Command", "Boundary", "refuse",
     "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",
     *_RECALL,
     "__version__",

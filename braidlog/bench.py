@@ -60,6 +60,8 @@ __all__ = [
 WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall")
 START = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
 BATCH = 1_000
+BRAID_FOLLOWING = "braidlog + shipped projections following, checks off"
+BRAID_CHECKED = "braidlog + shipped projections, batched append with projection checks"
 ES_BATCH = 100
 APPENDERS = (1, 2, 4, 8)
 
@@ -791,6 +793,28 @@ def _append(run: _Run) -> list[Sample]:
         _rm(path)
     rates("braidlog", seconds, len(batches))
 
+    # The shipped projections kept live on the same batches: first following the log after each
+    # commit with their checks off, then through the boundary (checks inside the transaction,
+    # the batch folded in as it is checked). The difference is what the checks cost.
+    shipped, _ = all_projections()
+    unchecked = [replace(p, check=None) for p in shipped]
+    for label, projections, follow in (
+            (BRAID_FOLLOWING, unchecked, True), (BRAID_CHECKED, shipped, False)):
+        run.step(f"append · {label}")
+        path = run.path("braidlog-projections")
+        braid = Braid(LmdbLog(path, durable=True), projections)
+        try:
+            def write() -> None:
+                for b in batches:
+                    braid.append_batch(b)
+                    if follow:
+                        braid.catch_up()
+            seconds, _ = _timed(write)
+        finally:
+            braid.close()
+            _rm(path)
+        rates(label, seconds, len(batches))
+
     run.step("append · raw LMDB")
     path = run.path("raw-lmdb")
     raw = RawLmdb(path)
@@ -1266,7 +1290,7 @@ _RUNNERS: dict[str, Callable[[_Run], list[Sample]]] = {
     "startup": _startup, "append": _append, "single": _single, "concurrent": _concurrent, "scan": _scan,
     "replay": _replay, "time_travel": _time_travel, "recall": _recall,
 }
-_STEPS = {"startup": 1, "append": 5, "single": 5, "concurrent": 2 * len(APPENDERS), "scan": 5, "replay": 4,
+_STEPS = {"startup": 1, "append": 7, "single": 5, "concurrent": 2 * len(APPENDERS), "scan": 5, "replay": 4,
           "time_travel": 1, "recall": 9}  # timed steps per repeat, for the progress bar
 
 

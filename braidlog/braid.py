@@ -1,7 +1,16 @@
 """The facade an application embeds: ``braidlog.open(path)`` returns a ``Braid``.
 
 A ``Braid`` owns one store and a set of live projections. It appends, runs commands through
-deciders, checkpoints projection states, and answers ``at(point)`` with read-only views.
+deciders, checkpoints projection states, and answers ``at(point)`` with read-only views. It
+folds the projections its caller passes (``open`` without them finds the installed ones
+through ``braidlog.apps``); the engine never imports ``braidlog.projections``.
+
+Every write (``append``, ``append_batch``, ``commit``, ``execute``) passes the boundary: the
+checks of the projections that read a new delta run inside the store's write transaction,
+against their live states with the batch's earlier deltas folded in (``braidlog.projection``
+says what a check may do). A batch that passes is folded into the live states as it is checked,
+so they stand at the new head without reading it back. A refused batch writes nothing, and the
+live states that had taken in its earlier deltas are reloaded from their checkpoints and the log.
 
 Commands are decided optimistically, as Equinox does: catch the live states up to the head H,
 decide against them, and append with ``expected_head=H``; the store checks that inside its write
@@ -14,6 +23,8 @@ A stale ``expected_version`` given by the caller is the caller's conflict: ``Con
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import sys
 import warnings
@@ -24,16 +35,16 @@ from typing import Any
 import msgspec
 
 from .delta import GenericDelta, Provenance
-from .errors import CheckpointWarning, ConflictError, StaleHead, ValidationError
+from .errors import CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError
 from .kinds import REGISTRY, Registry
-from .projection import Context, Decider, Projection
+from .projection import Boundary, Context, Decider, Projection
 from .replay import (
     decode_state, encode_state, fold, load_checkpoint, stale_checkpoints, state_at,
     write_checkpoint,
 )
-from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, resolve_point
+from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, Staged, resolve_point
 
-__all__ = ["open", "Braid", "View", "ReadView", "DEFAULT_STORE", "Point"]
+__all__ = ["Braid", "View", "ReadView", "BatchView", "DEFAULT_STORE", "Point"]
 
 DEFAULT_STORE = "braid.lmdb"
 Point = int | str | datetime
@@ -87,7 +98,8 @@ class Braid:
         self.checkpoint_every = checkpoint_every
         self.retries = retries
         self.notices: list[str] = []
-        self._deferred: list[int] | None = None
+        self._deferred: list[int] | None = None  # checkpoints to write once the writer lock is free
+        self._folded = False  # a batch being written was folded into the live states
         self._projections: dict[str, Projection] = {}
         for p in projections:
             if p.name in self._projections:
@@ -96,6 +108,7 @@ class Braid:
         self._order = list(self._projections.values())
         if self._order and not getattr(store, "readonly", False):
             store.use_projections(self._projections)
+        self._checked = [i for i, p in enumerate(self._order) if p.check is not None]
         for msg in stale_checkpoints(store, self._order):
             self._notice(msg)
         self._states: list[Any] = []
@@ -199,13 +212,94 @@ class Braid:
 
     # -- writing -------------------------------------------------------------------------------
     def append(self, delta: GenericDelta, *, expected_version: int | None = None) -> int:
-        """Append one delta; return its seq. Live states follow."""
-        return self.log.append(delta, expected_version=expected_version)
+        """Append one delta through the boundary; return its seq. Live states follow."""
+        return self.append_batch([delta], expected_version=expected_version)[0]
 
     def append_batch(self, deltas: Iterable[GenericDelta], *,
-                     expected_version: int | Mapping[str, int] | None = None) -> list[int]:
-        """Append deltas atomically; return their seqs."""
-        return self.log.append_batch(deltas, expected_version=expected_version)
+                     expected_version: int | Mapping[str, int] | None = None,
+                     expected_head: int | None = None) -> list[int]:
+        """Append deltas atomically through the boundary; return their seqs (a delta already
+        stored with the same bytes keeps its seq and is not checked again)."""
+        if not self._checked:
+            return self.log.append_batch(deltas, expected_version=expected_version,
+                                         expected_head=expected_head)
+        return self._through_boundary(lambda: self.log.append_batch(
+            deltas, expected_version=expected_version, expected_head=expected_head,
+            admit=self._admit))
+
+    def commit(self, deltas: Iterable[GenericDelta], *,
+               expected_version: int | Mapping[str, int] | None = None,
+               expected_head: int | None = None) -> list[Record]:
+        """Append deltas atomically through the boundary; return the records written (none
+        for a pure idempotent retry)."""
+        if not self._checked:
+            return self.log.commit(deltas, expected_version=expected_version,
+                                   expected_head=expected_head)
+        return self._through_boundary(lambda: self.log.commit(
+            deltas, expected_version=expected_version, expected_head=expected_head,
+            admit=self._admit))
+
+    def _through_boundary(self, write):
+        """Run a store write whose ``admit`` is ``_admit``: checkpoints the fold reaches while
+        the writer lock is held are written after it; a write that fails after its batch was
+        folded into the live states (a refusal, a store error) reloads them."""
+        self._deferred, self._folded = [], False
+        try:
+            return write()
+        except BaseException:
+            if self._folded:  # evolve updated the states in place: take them back to the head
+                self._load()
+                self._deferred = None  # the lock is released: checkpoints are written now
+                self.catch_up()
+            raise
+        finally:
+            pending, self._deferred, self._folded = self._deferred or [], None, False
+            if pending:  # boundaries passed while the lock was held: checkpoint where states stand
+                self._checkpoint_all(self.seq)
+
+    def _admit(self, head: Head, staged: list[Staged]) -> None:
+        """The boundary, inside the store's write transaction: check each new delta against
+        the states of the projections that read it, then fold it into every live state, so
+        the next delta of the batch is checked against the state with this one applied."""
+        order = self._order
+        if not any(order[i].reads(s.delta) for s in staged for i in self._checked):
+            return  # nothing here for a check: the live states follow the log as usual
+        if self._folded or max(self._seqs, default=0) > head.seq:
+            self._load()  # a write attempt ran again (the map grew): start from the checkpoints
+        self.catch_up()
+        if self.seq != head.seq:
+            raise ConflictError(f"the live states stand at seq {self.seq}, the head at {head.seq}",
+                                expected=head.seq, actual=self.seq)
+        states = self._states
+        view = BatchView(self.log, head.seq, staged)
+        readers: dict[tuple[str, str], list[int]] = {}
+        for n, s in enumerate(staged):
+            d = s.delta
+            key = (d.kind, d.provenance.kind)  # what decides `reads` when a delta has no refs
+            who = readers.get(key) if d.refs is None else None
+            if who is None:
+                who = [i for i, p in enumerate(order) if p.reads(d)]
+                if d.refs is None:
+                    readers[key] = who
+            at = None
+            for i in who:
+                check = order[i].check
+                if check is not None:
+                    if at is None:
+                        at = Boundary(seq=s.seq, index=n, log=view.before(n))
+                    try:
+                        check(states[i], d, at)
+                    except Rejected as e:
+                        raise Rejected(f"delta {n}: {e.reason}") from None
+                    except ValidationError as e:
+                        raise ValidationError(e.field, e.rule, index=n) from None
+            for i in who:
+                self._folded = True
+                states[i] = order[i].apply(states[i], d, s.seq)
+        last = staged[-1].seq
+        self._seqs = [last] * len(order)
+        if last // self.checkpoint_every > head.seq // self.checkpoint_every:
+            self._deferred.append(last)  # the batch crossed a checkpoint boundary: mark it here
 
     def execute(self, decider: Decider | str, command: Any, *, braid_id: str,
                 provenance: Provenance | str = "system", now: datetime | None = None,
@@ -242,7 +336,7 @@ class Braid:
             if not deltas:
                 return []
             try:
-                return self.log.commit(deltas, expected_head=head, expected_version=expected_version)
+                return self.commit(deltas, expected_head=head, expected_version=expected_version)
             except StaleHead:
                 continue
         return self._execute_locked(decide, expected_version)
@@ -256,13 +350,9 @@ class Braid:
                                     expected=head.seq, actual=self.seq)
             return decide(head.seq)
 
-        self._deferred = []
-        try:
-            return self.log.commit_locked(prepare, expected_version=expected_version)
-        finally:
-            pending, self._deferred = self._deferred, None
-            if pending:  # the states stand at the head they were caught up to: checkpoint there
-                self._checkpoint_all(self.seq)
+        admit = self._admit if self._checked else None
+        return self._through_boundary(lambda: self.log.commit_locked(
+            prepare, expected_version=expected_version, admit=admit))
 
     # -- reading -------------------------------------------------------------------------------
     def head(self) -> Head:
@@ -362,6 +452,77 @@ class ReadView:
             return current
         seqs = [r.seq for r in self.scan_braid(braid_id)]
         return BraidHead(len(seqs), seqs[-1] if seqs else 0)
+
+
+class BatchView(ReadView):
+    """The log as a boundary check sees it: the store as of ``seq`` (the head a batch is written
+    after) followed by the batch's records ``staged`` that come before the delta checked."""
+
+    def __init__(self, store: LogStore, seq: int, staged: Sequence[Staged]) -> None:
+        super().__init__(store, seq)
+        self._staged = staged
+        self._ids = {s.delta.id.upper(): s for s in staged}
+
+    def before(self, n: int) -> BatchView:
+        """The view a check of the batch's delta ``n`` sees: the head and deltas 0..n-1."""
+        if n == len(self._staged):
+            return self
+        return BatchView(self._store, self.seq, self._staged[:n])
+
+    def head(self) -> Head:
+        if not self._staged:
+            return super().head()
+        last = self._staged[-1]
+        return Head(last.seq, last.hash)
+
+    def read(self, seq: int) -> Record:
+        if seq > self.seq:
+            k = seq - self.seq - 1
+            if k < len(self._staged):
+                s = self._staged[k]
+                return Record(s.seq, s.hash, s.delta)
+        return super().read(seq)
+
+    def get(self, delta_id: str) -> Record | None:
+        s = self._ids.get(delta_id.upper())
+        return Record(s.seq, s.hash, s.delta) if s is not None else super().get(delta_id)
+
+    def seq_of(self, delta_id: str) -> int | None:
+        s = self._ids.get(delta_id.upper())
+        return s.seq if s is not None else super().seq_of(delta_id)
+
+    def _merged(self, base: Any, keep: Any, start: int, stop: int | None, reverse: bool,
+                limit: int | None) -> Iterator[Record]:
+        ours = [Record(s.seq, s.hash, s.delta) for s in self._staged
+                if start <= s.seq and (stop is None or s.seq < stop) and keep(s)]
+        theirs = base(start, stop, reverse=reverse)
+        both = (itertools.chain(reversed(ours), theirs) if reverse
+                else itertools.chain(theirs, ours))
+        return itertools.islice(both, limit)
+
+    def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
+             limit: int | None = None) -> Iterator[Record]:
+        return self._merged(super().scan, lambda s: True, start, stop, reverse, limit)
+
+    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
+                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        base = functools.partial(super().scan_braid, braid_id)
+        return self._merged(base, lambda s: s.delta.braid_id == braid_id, start, stop, reverse, limit)
+
+    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        base = functools.partial(super().scan_kind, kind)
+        return self._merged(base, lambda s: s.delta.kind == kind, start, stop, reverse, limit)
+
+    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        base = functools.partial(super().scan_refs, entity_id)
+        return self._merged(base, lambda s: entity_id in s.refs, start, stop, reverse, limit)
+
+    def braid_head(self, braid_id: str) -> BraidHead:
+        base = super().braid_head(braid_id)
+        ours = [s.seq for s in self._staged if s.delta.braid_id == braid_id]
+        return BraidHead(base.version + len(ours), ours[-1]) if ours else base
 
 
 class View:

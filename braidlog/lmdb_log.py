@@ -38,8 +38,8 @@ from .kind_schema import store_kinds
 from .kinds import REGISTRY, Registry
 from .lmdb_env import Env
 from .store import (
-    BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage, ts_micros,
-    verify_bodies,
+    Admit, BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage,
+    ts_micros, verify_bodies,
 )
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
@@ -218,34 +218,36 @@ class LmdbLog(IndexScans):
         return self._append([delta], expected_version, None)[1][0]
 
     def append_batch(self, deltas, *, expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None) -> list[int]:
+                     expected_head: int | None = None, admit: Admit | None = None) -> list[int]:
         """Append deltas atomically in one transaction; return their seqs in order."""
-        return self._append(deltas, expected_version, expected_head)[1]
+        return self._append(deltas, expected_version, expected_head, admit)[1]
 
     def commit(self, deltas, *, expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None) -> list[Record]:
+               expected_head: int | None = None, admit: Admit | None = None) -> list[Record]:
         """Append deltas atomically; return the records written (none for a pure retry)."""
         return [Record(s.seq, s.hash, s.delta)
-                for s in self._append(deltas, expected_version, expected_head)[0]]
+                for s in self._append(deltas, expected_version, expected_head, admit)[0]]
 
     def commit_locked(self, prepare: Callable[[Head], Iterable[Any]], *,
-                      expected_version: int | Mapping[str, int] | None = None) -> list[Record]:
+                      expected_version: int | Mapping[str, int] | None = None,
+                      admit: Admit | None = None) -> list[Record]:
         """Hold the writer lock, call ``prepare(head)``, append what it returns in the same
         transaction. No other writer can append in between, so nothing decided in ``prepare``
         can be stale. ``prepare`` may read the store but must not write to it."""
         def fn(txn):
             head = self._head_in(txn)[0]
             checked = check_batch(prepare(head), self.registry)
-            staged, _ = self._append_in(txn, checked, expected_version, head.seq)
+            staged, _ = self._append_in(txn, checked, expected_version, head.seq, admit)
             return [Record(s.seq, s.hash, s.delta) for s in staged]
         return self._write(fn)
 
-    def _append(self, deltas: Iterable[Any], expected_version, expected_head
+    def _append(self, deltas: Iterable[Any], expected_version, expected_head, admit=None
                 ) -> tuple[list[Staged], list[int]]:
         checked = check_batch(deltas, self.registry)  # before the writer lock is taken
-        return self._write(lambda txn: self._append_in(txn, checked, expected_version, expected_head))
+        return self._write(lambda txn: self._append_in(txn, checked, expected_version,
+                                                       expected_head, admit))
 
-    def _append_in(self, txn, checked, expected_version, expected_head):
+    def _append_in(self, txn, checked, expected_version, expected_head, admit=None):
         db = self._db
         head, hw = self._head_in(txn)
         ids, braids, spaces = db["ids"], db["braid"], db["spaces"]
@@ -267,6 +269,8 @@ class LmdbLog(IndexScans):
                              braid_version=braid_version, expected_version=expected_version,
                              expected_head=expected_head, dims=dims)
         if staged:
+            if admit is not None:  # the projections' checks (Braid), inside this transaction
+                admit(head, staged)
             self._put(txn, staged)
         return staged, seqs
 

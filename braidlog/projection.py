@@ -19,6 +19,28 @@ A ``Decider`` adds ``decide(command, state, ctx) -> list[GenericDelta]``: pure, 
 new ids taken from ``ctx``; it returns ``[]`` when the command is already done, and raises
 ``Rejected`` (or ``ValidationError``) when it refuses.
 
+The boundary: a projection's rules live once, in ``check(state, delta, at) -> None``, and hold
+for every delta that enters a store opened with the projection, whatever the path
+(``Braid.append``, ``append_batch``, ``execute``, the CLI's ``append`` and ``import``):
+
+- ``Braid`` runs the checks inside the store's write transaction, after the shape and kind
+  schema are checked and seqs assigned, for each new delta the projection reads
+  (``Projection.reads``), against the projection's state just before that delta: the live
+  state at the head with the batch's earlier deltas folded in. ``at`` (a ``Boundary``) gives the
+  seq the delta will take, its index in the batch, and ``at.log``, the log as of just before it
+  (the head plus the batch's earlier deltas), for rules that need facts no state keeps.
+- A check refuses by raising ``Rejected`` whose reason starts with the rule's name
+  (``refuse(rule, detail)`` builds one) or ``ValidationError`` naming the field and the rule.
+  The batch is then refused whole: nothing of it is written, the error names the delta's index
+  in the batch, and the live states are as they were before it.
+- A check is pure like ``evolve``: no clock ("now" is the delta's ``ts``), no I/O beyond
+  ``at.log``, and it must not change ``state``. It does not run on an idempotent retry (the delta
+  is already a fact), nor on paths that copy history the log already verified (replica apply,
+  restore of a backup); ``evolve`` still checks nothing.
+- ``decide`` builds a command's deltas and keeps only what it needs to build them (idempotency,
+  defaults); the rule a raw append could break is the check's, and ``execute`` passes through
+  the same boundary.
+
 State must be encodable by msgspec (Structs, dicts, lists, scalars) so it can be checkpointed;
 ``state_type`` is the type checkpoints decode to (default: the type of ``initial``). Bump
 ``version`` whenever State, evolve or what the projection reads changes: checkpoints of older
@@ -34,8 +56,9 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from .delta import GenericDelta, Provenance, Refs, Vector, new_id
+from .errors import Rejected
 
-__all__ = ["Projection", "Decider", "Context", "REF_FIELDS"]
+__all__ = ["Projection", "Decider", "Context", "Boundary", "Check", "refuse", "REF_FIELDS"]
 
 #: The fields of ``Refs`` a projection may read by (``Projection.refs``).
 REF_FIELDS = ("beads", "knots", "episodes", "deltas")
@@ -44,9 +67,32 @@ S = TypeVar("S")
 
 
 @dataclass(frozen=True)
+class Boundary:
+    """Where a delta being checked stands: the ``seq`` it will take, its ``index`` in its batch,
+    and ``log``, a read-only store as of just before it (the head the batch is written after,
+    plus the batch's earlier deltas): ``read``, ``get``, ``seq_of`` and the ``scan`` family."""
+
+    seq: int
+    index: int
+    log: Any
+
+
+Check = Callable[[Any, GenericDelta, Boundary], None]
+"""A projection's rules over its state: ``check(state, delta, at)`` returns None when ``delta``
+may enter, raises ``Rejected`` (see ``refuse``) or ``ValidationError`` naming the rule when not."""
+
+
+def refuse(rule: str, detail: str) -> Rejected:
+    """The refusal of a boundary check: ``Rejected`` whose reason is ``"<rule>: <detail>"``, so
+    the rule is named first (``rule`` is a short kebab-case name, ``detail`` says what to do)."""
+    return Rejected(f"{rule}: {detail}")
+
+
+@dataclass(frozen=True)
 class Projection(Generic[S]):
     """A named, versioned fold: ``initial`` and ``evolve``; ``kinds``, ``refs`` and
-    ``provenances`` say which deltas it reads; ``positional`` that evolve takes their seq."""
+    ``provenances`` say which deltas it reads; ``positional`` that evolve takes their seq;
+    ``check`` its rules, run at the boundary on every delta it reads (see the module doc)."""
 
     name: str
     version: int
@@ -57,6 +103,7 @@ class Projection(Generic[S]):
     positional: bool = False
     refs: frozenset[str] = frozenset()
     provenances: frozenset[str] = frozenset()
+    check: Check | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.kinds, str):

@@ -44,7 +44,7 @@ from .errors import (
     BraidlogError, ConflictError, DecodeError, IntegrityError, NotAcknowledged, ReplicationError,
     StaleWriter, ValidationError,
 )
-from .store import Head, LogStore, Record, hw_of, ts_micros
+from .store import Admit, Head, LogStore, Record, hw_of, ts_micros
 
 __all__ = [
     "Stream",
@@ -659,18 +659,19 @@ class SyncLog:
 
     def append_batch(self, deltas: Iterable[GenericDelta], *,
                      expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None) -> list[int]:
+                     expected_head: int | None = None, admit: Admit | None = None) -> list[int]:
         """Append deltas atomically; return their seqs once the stream holds them (whole)."""
         return self._sync(lambda: self.store.append_batch(
-            deltas, expected_version=expected_version, expected_head=expected_head), list)
+            deltas, expected_version=expected_version, expected_head=expected_head,
+            admit=admit), list)
 
     def commit(self, deltas: Iterable[GenericDelta], *,
                expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None) -> list[Record]:
+               expected_head: int | None = None, admit: Admit | None = None) -> list[Record]:
         """Append deltas atomically; the records written, once the stream holds them."""
         return self._sync(lambda: self.store.commit(
-            deltas, expected_version=expected_version, expected_head=expected_head),
-            lambda recs: [r.seq for r in recs])
+            deltas, expected_version=expected_version, expected_head=expected_head,
+            admit=admit), lambda recs: [r.seq for r in recs])
 
     def ship(self) -> Watermark:
         """Ship whatever the local log holds that the stream does not (after NotAcknowledged)."""

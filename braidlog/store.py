@@ -50,12 +50,19 @@ __all__ = [
     "ts_micros",
     "resolve_point",
     "Progress",
+    "Admit",
 ]
 
 MAX_REF_BYTES = 480  # an index key must stay under LMDB's 511-byte limit
 
 Progress = Callable[[int], None]
 """Called with the number of records done so far, for progress bars."""
+
+Admit = Callable[["Head", "list[Staged]"], None]
+"""A store's last check of a batch, called inside its write transaction with the head before
+the batch and the records about to be written (the batch's new deltas, with their seqs; an
+idempotent retry is not among them). Raising refuses the batch: nothing of it is written.
+``Braid`` passes one to run its projections' checks (braidlog.projection)."""
 
 
 class Head(NamedTuple):
@@ -155,12 +162,13 @@ class LogStore(Protocol):
     def append(self, delta: GenericDelta, *, expected_version: int | None = None) -> int: ...
     def append_batch(self, deltas: Iterable[GenericDelta], *,
                      expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None) -> list[int]: ...
+                     expected_head: int | None = None, admit: Admit | None = None) -> list[int]: ...
     def commit(self, deltas: Iterable[GenericDelta], *,
                expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None) -> list[Record]: ...
+               expected_head: int | None = None, admit: Admit | None = None) -> list[Record]: ...
     def commit_locked(self, prepare: Callable[[Head], Iterable[GenericDelta]], *,
-                      expected_version: int | Mapping[str, int] | None = None) -> list[Record]: ...
+                      expected_version: int | Mapping[str, int] | None = None,
+                      admit: Admit | None = None) -> list[Record]: ...
     def read(self, seq: int) -> Record: ...
     def get(self, delta_id: str) -> Record | None: ...
     def seq_of(self, delta_id: str) -> int | None: ...
@@ -369,35 +377,39 @@ class MemoryLog(IndexScans):
 
     def append_batch(self, deltas: Iterable[GenericDelta], *,
                      expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None) -> list[int]:
+                     expected_head: int | None = None, admit: Admit | None = None) -> list[int]:
         """Append deltas atomically; return their seqs in order."""
-        return self._append(deltas, expected_version, expected_head)[1]
+        return self._append(deltas, expected_version, expected_head, admit)[1]
 
     def commit(self, deltas: Iterable[GenericDelta], *,
                expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None) -> list[Record]:
+               expected_head: int | None = None, admit: Admit | None = None) -> list[Record]:
         """Append deltas atomically; return the records written (none for a pure retry)."""
         return [Record(s.seq, s.hash, s.delta)
-                for s in self._append(deltas, expected_version, expected_head)[0]]
+                for s in self._append(deltas, expected_version, expected_head, admit)[0]]
 
     def commit_locked(self, prepare: Callable[[Head], Iterable[GenericDelta]], *,
-                      expected_version: int | Mapping[str, int] | None = None) -> list[Record]:
+                      expected_version: int | Mapping[str, int] | None = None,
+                      admit: Admit | None = None) -> list[Record]:
         """Call ``prepare(head)`` holding the writer lock and append its deltas atomically."""
         with self._lock:
             head = self.head()
             return self.commit(list(prepare(head)), expected_version=expected_version,
-                               expected_head=head.seq)
+                               expected_head=head.seq, admit=admit)
 
-    def _append(self, deltas, expected_version, expected_head):
+    def _append(self, deltas, expected_version, expected_head, admit=None):
         checked = check_batch(deltas, self.registry)
         with self._lock:
-            return self._place(checked, expected_version, expected_head)
+            return self._place(checked, expected_version, expected_head, admit)
 
-    def _place(self, checked, expected_version, expected_head):
+    def _place(self, checked, expected_version, expected_head, admit=None):
+        head = self.head()
         staged, seqs = stage(
-            checked, head=self.head(), hw=self._hw[-1] if self._hw else 0,
+            checked, head=head, hw=self._hw[-1] if self._hw else 0,
             lookup=self._lookup, braid_version=lambda b: self.braid_head(b).version,
             expected_version=expected_version, expected_head=expected_head, dims=self._dims.get)
+        if admit is not None and staged:
+            admit(head, staged)
         for s in staged:
             d = s.delta
             self._records.append((s.hash, s.body, d))

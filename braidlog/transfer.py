@@ -395,9 +395,11 @@ def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable
     records are reproduced byte for byte with the same hashes. ``as_new`` (required for a braid
     export) appends the deltas after the store's head as new records instead. ``against``
     (``SEQ:HASH``, or a Head) must be a head the export reaches, e.g. one written down at the
-    source: the import is refused unless the export's chain passes through it.
+    source: the import is refused unless the export's chain passes through it. Given a Braid,
+    the deltas are written through it, so its projections' checks hold (the boundary); a bare
+    store checks shape, schema and chain only.
     """
-    store = _log(store)
+    writer, store = store, _log(store)
     if isinstance(against, str):
         against = Head.parse(against)
     head = store.head()
@@ -423,14 +425,14 @@ def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable
     if against is not None:
         _check_against(parsed, against)
     if as_new:
-        records = store.commit(parsed.deltas)
+        records = writer.commit(parsed.deltas)
         after = store.head()
         return ImportReport(h.scope, parsed.lines, len(records), len(parsed.deltas) - len(records),
                             records[0].seq if records else 0, records[-1].seq if records else 0,
                             str(after), True)
     if not parsed.deltas:
         return ImportReport(h.scope, parsed.lines, 0, 0, 0, 0, str(head), False)
-    seqs = store.append_batch(parsed.deltas, expected_head=head.seq)
+    seqs = writer.append_batch(parsed.deltas, expected_head=head.seq)
     after = store.head()
     if seqs != parsed.seqs or after != Head(parsed.seqs[-1], parsed.hashes[-1]):
         raise IntegrityError(f"the store wrote the export at seqs {seqs[0]}..{seqs[-1]} with head "

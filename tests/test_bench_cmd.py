@@ -69,7 +69,8 @@ def test_every_workload_has_its_rows(report):
     es = bench.eventsourcing_installed()
     assert systems(report, "start-up") == {"braidlog", bench.PEER_IMPORT, "python, importing nothing"}
     assert metrics(report, "start-up", "braidlog") == {"import ms", "head ms"}
-    want_append = {"braidlog", "raw LMDB", bench.RAW_INDEXED, "sqlite3 WAL FULL"}
+    want_append = {"braidlog", "raw LMDB", bench.RAW_INDEXED, "sqlite3 WAL FULL",
+                   bench.BRAID_FOLLOWING, bench.BRAID_CHECKED}
     if es:
         want_append |= {"eventsourcing SQLite (100/save)", "eventsourcing memory (100/save)"}
     assert systems(report, "append") == want_append

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import audit, transfer
+from ..apps import discover, for_store
 from ..errors import StorageError, ValidationError
 from ..lmdb_log import LmdbLog
 from .util import (
-    console, load_kinds, open_for_state, open_store, parse_point, progress_bar, store_path,
+    console, load_kinds, open_braid, open_for_state, open_store, parse_point, progress_bar,
+    store_path,
     write_json,
 )
 
@@ -181,7 +183,10 @@ def cmd_import(args: Any, out: IO[str]) -> int:
     ok = False
     try:
         with LmdbLog(path) as store:
-            report = transfer.import_(store, source, as_new=args.as_new, against=args.against)
+            used = store.projections_used()
+        projections, _ = for_store(discover(getattr(args, "app", None)), used)
+        with open_braid(path, projections=projections, lazy=True) as braid:  # their checks hold
+            report = transfer.import_(braid, source, as_new=args.as_new, against=args.against)
         ok = True
     finally:
         if created and not ok:

@@ -98,7 +98,7 @@ def cmd_append(args: Any, out: IO[str]) -> int:
     if not deltas:
         raise ValidationError("input", "no deltas given")
     load_kinds(args)
-    with open_store(args, readonly=False) as store:
+    with open_for_state(args, lazy=True) as store:  # the store's projections' checks hold
         try:
             seqs = store.append_batch(deltas, expected_version=args.expected_version)
         except ValidationError as e:
