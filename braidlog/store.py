@@ -62,7 +62,9 @@ Admit = Callable[["Head", "list[Staged]"], None]
 """A store's last check of a batch, called inside its write transaction with the head before
 the batch and the records about to be written (the batch's new deltas, with their seqs; an
 idempotent retry is not among them). Raising refuses the batch: nothing of it is written.
-``Braid`` passes one to run its projections' checks (braidlog.projection)."""
+A store may call it again for the same batch when it retries the transaction (LMDB after growing
+its map), so it must be idempotent. ``Braid`` passes one to run its projections' checks
+(braidlog.projection); ``SyncLog`` publishes the batch from it (braidlog.replication.sync)."""
 
 
 class Head(NamedTuple):

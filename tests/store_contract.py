@@ -273,3 +273,27 @@ def test_checkpoint_notes_are_kept_by_tree_size(log):
     log.put_note(2, b"a note\n")
     log.put_note(5, b"b note\n")
     assert log.notes() == [(2, b"a note\n"), (5, b"b note\n")]
+
+
+def test_admit_sees_the_head_and_the_staged_records_and_a_raise_writes_nothing(log):
+    log.append(make_delta(0))
+    seen: list = []
+    records = log.commit([make_delta(1), make_delta(2)],
+                         admit=lambda head, staged: seen.append((head, list(staged))))
+    (head, staged), = seen
+    assert head.seq == 1 and [(s.seq, s.hash) for s in staged] == \
+        [(r.seq, r.hash) for r in records] == [(2, log.hash_at(2)), (3, log.hash_at(3))]
+    assert [s.body for s in staged] == [log.body(2), log.body(3)]
+    head = log.head()
+
+    def refuse(head, staged):
+        raise ConflictError("the replication stream refused it")
+
+    with pytest.raises(ConflictError, match="refused it"):
+        log.commit([make_delta(3)], admit=refuse)
+    with pytest.raises(ConflictError, match="refused it"):
+        log.commit_locked(lambda h: [make_delta(4)], admit=refuse)
+    assert log.head() == head
+    calls: list = []
+    assert log.commit([log.read(2).delta], admit=lambda *a: calls.append(a)) == []  # a retry
+    assert calls == []

@@ -419,18 +419,21 @@ def test_unacknowledged_sync_append_says_so_and_ships_later(nats_binary, tmp_pat
         log = SyncLog(writer, stream, timeout=1.0)
         log.append(make_delta(1))
         node.stop()  # the stream goes away
-        with pytest.raises(NotAcknowledged, match=r"seq 2\.\.2 were appended locally") as err:
-            log.append(make_delta(2))
-        assert err.value.seqs == [2] and writer.head().seq == 2
+        second = make_delta(2)
+        with pytest.raises(NotAcknowledged, match=r"seq 2\.\.2 were not committed locally") as err:
+            log.append(second)
+        assert err.value.seqs == [2] and writer.head().seq == 1, "committed without an ack"
         node.start(port=node.port)  # it comes back (same port, same storage)
         log.timeout = 20.0  # long enough to wait out the reconnect
-        log.append(make_delta(3))  # seq 2 goes out with it, before the append returns
-        assert_stream_is_the_log(node.url, "LOSSY", writer)
         # "not acknowledged" means unknown, not lost: the client may flush the unacknowledged
-        # batch after reconnecting (its expected-last-sequence still fits), else 2 and 3 go
-        # out as one group; either way each record is in the stream once, in order
+        # publish after reconnecting (its expected-last-sequence still fits); the next call
+        # then takes it in from the stream first. Appending it again is idempotent.
+        log.append(second)
+        log.append(make_delta(3))
+        assert writer.head().seq == 3 and writer.seq_of(second.id) == 2
+        assert_stream_is_the_log(node.url, "LOSSY", writer)
         markers = [int(h[HDR_COMMIT]) for _, _, h, _ in raw_messages(node.url, "LOSSY")]
-        assert markers in ([1, 2, 3], [1, 3, 3])
+        assert markers == [1, 2, 3]
         stream.close()
     finally:
         node.stop()
@@ -488,9 +491,10 @@ def test_shipper_sigkilled_mid_group_resumes_from_the_watermark(stores, open_str
     replica = stores("r")
     assert Replica(replica, stream).catch_up(timeout=20).seq == 0
     with pytest.raises(ConflictError, match="ends inside a transaction"):
-        promote(stores("p"), stream, timeout=20)
+        promote(stores("p"), stream, quiet=0.1, timeout=20)
     # a new shipper finishes the transaction, then ships the rest: nothing lost, nothing twice
-    assert Shipper(writer, stream, batch=500).ship(timeout=30) == (head.seq, head.hash, head.seq)
+    wm = Shipper(writer, stream, batch=500).ship(timeout=30)
+    assert (wm.seq, wm.hash, wm.commit) == (head.seq, head.hash, head.seq)
     assert_stream_is_the_log(url, stream_name, writer)
     markers = [int(h[HDR_COMMIT]) for _, _, h, _ in raw_messages(url, stream_name)]
     assert markers == [3001] * 3001  # the resumed shipper finished the same group
@@ -615,21 +619,26 @@ def test_a_stale_writer_is_refused_and_nothing_is_merged(stores, open_stream):
     for i in range(1, 6):
         old_log.append(make_delta(i))
     new = stores("new")
-    assert promote(new, stream, timeout=10) == old.head()
+    done = promote(new, stream, quiet=0.1, timeout=10)
+    assert done.caught_up == old.head() and done.epoch == 1 and done.head.seq == 6
     new_log = SyncLog(new, stream)
     new_log.append(make_delta(100, braid="after-failover"))
     before = stream.watermark()
+    assert before.epoch == 1
 
     old.append(make_delta(200, braid="split-brain"))  # the old writer comes back
-    with pytest.raises(StaleWriter, match="another writer's records.*error 10071") as err:
+    with pytest.raises(StaleWriter, match="writer epoch 1 since seq 6 .*epoch 0.*fenced") as err:
         old_log.ship()
-    assert "nothing was merged" in str(err.value)
-    with pytest.raises(StaleWriter, match="nothing was appended"):
+    assert "its records 6..6 were never acknowledged" in str(err.value)
+    with pytest.raises(StaleWriter, match="this call appended nothing"):
         old_log.append(make_delta(201))
     assert old.head().seq == 6, "a refused stale writer appended locally again"
+    with pytest.raises(StaleWriter, match="fenced"):  # a new SyncLog: refused before it writes
+        SyncLog(old, stream).append(make_delta(202))
+    assert old.head().seq == 6
     assert stream.watermark() == before
     assert_stream_is_the_log(stream.servers, stream.name, new)
-    with pytest.raises(StaleWriter, match="another writer"):
+    with pytest.raises(StaleWriter, match="fenced"):
         Shipper(old, stream).ship(timeout=10)  # a fresh shipper reads the watermark: refused too
 
 
@@ -651,8 +660,10 @@ def test_cli_ships_rebuilds_and_promotes(tmp_path, url, stream_name, capsys, rng
     assert "applied 1 record(s)" in capsys.readouterr().out.splitlines()[-1]
     with LmdbLog(r) as replica:
         assert replica.head() == head
-    assert main(["--store", r, "promote", "--nats", url, "--stream", stream_name]) == 0
-    assert f"promoted at {head}" in capsys.readouterr().out
+    assert main(["--store", r, "promote", "--nats", url, "--stream", stream_name,
+                 "--quiet", "0.1"]) == 0
+    assert f"writer epoch 1 begins at seq {head.seq + 1}, after everything stream " \
+        f"{stream_name} acknowledged (up to {head})" in capsys.readouterr().out
     line = json.dumps(json.loads(braidlog.to_json(make_delta(77, braid="cli"))))
     (tmp_path / "d.jsonl").write_text(line + "\n")
     assert main(["--store", r, "sync-append", str(tmp_path / "d.jsonl"), "--nats", url,
@@ -661,7 +672,7 @@ def test_cli_ships_rebuilds_and_promotes(tmp_path, url, stream_name, capsys, rng
     with LmdbLog(w) as writer:
         writer.append(make_delta(78, braid="stale"))
     assert main(["--store", w, "ship", "--nats", url, "--stream", stream_name, "--once"]) == 1
-    assert "another writer" in capsys.readouterr().err
+    assert "is in writer epoch 1 since seq 52" in capsys.readouterr().err and head.seq == 51
 
 
 def test_cli_replica_exits_1_naming_the_refused_seq(tmp_path, stores, open_stream, stream_name,
@@ -742,12 +753,12 @@ def test_failover_promotes_a_caught_up_replica_and_refuses_the_old_writer(nats_c
 
         new_stream = Stream(nats_cluster.urls[::-1], "R3FAIL", create=False, timeout=5)
         replica = stores("new")
-        assert promote(replica, new_stream, timeout=60) == acked
+        assert promote(replica, new_stream, quiet=0.2, timeout=60).caught_up == acked
         new_log = SyncLog(replica, new_stream)
         new_log.append(make_delta(9100, braid="new-writer"))
         nats_cluster.node(leader(new_stream)).kill()  # and the stream loses its leader too
         new_log.append(make_delta(9101, braid="new-writer"))
-        assert new_stream.watermark(timeout=30).seq == acked.seq + 2
+        assert new_stream.watermark(timeout=30).seq == acked.seq + 3  # epoch record + 2
 
         # the old writer comes back and ships what it committed: refused, not merged
         with pytest.raises(StaleWriter, match="error 10071"):

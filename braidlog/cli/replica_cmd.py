@@ -23,8 +23,7 @@ def register(sub: Any) -> None:
         "log until interrupted. Resumes from the stream's watermark after a crash. Refused "
         "when the stream holds another writer's records.")
     _common(p)
-    p.add_argument("--replicas", type=int, default=1,
-                   help="stream replicas when the stream is created (3 on a 3-node cluster)")
+    _replicas(p)
     p.add_argument("--batch", type=int, default=1000, help="records per atomic batch (max 1000)")
     p.add_argument("--once", action="store_true", help="ship what is committed now, then exit")
     p.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
@@ -35,10 +34,13 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "sync-append", help="append deltas and wait until the stream holds them",
         description="Append deltas (one JSON object, a JSON array or JSON Lines, from FILE or "
-        "standard input) to --store in one atomic batch, and return only once the JetStream "
-        "stream acknowledged them with its replicas (synchronous mode).")
+        "standard input) to --store in one atomic batch, published to the JetStream stream "
+        "while the local transaction is open and committed only once the stream acknowledged "
+        "them with its replicas (synchronous mode). A refused or unacknowledged append leaves "
+        "the store unchanged.")
     p.add_argument("file", nargs="?", default="-", help="a file, or - for standard input")
     _common(p)
+    _replicas(p)
     p.add_argument("--json", action="store_true", help="print the seqs as JSON")
     p.set_defaults(handler=cmd_sync_append)
 
@@ -55,11 +57,20 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_replica)
 
     p = sub.add_parser(
-        "promote", help="check a replica caught up, so it may become the writer",
-        description="Catch --store up with the stream and check it holds everything the stream "
-        "acknowledged (same head, no half-shipped transaction). Exit 0 means: start writing "
-        "to this store and ship it (`braidlog ship`); the old writer is then refused.")
+        "promote", help="make a caught-up replica the writer of a new epoch, fencing the old",
+        description="Catch --store up with the stream, check it holds everything the stream "
+        "acknowledged (same head, no half-shipped transaction), check the stream stopped "
+        "moving (no new record for --quiet seconds), then publish a writer-epoch record with "
+        "the expected-last-sequence check and commit it locally once acknowledged. From then "
+        "on the old writer is refused. Exit 0 means: write to this store and ship it.")
     _common(p)
+    p.add_argument("--writer", default=None,
+                   help="a name for the new writer, recorded in the epoch record "
+                   "(default: this host's name)")
+    p.add_argument("--quiet", type=float, default=2.0, metavar="SECONDS",
+                   help="refuse if the stream grew within this many seconds (default 2)")
+    p.add_argument("--force", action="store_true",
+                   help="promote even while the old writer still ships: it is fenced as it runs")
     p.set_defaults(handler=cmd_promote)
 
 
@@ -71,6 +82,13 @@ def _common(p: Any) -> None:
                    help="subject prefix (default braidlog.NAME; subjects are PREFIX.<braid>)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for NATS before giving up (default 60)")
+
+
+def _replicas(p: Any) -> None:
+    p.add_argument("--replicas", type=int, default=None,
+                   help="the stream's replication factor (3 on a 3-node cluster): a new stream "
+                   "is created with it (default 1), an existing one with another factor is "
+                   "scaled to it or refused")
 
 
 def _replication() -> Any:
@@ -89,7 +107,7 @@ def _kinds() -> None:
     default_projections()
 
 
-def _stream(args: Any, *, create: bool, replicas: int = 1) -> Any:
+def _stream(args: Any, *, create: bool, replicas: int | None = None) -> Any:
     rep = _replication()
     return rep.Stream(args.nats, args.stream, replicas=replicas, create=create,
                       prefix=args.prefix, timeout=min(args.timeout, 10.0))
@@ -132,7 +150,8 @@ def cmd_sync_append(args: Any, out: IO[str]) -> int:
     deltas, _ = parse_deltas(text)
     if not deltas:
         raise ValidationError("input", "no deltas given")
-    with LmdbLog(store_path(args)) as store, _stream(args, create=True) as stream:
+    with LmdbLog(store_path(args)) as store, \
+            _stream(args, create=True, replicas=args.replicas) as stream:
         seqs = rep.SyncLog(store, stream, timeout=args.timeout).append_batch(deltas)
         head = store.head()
     if args.json:
@@ -167,7 +186,10 @@ def cmd_promote(args: Any, out: IO[str]) -> int:
     rep = _replication()
     _kinds()
     with LmdbLog(store_path(args)) as store, _stream(args, create=False) as stream:
-        head = rep.promote(store, stream, timeout=args.timeout)
-    out.write(f"promoted at {head}: this store holds everything stream {args.stream} "
-              "acknowledged; write to it and run `braidlog ship` from here\n")
+        done = rep.promote(store, stream, writer=args.writer, quiet=args.quiet,
+                           force=args.force, timeout=args.timeout)
+    out.write(f"promoted: writer epoch {done.epoch} begins at seq {done.head.seq}, after "
+              f"everything stream {args.stream} acknowledged (up to {done.caught_up}); the old "
+              f"writer is refused from now on. Head {done.head}: write to this store and run "
+              "`braidlog ship` or `braidlog sync-append` from here\n")
     return 0

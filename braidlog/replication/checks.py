@@ -1,0 +1,99 @@
+"""What a writer checks about its stream before it publishes: the stream's last record is this
+log's own record (by its bytes and chain hash, not only its headers), in this writer's epoch.
+
+Shared by the shipper (asynchronous) and the synchronous writer. The three outcomes that stop
+a writer are told apart, because their remedies differ:
+
+- the stream is in a newer writer epoch: this writer was fenced by a promotion (StaleWriter);
+- the stream's last record chains but is not this log's: another writer (StaleWriter);
+- the stream's last record does not chain at all, or its bytes are not what its headers claim:
+  a foreign or corrupt record (IntegrityError); this log is intact, ship it to a new stream.
+"""
+
+from __future__ import annotations
+
+from ..chain import GENESIS, link
+from ..delta import decode
+from ..errors import DecodeError, IntegrityError, StaleWriter
+from ..store import Head, LogStore
+from .stream import Last, Stream
+from .wire import Epochs, Watermark, read_epoch
+
+__all__ = ["check_stream", "fenced"]
+
+RECOVER = ("this store's log is intact: ship it to a new stream (`braidlog ship --stream NEW`), "
+           "point the replicas at NEW, and let only the writer's credentials publish to the "
+           "stream's subjects (docs/replication.md, *A foreign or corrupt record*)")
+
+
+def fenced(stream: Stream, epochs: Epochs, mark: Watermark, head: Head, refused: int | None
+           ) -> StaleWriter:
+    """The error for a writer whose epoch is older than its stream's."""
+    where = ""
+    found = stream.last_epoch()
+    shipped = min(mark.seq, head.seq)
+    if found is not None:
+        seq, _headers, body = found
+        shipped = min(seq - 1, head.seq)
+        try:
+            payload = read_epoch(decode(body[8:]))
+            where = (f" since seq {seq} (writer {payload.writer!r}"
+                     f"{', forced' if payload.forced else ''})")
+        except DecodeError:
+            where = f" since seq {seq}"
+    tail = (f"; its records {shipped + 1}..{head.seq} were never acknowledged by the stream and "
+            "are not in the history" if head.seq > shipped else "")
+    how = f" (JetStream refused its batch with error {refused})" if refused else ""
+    return StaleWriter(
+        f"stream {stream.name} is in writer epoch {mark.epoch}{where}, this store's writer is in "
+        f"epoch {epochs.current}: a newer writer was promoted and this one is fenced{how}; "
+        f"it publishes nothing more{tail}. Rebuild this store as a replica "
+        f"(move it aside and run `braidlog replica` into an empty store); "
+        f"`braidlog log --start {shipped + 1}` on it lists what was lost",
+        expected=epochs.current, actual=mark.epoch)
+
+
+def check_stream(stream: Stream, store: LogStore, epochs: Epochs, last: Last, head: Head,
+                 refused: int | None = None) -> None:
+    """Raise unless ``stream`` ends at a record of this log (a prefix of it, or its head).
+
+    ``head`` is the store's head; a stream that goes past it is checked as far as this store
+    can: if the record at this store's head is the stream's, the stream extends this log (the
+    synchronous writer catches up from it), else it is another writer's.
+    """
+    mark, body = last
+    name = stream.name
+    epochs.refresh()
+    if mark.epoch > epochs.current:
+        raise fenced(stream, epochs, mark, head, refused)
+    if mark.seq == 0:
+        return
+    how = (f"JetStream refused this store's batch with error {refused}" if refused
+           else "the expected-sequence check refuses this store's batches")
+    if mark.seq == head.seq + 1 and body is not None:
+        chained = link(head.hash, mark.seq, body)
+        if chained != mark.hash:
+            raise IntegrityError(
+                f"stream {name} seq {mark.seq} holds a foreign or corrupt record: its bytes "
+                f"chained onto this log's head give hash {chained.hex()}, its headers claim "
+                f"{mark.hash.hex()}; replicas stop before it. {RECOVER}", seq=mark.seq,
+                expected=chained, found=mark.hash)
+    if mark.seq > head.seq or mark.commit > head.seq:
+        raise StaleWriter(
+            f"stream {name} goes to seq {max(mark.seq, mark.commit)} but this store's head is "
+            f"seq {head.seq}: another writer ships to it ({how}); this store is no longer the "
+            "writer: rebuild it as a replica", expected=head.seq, actual=mark.seq)
+    ours = store.hash_at(mark.seq)
+    prev = store.hash_at(mark.seq - 1) if mark.seq > 1 else GENESIS
+    chained = link(prev, mark.seq, body or b"")
+    if chained != mark.hash:
+        raise IntegrityError(
+            f"stream {name} seq {mark.seq} holds a foreign or corrupt record: its bytes chained "
+            f"onto this log's seq {mark.seq - 1} give hash {chained.hex()}, its headers claim "
+            f"{mark.hash.hex()}{' (this log’s own hash at that seq)' if mark.hash == ours else ''}"
+            f"; replicas stop before it. {RECOVER}", seq=mark.seq, expected=ours, found=mark.hash)
+    if mark.hash != ours:
+        raise StaleWriter(
+            f"stream {name} seq {mark.seq} has chain hash {mark.hash.hex()}, this store "
+            f"{ours.hex()}: the stream holds another writer's records ({how}; none of them were "
+            "merged here); rebuild this store as a replica", expected=ours, actual=mark.hash)

@@ -1,0 +1,228 @@
+"""Replicas: rebuild a store from its stream, checking every record against its own head.
+
+A replica checks every message before anything is written (docs/replication.md, *What a
+replica checks*): seq, transaction marker, chain hash, the delta itself, the time watermark,
+the writer epoch. It applies a group (one or more whole writer transactions) in one
+transaction of its own, only once it holds all of it, so it never exposes half a transaction.
+The first record that fails a check stops the replica for good with an IntegrityError naming
+its seq.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from ..delta import GenericDelta, decode, validate
+from ..chain import link
+from ..errors import ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
+from ..store import Head, LogStore, hw_of, ts_micros
+from .stream import Stream
+from .wire import (
+    EPOCH_BRAID, EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, MAX_BATCH, Epochs,
+    declare_epoch_kind, epoch_header, header, read_epoch,
+)
+
+__all__ = ["Replica"]
+
+
+class _Pending(NamedTuple):
+    seq: int
+    hash: bytes
+    hw: int
+    delta: GenericDelta
+    epoch: int
+
+
+class Replica:
+    """Rebuilds a store from a stream; every record is checked against its own head first.
+
+    The replica's store must hold a prefix of the stream (empty is fine). Records are applied
+    one complete group per transaction through the store's own append, so the replica's log
+    is byte-identical to the writer's. A record that does not chain (or is not a valid delta)
+    is refused with an IntegrityError naming its seq; nothing after it is applied and the
+    replica stays stopped (``.error``).
+    """
+
+    def __init__(self, store: LogStore, stream: Stream, *, batch: int = MAX_BATCH) -> None:
+        if not 1 <= batch <= MAX_BATCH:
+            raise ValidationError("batch", f"must be 1 to {MAX_BATCH}, got {batch}")
+        declare_epoch_kind(store.registry)
+        self.store = store
+        self.stream = stream
+        self.epochs = Epochs(store)
+        self.batch = batch
+        self.applied = 0
+        self.error: IntegrityError | None = None
+        self._head = store.head()
+        self._hw = hw_of(store.body(self._head.seq)) if self._head.seq else 0
+        self._pending: list[_Pending] = []
+        self._group_end = 0
+        self._ids: set[str] = set()
+        self._anchored = False
+
+    @property
+    def head(self) -> Head:
+        """The last record applied (a group end)."""
+        return self._head
+
+    def catch_up(self, *, timeout: float = 60.0) -> Head:
+        """Apply every complete group the stream holds now; the replica's head."""
+        deadline = time.monotonic() + timeout
+        self._alive()
+        target = self.stream.info(timeout=timeout)["last_seq"]
+        self._anchor(target, deadline)
+        while self._next() <= target:
+            if time.monotonic() >= deadline:
+                raise ReplicationError(
+                    f"replica of stream {self.stream.name} reached seq {self._head.seq} of "
+                    f"{target} within {timeout:.1f} s", hint="give it more time")
+            if not self._pull(deadline):
+                time.sleep(0.02)  # a lagging replica of the stream answered; ask again
+        self._drop_pending()  # the stream ends inside a group: wait for the rest of it
+        return self._head
+
+    def follow(self, stop: threading.Event | None = None, *, timeout: float | None = None,
+               poll: float = 0.05) -> Head:
+        """Apply groups as they arrive until ``stop`` is set or ``timeout`` passes.
+
+        Reads again at once after a full batch, else after ``poll`` seconds.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        stop = stop or threading.Event()
+        self._alive()
+        self._anchor(None, time.monotonic() + self.stream.timeout)
+        while not stop.is_set() and (end is None or time.monotonic() < end):
+            if self._pull(time.monotonic() + 60.0) < self.batch:
+                stop.wait(poll)
+        self._drop_pending()
+        return self._head
+
+    # -- reading ---------------------------------------------------------------------------
+    def _alive(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def _next(self) -> int:
+        return self._head.seq + len(self._pending) + 1
+
+    def _drop_pending(self) -> None:
+        self._pending.clear()
+        self._ids.clear()
+
+    def _anchor(self, last: int | None, deadline: float) -> None:
+        """Check once that the replica's own head is a record of the stream."""
+        if self._anchored:
+            return
+        seq = self._head.seq
+        if seq:
+            if last is None:
+                last = self.stream.info(timeout=max(deadline - time.monotonic(), 0.1))["last_seq"]
+            if seq > last:
+                raise ConflictError(
+                    f"this store's head is seq {seq} but stream {self.stream.name} ends at seq "
+                    f"{last}: the store is not a replica of that stream", expected=last,
+                    actual=seq)
+            rows = self.stream._retry(lambda: self.stream._read(seq, 1), deadline,
+                                      "reading the replica's anchor")
+            found = rows[0][1] if rows and rows[0][0] == seq else None
+            if header(found, HDR_HASH) != self._head.hash.hex():
+                self._refuse(seq, "the replica's own record at this seq differs from the "
+                             "stream's: the store is not a replica of this stream")
+        self._anchored = True
+
+    def _pull(self, deadline: float) -> int:
+        start = self._next()
+        rows = self.stream._retry(lambda: self.stream._read(start, self.batch), deadline,
+                                  "reading records")
+        for seq, headers, body in rows:
+            if seq < self._next():
+                continue  # a late duplicate of a message already taken
+            self._accept(seq, headers, body)
+        return len(rows)
+
+    def _refuse(self, seq: int, why: str, *, expected: bytes | None = None,
+                found: bytes | None = None) -> None:
+        self._drop_pending()
+        self.error = IntegrityError(
+            f"stream {self.stream.name}: record seq {seq} refused: {why}; the replica stopped "
+            f"at seq {self._head.seq} and applied nothing after it", seq=seq, expected=expected,
+            found=found)
+        raise self.error
+
+    def _accept(self, seq: int, headers: Mapping[str, str] | None, body: bytes) -> None:
+        want = self._next()
+        if seq != want:
+            self._refuse(want, f"the stream has no message at seq {want} (next found: {seq})")
+        try:
+            shipped_seq = int(header(headers, HDR_SEQ) or "")
+            shipped = bytes.fromhex(header(headers, HDR_HASH) or "")
+            commit = int(header(headers, HDR_COMMIT) or "")
+            epoch = epoch_header(headers)
+        except ValueError:
+            self._refuse(seq, f"the message has no valid {HDR_SEQ}/{HDR_HASH}/{HDR_COMMIT}/"
+                         f"{HDR_EPOCH} headers")
+        if shipped_seq != seq:
+            self._refuse(seq, f"stream seq {seq} carries log seq {shipped_seq}")
+        group = self._pending[0].seq if self._pending else seq
+        if commit < seq or (self._pending and commit != self._group_end):
+            self._refuse(seq, f"its transaction marker {commit} does not close the group "
+                         f"that starts at seq {group}")
+        prev = self._pending[-1].hash if self._pending else self._head.hash
+        chained = link(prev, seq, body)
+        if chained != shipped:
+            self._refuse(seq, f"it does not chain: the head before it and its bytes give hash "
+                         f"{chained.hex()}, the stream says {shipped.hex()}",
+                         expected=chained, found=shipped)
+        try:
+            stored, data = validate(decode(body[8:]), self.store.registry)
+        except (DecodeError, ValidationError) as e:
+            self._refuse(seq, f"it is not a delta this replica can store ({e}); a replica needs "
+                         "the writer's kinds declared (import the same projections)")
+        if data != body[8:]:
+            self._refuse(seq, "its delta bytes are not canonical here: the replica's kind "
+                         "registry differs from the writer's (import the same projections)")
+        prev_hw = self._pending[-1].hw if self._pending else self._hw
+        hw = max(prev_hw, ts_micros(stored.ts))
+        if hw_of(body) != hw:
+            self._refuse(seq, f"its time watermark {hw_of(body)} should be {hw}")
+        if stored.id in self._ids or self.store.seq_of(stored.id) is not None:
+            self._refuse(seq, f"delta id {stored.id} is already in the log")
+        current = self._pending[-1].epoch if self._pending else self.epochs.current
+        if stored.kind == EPOCH_KIND and stored.braid_id == EPOCH_BRAID:
+            new = read_epoch(stored).epoch  # validate() checked the payload's schema
+            if new != current + 1 or epoch != new:
+                self._refuse(seq, f"it starts writer epoch {new} (header {HDR_EPOCH} {epoch}) "
+                             f"but the log is in epoch {current}: epochs go up by one")
+            current = new
+        elif epoch != current:
+            self._refuse(seq, f"it was written in writer epoch {epoch} but the log is in epoch "
+                         f"{current}: a fenced writer's record")
+        self._ids.add(stored.id)
+        self._pending.append(_Pending(seq, shipped, hw, stored, current))
+        self._group_end = commit
+        if seq == commit:
+            self._apply()
+
+    def _apply(self) -> None:
+        group, first = self._pending, self._pending[0].seq
+        try:
+            records = self.store.commit([p.delta for p in group], expected_head=self._head.seq)
+        except ConflictError as e:
+            self._refuse(first, f"the replica's store moved under it ({e}); only the replica "
+                         "may write to it")
+        except ValidationError as e:
+            self._refuse(first, f"the store refused the group ({e})")
+        if [(r.seq, r.hash) for r in records] != [(p.seq, p.hash) for p in group]:
+            raise IntegrityError(
+                f"the replica's store wrote seqs {first}..{group[-1].seq} with other hashes than "
+                "the stream's; run `braidlog verify` and rebuild the replica", seq=first)
+        self._head = Head(group[-1].seq, group[-1].hash)
+        self.epochs.refresh()
+        self._hw = group[-1].hw
+        self.applied += len(group)
+        self._drop_pending()
+
+
