@@ -104,6 +104,9 @@ class Projection(Generic[S]):
     refs: frozenset[str] = frozenset()
     provenances: frozenset[str] = frozenset()
     check: Check | None = None
+    #: An entity of this projection changes only through the deltas that refer to it (its own
+    #: delta and those the refers-to index finds): ``audit.entity_at`` may fold those alone.
+    local: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.kinds, str):

@@ -479,7 +479,7 @@ def context_view(state: State, bead_id: str, *, seq: int | None = None, as_of: d
 def decider(*, allow_raw_cot: bool = False) -> Decider:
     """The beads projection; ``allow_raw_cot=True`` lets reasoning beads store raw chain of thought."""
     return Decider(name="beads", version=2, initial=State(), evolve=evolve, state_type=State,
-                   kinds=KINDS, refs=frozenset({"beads"}), positional=True,
+                   kinds=KINDS, refs=frozenset({"beads"}), positional=True, local=True,
                    decide=lambda command, state, ctx: decide(command, state, ctx, allow_raw_cot))
 
 

@@ -702,7 +702,7 @@ def fields_decider(max_field_history: int = DEFAULT_MAX_FIELD_HISTORY, *,
     return Decider(name=name, version=2, initial=State(),
                    evolve=evolve if max_field_history == DEFAULT_MAX_FIELD_HISTORY
                    else _evolver(max_field_history),
-                   kinds=KINDS, state_type=State, decide=decide)
+                   kinds=KINDS, state_type=State, local=True, decide=decide)
 
 
 def entity(state: State, entity_id: str) -> TopicView | FieldView | None:

@@ -709,7 +709,7 @@ def decider() -> Decider:
     """The knots projection: lifecycles, and the tool calls, inputs, results and messages that
     join the open knot (``READS``), each with its log seq."""
     return Decider(name="knots", version=2, initial=State(), evolve=evolve, state_type=State,
-                   kinds=READS, positional=True, decide=decide)
+                   kinds=READS, positional=True, local=True, decide=decide)
 
 
 PROJECTIONS = [decider()]

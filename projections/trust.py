@@ -706,7 +706,7 @@ def decider(policy: TrustPolicy = DEFAULT_POLICY) -> Decider:
     """The trust projection deciding under ``policy`` (the cap, half-life and required tests)."""
     return Decider(name="trust", version=1, initial=State(), evolve=evolve, state_type=State,
                    kinds=KINDS, refs=frozenset({"deltas", "beads"}), provenances=frozenset({"dream"}),
-                   decide=lambda command, state, ctx: decide(command, state, ctx, policy))
+                   local=True, decide=lambda command, state, ctx: decide(command, state, ctx, policy))
 
 
 PROJECTIONS = [decider()]

@@ -71,6 +71,9 @@ def register(sub: Any) -> None:
                        description="Print projection states as of a seq, delta id or time.")
     p.add_argument("--at", default=None, help="SEQ, delta ID or ISO time (default: the head)")
     p.add_argument("--projection", default=None, help="only this projection")
+    p.add_argument("--entity", default=None, metavar="ID",
+                   help="only this entity (decision, bead, topic … id) of --projection; folds "
+                   "only its deltas where the projection allows")
     p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(handler=cmd_state)
 
@@ -276,6 +279,21 @@ def cmd_state(args: Any, out: IO[str]) -> int:
     try:
         seq = braid.resolve(parse_point(args.at)) if args.at else braid.head().seq
         view = braid.at(seq)
+        if args.entity is not None:
+            if not args.projection:
+                raise ValidationError("--entity", "needs --projection: an entity is one "
+                                      "projection's (e.g. --projection decisions)")
+            from ..audit import entity_at
+
+            value = entity_at(view, args.projection, args.entity)
+            if args.json:
+                write_json(out, {"seq": seq, "head": str(view.head()), "projection": args.projection,
+                                 "entity": args.entity, "value": value})
+            else:
+                con = console(out)
+                con.print(f"as of seq {seq} ({view.head()}): {args.projection} {args.entity}")
+                con.print_json(msgspec.json.encode(value).decode())
+            return 0
         if args.projection:
             braid.projection(args.projection)
             states = {args.projection: view.state(args.projection)}
