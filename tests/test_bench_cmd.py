@@ -94,7 +94,8 @@ def test_every_workload_has_its_rows(report):
         want_replay |= {"eventsourcing SQLite aggregate read", "eventsourcing memory aggregate read"}
     assert systems(report, "replay") == want_replay
     assert metrics(report, "time travel", "braidlog") == {"at(seq) p50 ms", "at(seq) p99 ms",
-                                                          "at(seq)/s"}
+                                                          "at(seq)/s", "entity as-of p50 ms",
+                                                          "entity as-of p99 ms"}
 
 
 def test_rows_are_medians_of_every_repeat_with_ratios_to_braidlog(report):
