@@ -67,3 +67,87 @@ def test_bad_proof_arguments_are_one_line_errors(store, capsys, argv, message):
     code, out, err = run(capsys, "--store", store, *argv)
     assert code == 1 and out == ""
     assert message in err and "Traceback" not in err
+
+
+def test_keygen_checkpoint_prove_and_verify_offline(store, tmp_path, capsys, monkeypatch):
+    import os
+    import stat
+
+    key = tmp_path / "log.key"
+    code, out, _ = run(capsys, "keygen", "example.com/agent-log", "--out", str(key))
+    vkey = out.strip()
+    assert code == 0 and vkey.startswith("example.com/agent-log+")
+    assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
+    code, _, err = run(capsys, "keygen", "example.com/agent-log", "--out", str(key))
+    assert code == 1 and "exists; a key file is never overwritten" in err
+
+    code, note8, _ = run(capsys, "--store", store, "checkpoint", "--key", str(key))
+    assert code == 0 and note8.startswith("example.com/agent-log\n12\n")
+    (tmp_path / "cp12").write_text(note8)
+    with LmdbLog(store) as log:
+        log.append_batch([make_delta(i) for i in range(12, 20)])
+    _, note20, _ = run(capsys, "--store", store, "checkpoint", "--key", str(key))
+    (tmp_path / "cp20").write_text(note20)
+    (tmp_path / "vkey").write_text(vkey + "\n")
+
+    _, proof, _ = run(capsys, "--store", store, "prove", "inclusion", "5", "--json")
+    (tmp_path / "inc.json").write_text(proof)
+    code, _, _ = run(capsys, "--store", store, "export", str(tmp_path / "log.jsonl"))
+    assert code == 0
+    code, out, err = run(capsys, "proof", "verify", str(tmp_path / "inc.json"), "--checkpoint",
+                         str(tmp_path / "cp20"), "--key", vkey, "--export", str(tmp_path / "log.jsonl"))
+    assert (code, err) == (0, "") and out == ("ok: record 5 is in the log example.com/agent-log at "
+                                              "size 20 and its bytes are the export's\n")
+    code, out, err = run(capsys, "proof", "verify", str(tmp_path / "inc.json"), "--checkpoint",
+                         str(tmp_path / "cp12"), "--key", str(tmp_path / "vkey"))
+    assert code == 1 and "the proof is for tree size 20; the checkpoints given are for [12]" in err
+
+    _, proof, _ = run(capsys, "--store", store, "prove", "consistency", "12", "--json")
+    (tmp_path / "cons.json").write_text(proof)
+    code, out, _ = run(capsys, "proof", "verify", str(tmp_path / "cons.json"), "--checkpoint",
+                       str(tmp_path / "cp12"), "--checkpoint", str(tmp_path / "cp20"), "--key", vkey,
+                       "--json")
+    assert code == 0 and json.loads(out)["ok"] is True and json.loads(out)["kind"] == "consistency"
+    bad = json.loads(proof)
+    bad["path"][0] = "0" * 64
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    code, _, err = run(capsys, "proof", "verify", str(tmp_path / "bad.json"), "--checkpoint",
+                       str(tmp_path / "cp12"), "--checkpoint", str(tmp_path / "cp20"), "--key", vkey)
+    assert code == 1 and "consistency proof leads to" in err
+
+    (tmp_path / "cp20x").write_text(note20.replace("\n20\n", "\n21\n"))
+    code, _, err = run(capsys, "proof", "verify", str(tmp_path / "cons.json"), "--checkpoint",
+                       str(tmp_path / "cp20x"), "--key", vkey)
+    assert code == 1 and "does not verify: the note was altered after it was signed" in err
+
+    code, out, _ = run(capsys, "--store", store, "verify")
+    assert code == 0 and "ok: the log extends all 2 checkpoint(s) it signed (last at size 20)" in out
+    code, out, _ = run(capsys, "--store", store, "verify", "--json")
+    assert json.loads(out)["checkpoints"] == 2
+
+    os.chmod(key, 0o644)
+    code, _, err = run(capsys, "--store", store, "checkpoint", "--key", str(key))
+    assert code == 1 and "has mode 0644: others can read it; run `chmod 600" in err
+
+
+def test_prove_state_of_a_demo_entity(tmp_path, capsys):
+    path = str(tmp_path / "demo.lmdb")
+    assert run(capsys, "--store", path, "demo", "--quiet")[0] == 0
+    with LmdbLog(path, readonly=True) as log:
+        rec = next(r for r in log.scan() if r.delta.refs is not None and r.delta.refs.beads)
+        bead, head = rec.delta.refs.beads[0].bead_id, log.head().seq
+    vkey = run(capsys, "keygen", "demo.example/log", "--out", str(tmp_path / "k"))[1].strip()
+    _, note, _ = run(capsys, "--store", path, "checkpoint", "--key", str(tmp_path / "k"))
+    (tmp_path / "cp").write_text(note)
+    code, out, err = run(capsys, "--store", path, "prove", "state", "beads", bead, "--at", str(rec.seq),
+                         "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["at"] == rec.seq and got["tree_size"] == head and got["records"]
+    assert got["records"][-1]["seq"] <= rec.seq and got["consistency"]["old_size"] == rec.seq
+    (tmp_path / "state.json").write_text(out)
+    code, out, err = run(capsys, "proof", "verify", str(tmp_path / "state.json"), "--checkpoint",
+                         str(tmp_path / "cp"), "--key", vkey)
+    assert code == 0 and out.startswith(f"ok: the {len(got['records'])} record(s) listed for '{bead}'")
+    code, _, err = run(capsys, "--store", path, "prove", "state", "nosuch", bead, "--at", "3")
+    assert code == 1 and "nosuch" in err

@@ -258,6 +258,8 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
                     f"the first {against.seq} deltas differ from the head given: expected hash "
                     f"{against.hash.hex()}, found {checked.hash.hex()} at seq {against.seq}",
                     seq=against.seq, expected=against.hash, found=checked.hash)
+            from ..proofs.checkpoint import check_notes
+            issued = check_notes(store)  # the log still extends every checkpoint it signed
         except IntegrityError as e:
             if args.json:
                 write_json(out, {"ok": False, "seq": e.seq, "error": str(e),
@@ -266,11 +268,15 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
             raise
     if args.json:
         write_json(out, {"ok": True, "verified": checked.seq, "head": str(head),
-                         "against": str(against) if against else None})
+                         "against": str(against) if against else None,
+                         **({"checkpoints": len(issued)} if issued else {})})
     elif against is not None:
         out.write(f"ok: the first {against.seq} deltas are unchanged since head {against}\n")
     else:
         out.write(f"ok: {checked.seq} deltas verified; head {head}\n")
+    if issued and not args.json:
+        out.write(f"ok: the log extends all {len(issued)} checkpoint(s) it signed (last at size "
+                  f"{issued[-1].size})\n")
     return 0
 
 

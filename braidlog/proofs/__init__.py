@@ -1,10 +1,21 @@
 """Verifiable log: roots and RFC 9162 proofs of the Merkle tree over the records, signed C2SP
-checkpoints, and the proofs of past states. docs/proofs.md says what each proves.
+checkpoints, and proofs of past states. docs/proofs.md says what each proves.
 
-``verify`` checks all of it without a store (stdlib, blake3, cryptography): vendor that one file.
+``braidlog.proofs.verify`` checks all of it without a store (stdlib, blake3, cryptography):
+vendor that one file. Signing and checking signatures need ``pip install 'braidlog[proofs]'``.
 """
 
-from .prove import ConsistencyProof, InclusionProof, check_tree_extends, consistency_proof, inclusion_proof, root
+from .checkpoint import Checkpoint, check_checkpoint, check_notes, issue, open_note, sign_note
+from .keys import SigningKey, generate, read_key, write_key
+from .prove import (
+    ConsistencyProof, InclusionProof, check_tree_extends, consistency_proof, inclusion_proof, root,
+)
+from .state import StateProof, refold, state_proof
+from .verify import VerifierKey, parse_verifier_key
 
-__all__ = ["root", "inclusion_proof", "consistency_proof", "InclusionProof", "ConsistencyProof",
-           "check_tree_extends"]
+__all__ = [
+    "root", "inclusion_proof", "consistency_proof", "InclusionProof", "ConsistencyProof",
+    "check_tree_extends", "StateProof", "state_proof", "refold",
+    "SigningKey", "generate", "read_key", "write_key", "VerifierKey", "parse_verifier_key",
+    "Checkpoint", "issue", "sign_note", "check_notes", "open_note", "check_checkpoint",
+]

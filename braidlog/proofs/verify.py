@@ -26,6 +26,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +37,7 @@ __all__ = [
     "VerificationError", "HASH_SIZE", "leaf_hash", "node_hash", "root_from_inclusion",
     "verify_inclusion", "verify_consistency", "VerifierKey", "parse_verifier_key", "key_id",
     "Checkpoint", "open_checkpoint", "parse_checkpoint_text", "check_inclusion_proof",
-    "check_consistency_proof",
+    "check_consistency_proof", "check_state_proof", "check_proof", "bodies_from_export",
 ]
 
 HASH_SIZE = 32
@@ -191,6 +193,8 @@ def parse_verifier_key(text: str) -> VerifierKey:
         raise VerificationError(f"the key of verifier key {name!r} is not base64") from None
     if len(raw) != 33 or raw[0] != ED25519:
         raise VerificationError(f"verifier key {name!r} is not an Ed25519 key (0x01 and 32 bytes)")
+    if base64.b64encode(raw).decode() != data:
+        raise VerificationError(f"the key of verifier key {name!r} is not canonical base64")
     public = raw[1:]
     if key_id(name, public) != bytes.fromhex(hexid):
         raise VerificationError(f"verifier key {name!r}: its key id {hexid} does not match its key")
@@ -250,6 +254,9 @@ def _open_note(note: bytes | str, key: VerifierKey) -> str:
         except binascii.Error:
             raise VerificationError(f"signature line {n} ({name}) is not base64: it was altered "
                                     "or cut short") from None
+        if base64.b64encode(sig).decode() != data:  # one encoding per signature: no spare bits
+            raise VerificationError(f"signature line {n} ({name}) is not canonical base64: it was "
+                                    "altered")
         if len(sig) < 5:
             raise VerificationError(f"signature line {n} ({name}) holds {len(sig)} bytes: it was "
                                     "cut short")
@@ -383,3 +390,114 @@ def check_consistency_proof(proof: dict[str, Any], old: Checkpoint | None,
                 f"the proof's {which} tree ({size}, {root.hex()}) is not the checkpoint's "
                 f"({cp.size}, {cp.root.hex()})")
     verify_consistency(old_size, new_size, old_root, new_root, _path(proof))
+
+
+def _body(value: Any, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise VerificationError(f"{what} must be base64 text")
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise VerificationError(f"{what} is not base64") from None
+
+
+def check_state_proof(proof: dict[str, Any], checkpoints: list[Checkpoint]) -> int:
+    """A proof of ``braidlog prove state --json``: every record it lists is, byte for byte, the
+    record at its seq (all at or before ``at``) in the tree of a checkpoint given; with a
+    consistency proof when that tree is larger than ``at``. Returns the number of records.
+
+    It does not prove that the list is complete (docs/proofs.md says why and what does)."""
+    if not isinstance(proof, dict) or not isinstance(proof.get("records"), list):
+        raise VerificationError("a state proof is a JSON object with a list of records")
+    at, size = _int(proof.get("at"), "at"), _int(proof.get("tree_size"), "tree_size")
+    root = _hex(proof.get("root"), "root")
+    cp = next((c for c in checkpoints if c.size == size), None)
+    if cp is None:
+        raise VerificationError(f"the state proof is against tree size {size}; give the checkpoint "
+                                "of that size")
+    if cp.root != root:
+        raise VerificationError(f"the state proof's root {root.hex()} is not the checkpoint's "
+                                f"{cp.root.hex()}")
+    if at > size:
+        raise VerificationError(f"the state at seq {at} cannot be proved in a tree of size {size}")
+    if size > at:
+        cons = proof.get("consistency")
+        if not isinstance(cons, dict):
+            raise VerificationError(f"a state at seq {at} proved in a tree of size {size} needs "
+                                    "a consistency proof from size at")
+        if _int(cons.get("old_size"), "consistency.old_size") != at:
+            raise VerificationError("the consistency proof does not start at the state's seq")
+        old = next((c for c in checkpoints if c.size == at), None)
+        check_consistency_proof(cons, old, cp)
+    last = 0
+    for n, rec in enumerate(proof["records"]):
+        if not isinstance(rec, dict):
+            raise VerificationError(f"records[{n}] must be an object")
+        seq = _int(rec.get("seq"), f"records[{n}].seq")
+        if not last < seq <= at:
+            raise VerificationError(f"records[{n}] has seq {seq}: seqs must increase and be at "
+                                    f"most {at}")
+        last = seq
+        body = _body(rec.get("body"), f"records[{n}].body")
+        path = rec.get("path")
+        if not isinstance(path, list):
+            raise VerificationError(f"records[{n}].path must be a list of hashes")
+        try:
+            verify_inclusion(seq - 1, size, leaf_hash(body),
+                             [_hex(h, f"records[{n}].path[{i}]") for i, h in enumerate(path)], root)
+        except VerificationError as e:
+            raise VerificationError(f"records[{n}] (seq {seq}): {e}") from None
+    return len(proof["records"])
+
+
+def bodies_from_export(lines: Iterable[str]) -> dict[int, bytes]:
+    """The stored bytes of every record of a ``braidlog export`` (JSON Lines), by seq."""
+    out: dict[int, bytes] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise VerificationError(f"export line {n} is not JSON") from None
+        if isinstance(obj, dict) and "body" in obj and "seq" in obj:
+            out[_int(obj["seq"], f"export line {n}: seq")] = _body(obj["body"], f"export line {n}: body")
+    return out
+
+
+def check_proof(proof: dict[str, Any], checkpoints: list[Checkpoint],
+                bodies: dict[int, bytes] | None = None) -> dict[str, Any]:
+    """Check any proof ``braidlog prove`` prints against opened checkpoints (and, for an inclusion
+    proof, the record's bytes from ``bodies`` if given); what was proved, as a dict."""
+    if not isinstance(proof, dict):
+        raise VerificationError("a proof is a JSON object")
+    if "leaf_hash" in proof:
+        size = proof.get("tree_size")
+        cp = next((c for c in checkpoints if c.size == size), None)
+        if cp is None:
+            raise VerificationError(f"the proof is for tree size {size!r}; the checkpoints given "
+                                    f"are for {sorted(c.size for c in checkpoints)}")
+        body = None
+        if bodies is not None:
+            body = bodies.get(proof.get("seq"))  # type: ignore[arg-type]
+            if body is None:
+                raise VerificationError(f"the export has no record at seq {proof.get('seq')}")
+        check_inclusion_proof(proof, cp, body)
+        what = "and its bytes are the export's" if body is not None else ""
+        return {"kind": "inclusion", "seq": proof["seq"], "tree_size": size,
+                "proved": f"record {proof['seq']} is in the log {cp.origin} at size {size} "
+                          f"{what}".rstrip()}
+    if "old_size" in proof:
+        old = next((c for c in checkpoints if c.size == proof.get("old_size")), None)
+        new = next((c for c in checkpoints if c.size == proof.get("new_size")), None)
+        check_consistency_proof(proof, old, new)
+        log = (new or old).origin  # type: ignore[union-attr]
+        return {"kind": "consistency", "old_size": proof["old_size"], "new_size": proof["new_size"],
+                "proved": f"the log {log} at size {proof['new_size']} extends its first "
+                          f"{proof['old_size']} records"}
+    if "records" in proof:
+        n = check_state_proof(proof, checkpoints)
+        return {"kind": "state", "at": proof["at"], "records": n,
+                "proved": f"the {n} record(s) listed for {proof.get('entity')!r} are the log's, at "
+                          f"seqs up to {proof['at']} (not that no other record about it exists)"}
+    raise VerificationError("not a braidlog proof: no leaf_hash, old_size or records")

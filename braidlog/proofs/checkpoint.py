@@ -1,0 +1,110 @@
+"""Signed checkpoints of a store: issue them, keep them beside the log, check the log against them.
+
+A checkpoint is a C2SP tlog-checkpoint note (origin = the key's name, the tree size, the base64
+root) signed as a C2SP signed note. Every note a store issues is kept in its ``notes`` table;
+the log must extend each of them forever, and ``check_notes`` (run by ``braidlog verify``) says
+so. Before signing, ``issue`` checks the same, so a store never signs two inconsistent trees.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+
+from .. import tree as merkle
+from ..errors import IntegrityError
+from ..store import LogStore
+from . import verify as v
+from .keys import SigningKey
+from .prove import check_tree_extends, root
+
+__all__ = ["sign_note", "issue", "check_notes", "open_note", "check_checkpoint", "Checkpoint"]
+
+Checkpoint = v.Checkpoint
+
+
+def sign_note(text: str, key: SigningKey) -> str:
+    """``text`` (ending in a newline) as a signed note: a blank line, then
+    ``— NAME base64(key id || Ed25519 signature of text)``."""
+    if not text.endswith("\n"):
+        raise ValueError("a note's text ends with a newline")
+    signature = key.verifier().id + key.sign(text.encode())
+    return f"{text}\n{v.EM_DASH} {key.name} {base64.b64encode(signature).decode()}\n"
+
+
+def _kept(store: LogStore) -> list[tuple[int, v.Checkpoint]]:
+    out = []
+    for size, note in store.notes():
+        text = note.decode("utf-8", errors="replace")
+        split = text.rfind("\n\n")
+        try:
+            cp = v.parse_checkpoint_text(text[:split + 1] if split >= 0 else "")
+        except v.VerificationError as e:
+            raise IntegrityError(f"the checkpoint kept for size {size} is damaged: {e}",
+                                 seq=size) from None
+        if cp.size != size:
+            raise IntegrityError(f"the checkpoint kept under size {size} is for size {cp.size}",
+                                 seq=size)
+        out.append((size, cp))
+    return out
+
+
+def check_notes(store: LogStore) -> list[v.Checkpoint]:
+    """Every checkpoint the store issued, each checked: the log still holds its records and
+    their root is the one signed. IntegrityError names the first that does not hold."""
+    out = []
+    for size, cp in _kept(store):
+        check_tree_extends(store, size, cp.root, f"the checkpoint {cp.origin} at size {size}")
+        out.append(cp)
+    return out
+
+
+def issue(store: LogStore, key: SigningKey, *, keep: bool = True) -> str:
+    """A signed checkpoint note of the store's head, kept in the store unless ``keep=False``.
+
+    Refuses (IntegrityError) when the log no longer extends a checkpoint it issued before."""
+    check_notes(store)
+    size = store.head().seq
+    text = v.Checkpoint(key.name, size, root(store, size)).text()
+    note = sign_note(text, key)
+    if keep:
+        store.put_note(size, note.encode())
+    return note
+
+
+def open_note(note: bytes | str, key: v.VerifierKey | str) -> v.Checkpoint:
+    """The checkpoint in a signed note once ``key``'s signature verifies (IntegrityError if not)."""
+    try:
+        return v.open_checkpoint(note, key)
+    except v.VerificationError as e:
+        raise IntegrityError(f"checkpoint refused: {e}") from None
+
+
+def check_checkpoint(store: LogStore, checkpoint: v.Checkpoint,
+                     pending: Sequence[bytes] = ()) -> bool:
+    """Does the store, followed by the records ``pending`` (their stored bytes, not yet
+    written), have ``checkpoint``'s root at its size? True when checked; False when the store and
+    ``pending`` do not reach that size yet; IntegrityError when the records contradict it.
+
+    A replica calls it with the records of a batch before it commits them, so a batch that
+    contradicts a signed checkpoint is never written. O(log n) reads plus one hash per pending
+    record up to the checkpoint's size.
+    """
+    head = store.head().seq
+    size = checkpoint.size
+    if size <= head:
+        check_tree_extends(store, size, checkpoint.root, f"the checkpoint {checkpoint.origin} at "
+                           f"size {size}")
+        return True
+    if size > head + len(pending):
+        return False
+    frontier = merkle.Frontier(head, store.tree_hashes(merkle.peaks(head)))
+    for body in pending[:size - head]:
+        frontier.push(merkle.leaf_hash(body))
+    found = frontier.root()
+    if found != checkpoint.root:
+        raise IntegrityError(
+            f"records {head + 1}..{size} contradict the checkpoint {checkpoint.origin} at size "
+            f"{size}: they give root {found.hex()}, it signs {checkpoint.root.hex()}",
+            seq=size, expected=checkpoint.root, found=found)
+    return True
