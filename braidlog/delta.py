@@ -38,6 +38,7 @@ __all__ = [
     "to_json",
     "from_json",
     "referenced_ids",
+    "repeated_key",
 ]
 
 ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
@@ -219,6 +220,9 @@ def from_json(text: bytes | str, *, index: int | None = None) -> GenericDelta:
     ``index`` is the line number the text came from, named in every error."""
     line = f"line {index}: " if index is not None else ""
     try:
+        repeated = repeated_key(text)  # first: a repeated key may be what breaks another rule
+        if repeated is not None:
+            raise DecodeError(f"{line}{repeated_key_rule(repeated[0])}")
         strict = _checked(text, _json_decoder, _deep_json_decoder, index)
         return _decoder.decode(_encoder.encode(strict))
     except OverflowError:
@@ -238,6 +242,69 @@ def from_json(text: bytes | str, *, index: int | None = None) -> GenericDelta:
                 f"{surrogate.start()} is half of a UTF-16 surrogate pair, which is not a character "
                 "(escape the whole pair, or the character itself)") from None
         raise DecodeError(f"{line}not JSON: {e}") from None
+
+
+class _Repeated(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Repeated(key)
+            seen.add(key)
+    return obj
+
+
+def repeated_key(text: str | bytes) -> tuple[str, int] | None:
+    """The first key that an object in JSON ``text`` holds twice, and the line (from 1) of its
+    second occurrence; None if no object repeats a key.
+
+    msgspec, like most JSON parsers, keeps the last of repeated keys; an audit log refuses such
+    input instead, since its readers may disagree on which value it holds. Costs a second parse
+    (the standard library's), so callers run it on text msgspec has already accepted."""
+    import json
+
+    try:
+        json.loads(text, object_pairs_hook=_no_repeats)
+    except _Repeated:
+        return _locate_repeat(text.decode("utf-8", "replace") if isinstance(text, bytes) else text)
+    except (ValueError, RecursionError):  # not JSON to Python either: the first parser says why
+        return None
+    return None
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
+
+
+def _locate_repeat(text: str) -> tuple[str, int] | None:
+    """Where the first repeated key is, by a walk over the tokens of valid JSON ``text``."""
+    import json
+
+    objects: list[set[str] | None] = []  # per open bracket: an object's keys, or None for an array
+    tokens = list(_TOKEN.finditer(text))
+    for i, m in enumerate(tokens):
+        t = m.group()
+        if t in "{[":
+            objects.append(set() if t == "{" else None)
+        elif t in "}]":
+            objects.pop()
+        elif t[0] == '"' and i + 1 < len(tokens) and tokens[i + 1].group() == ":" and objects:
+            keys, key = objects[-1], json.loads(t)
+            if keys is not None:
+                if key in keys:
+                    return key, text.count("\n", 0, m.start()) + 1
+                keys.add(key)
+    return None
+
+
+def repeated_key_rule(key: str) -> str:
+    return (f"the key {key!r} appears twice in one object; JSON with a repeated key is "
+            "ambiguous (readers disagree on which value counts): write each key once")
 
 
 def _checked(data: Any, fast: Any, deep: Any, index: int | None) -> _StrictDelta:
@@ -430,8 +497,15 @@ def _encoding_error(d: GenericDelta, e: Exception, index: int | None) -> Validat
         fault = fault or ("payload", f"{_PAYLOAD_RULE} ({e})")
     if fault is None:
         fault = ("delta", str(e))
-    field, rule = fault
-    return ValidationError(field.lstrip("."), rule, index=index)
+    field, rule = fault[0].lstrip("."), fault[1]
+    if field in _RULES:  # an envelope field has a rule of its own: say that one
+        rule = f"{_RULES[field]} (got {_shown(getattr(d, field))})"
+    return ValidationError(field, rule, index=index)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _plain(s: _StrictDelta) -> GenericDelta:

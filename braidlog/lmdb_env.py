@@ -95,6 +95,25 @@ class _Gate:
                 self._cv.notify_all()
 
 
+#: Below this many free bytes, an I/O error while writing is taken for a full disk (tmpfs and
+#: some other filesystems report a failed write to a full disk as EIO, not ENOSPC).
+DISK_FULL_BYTES = 16 << 20
+
+
+def disk_full(path: Path, e: BaseException) -> int | None:
+    """The bytes free on ``path``'s filesystem if error ``e`` there means the disk is full (not
+    LMDB's map: that is MDB_MAP_FULL, which braidlog meets by growing the map), else None."""
+    text = str(e)
+    if not any(s in text for s in ("No space left", "Disk quota", "Input/output error")):
+        return None
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    return free if free < DISK_FULL_BYTES or "Input/output" not in text else None
+
+
 def _corrupted(e: lmdb.Error) -> bool:
     return isinstance(e, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.PanicError,
                           lmdb.InvalidError, lmdb.VersionMismatchError))
@@ -176,6 +195,12 @@ class Env:
             return IntegrityError(
                 f"{what} failed: the store's file is damaged ({e}); run `braidlog verify` to find "
                 "what is intact, then restore from a backup")
+        free = disk_full(self.path, e)
+        if free is not None:
+            return StoreFullError(
+                f"{what} failed: the disk holding {self.path} is full ({free:,} bytes free; LMDB "
+                f"said: {e}); nothing of this transaction was committed",
+                hint="free space on that disk, or move the store to a larger one")
         return StorageError(f"{what} failed: {e}", hint="see docs/operations.md")
 
     def grow(self) -> None:

@@ -24,7 +24,7 @@ import threading
 import msgspec
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from msgspec import Struct
 
@@ -219,7 +219,7 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Chec
     seen: set[str] = set()
     sync_kinds(registry)
     kinds = registry  # becomes a batch overlay once the batch declares a kind
-    for i, d in enumerate(deltas):
+    for i, d in enumerate(_batch(deltas)):
         stored, data, typed = validate_typed(d, kinds, index=i)
         if stored.kind == KIND_DECLARED:
             kinds = admit_declaration(kinds, registry, typed, i)
@@ -240,6 +240,56 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Chec
     return checked
 
 
+def _batch(deltas: Any) -> Iterable[Any]:
+    """``deltas`` if it is a batch: an iterable of deltas, not a delta, a string or a mapping."""
+    if isinstance(deltas, GenericDelta):
+        raise ValidationError("deltas", "must be a list of deltas, not one delta: pass [delta], "
+                              "or call append(delta)")
+    if isinstance(deltas, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(deltas, Iterable):
+        raise ValidationError("deltas", f"must be a list (or any iterable) of GenericDelta, "
+                              f"not {type(deltas).__name__}")
+    return deltas
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_expected(expected_version: Any, expected_head: Any
+                   ) -> tuple[int | Mapping[str, int] | None, int | None]:
+    """The optimistic-concurrency arguments, checked: ``expected_head`` a seq, ``expected_version``
+    a braid version or a dict of them by braid id (ints >= 0; numpy ints become ints)."""
+    def count(value: Any) -> int | None:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0:
+            return int(value)
+        return None
+
+    if expected_head is not None:
+        head = count(expected_head)
+        if head is None:
+            raise ValidationError("expected_head", "must be the seq of the head you read "
+                                  f"(an int >= 0, e.g. log.head().seq), not {_shown(expected_head)}")
+        expected_head = head
+    if expected_version is None:
+        return None, expected_head
+    if isinstance(expected_version, Mapping):
+        versions = {}
+        for braid_id, value in expected_version.items():
+            if not isinstance(braid_id, str) or count(value) is None:
+                raise ValidationError(
+                    "expected_version", "a dict must map braid ids (str) to versions (ints >= 0), "
+                    f"not {_shown(braid_id)}: {_shown(value)}")
+            versions[braid_id] = count(value)
+        return versions, expected_head
+    version = count(expected_version)
+    if version is None:
+        raise ValidationError(
+            "expected_version", "must be the number of deltas the braid holds (an int >= 0, e.g. "
+            f"log.braid_head(braid_id).version) or a dict of them by braid id, not {_shown(expected_version)}")
+    return version, expected_head
+
+
 def stage(checked: list[Checked], *, head: Head, hw: int,
           lookup: Callable[[list[str]], dict[str, tuple[int, bytes]]],
           braid_version: Callable[[str], int],
@@ -253,6 +303,7 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
     Returns the records to write (empty for a pure idempotent retry) and the seq of every delta
     in input order. Raises ConflictError or ValidationError; the caller writes nothing then.
     """
+    expected_version, expected_head = check_expected(expected_version, expected_head)
     if expected_head is not None and expected_head != head.seq:
         raise StaleHead(f"expected the log head at seq {expected_head}, it is at {head.seq}",
                         expected=expected_head, actual=head.seq)

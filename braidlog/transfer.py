@@ -44,7 +44,7 @@ import msgspec
 from msgspec import Struct
 
 from .chain import GENESIS, HASH_SIZE, link
-from .delta import GenericDelta, decode, validate_typed
+from .delta import GenericDelta, decode, repeated_key, repeated_key_rule, validate_typed
 from .errors import ConflictError, DecodeError, IntegrityError, StorageError, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration
 from .kind_schema import sync as sync_kinds
@@ -187,11 +187,34 @@ def _bodies(store: LogStore, start: int, stop: int, braid: str | None
 # ---------------------------------------------------------------------------------- import
 
 def _lines(source: IO[str] | str | os.PathLike[str] | Iterable[str]) -> Iterator[str]:
+    """The lines of an export, decoded as UTF-8; a line that is not is refused, by number."""
     if isinstance(source, (str, os.PathLike)):
-        with open(source, encoding="utf-8", newline="") as f:
-            yield from f
-    else:
-        yield from source
+        with open(source, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                yield _text(n, raw)
+        return
+    lines = iter(source)
+    n = 0
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as e:  # a text stream opened on bytes that are not UTF-8
+            raise _refuse(n + 1, f"not UTF-8 text ({e.reason}, byte {e.object[e.start]:#04x}): "
+                          "an export is UTF-8; open the file with encoding='utf-8' and check it "
+                          "was not converted", integrity=False) from None
+        n += 1
+        yield _text(n, line) if isinstance(line, (bytes, bytearray)) else line
+
+
+def _text(n: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _refuse(n, f"not UTF-8 text: byte {raw[e.start]:#04x} at column {e.start + 1} "
+                      f"({e.reason}); an export is UTF-8: it was converted or damaged",
+                      integrity=False) from None
 
 
 def _refuse(n: int, message: str, *, seq: int | None = None, integrity: bool = True,
@@ -240,6 +263,9 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
     for n, raw in enumerate(_lines(source), 1):
         text = raw.rstrip("\r\n")
         cut = not raw.endswith("\n")  # only the last line can be; fine if it is complete JSON
+        repeated = repeated_key(text)
+        if repeated is not None:
+            raise _refuse(n, repeated_key_rule(repeated[0]), integrity=False)
         if header is None:
             header = _header(n, text, cut)
             if on_header is not None:

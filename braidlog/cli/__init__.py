@@ -8,6 +8,7 @@ one line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -79,7 +80,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BraidlogError as e:
         print(f"braidlog: error: {e}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" writing {e.filename}" if e.filename else ""
+            print(f"braidlog: error: disk full{where} ({e.strerror}): free space on that disk or "
+                  "write somewhere else", file=sys.stderr)
+        else:
+            print(f"braidlog: error: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
         print(f"braidlog: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

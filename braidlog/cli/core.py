@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import heapq
+import re
 import sys
 from collections.abc import Iterator
 from itertools import islice
@@ -10,7 +12,7 @@ from typing import IO, Any
 
 import msgspec
 
-from ..delta import from_json
+from ..delta import from_json, repeated_key, repeated_key_rule
 from ..errors import DecodeError, IntegrityError, ValidationError
 from ..lmdb_log import LmdbLog
 from ..store import Head, Record
@@ -32,7 +34,7 @@ def register(sub: Any) -> None:
                        description="Append deltas given as one JSON object, a JSON array, or JSON "
                        "Lines, from FILE or standard input, in one atomic batch.")
     p.add_argument("file", nargs="?", default="-", help="a file, or - for standard input (default)")
-    p.add_argument("--expected-version", type=int, default=None,
+    p.add_argument("--expected-version", type=natural, default=None,
                    help="the number of deltas the braid must hold, else nothing is written")
     p.add_argument("--json", action="store_true", help="print the seqs as JSON")
     p.set_defaults(handler=cmd_append)
@@ -40,9 +42,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("log", help="list deltas", description="List deltas, oldest first.")
     p.add_argument("--braid", action="append", help="only this braid (repeat for several)")
     p.add_argument("--kind", action="append", help="only this kind (repeat for several)")
-    p.add_argument("--start", type=int, default=1, help="first seq (default 1)")
-    p.add_argument("--stop", type=int, default=None, help="stop before this seq")
-    p.add_argument("--limit", type=int, default=None, help="at most this many")
+    p.add_argument("--start", type=natural, default=1, help="first seq (default 1)")
+    p.add_argument("--stop", type=natural, default=None, help="stop before this seq")
+    p.add_argument("--limit", type=natural, default=None, help="at most this many")
     p.add_argument("--reverse", action="store_true", help="newest first")
     p.add_argument("--json", action="store_true", help="one JSON record a line")
     p.set_defaults(handler=cmd_log)
@@ -89,6 +91,17 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_demo)
 
 
+def natural(text: str) -> int:
+    """An argument that counts or names a seq: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def cmd_init(args: Any, out: IO[str]) -> int:
     with LmdbLog(store_path(args)) as store:
         out.write(f"store ready at {store.path} (head {store.head()})\n")
@@ -96,8 +109,7 @@ def cmd_init(args: Any, out: IO[str]) -> int:
 
 
 def cmd_append(args: Any, out: IO[str]) -> int:
-    text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
-    deltas, places = parse_deltas(text)
+    deltas, places = parse_deltas(_read_input(args.file))
     if not deltas:
         raise ValidationError("input", "no deltas given")
     load_kinds(args)
@@ -116,33 +128,87 @@ def cmd_append(args: Any, out: IO[str]) -> int:
     return 0
 
 
+def _read_input(file: str) -> str:
+    """The text of ``file`` (``-``: standard input), which must be UTF-8, as JSON is."""
+    if file == "-":
+        stream = getattr(sys.stdin, "buffer", sys.stdin)  # a text stream when one replaced stdin
+        raw = stream.read()
+    else:
+        with open(file, "rb") as f:
+            raw = f.read()
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise DecodeError(f"line {line}: not UTF-8: byte {raw[e.start]:#04x} at offset {e.start} "
+                          "(deltas are JSON, which is UTF-8: convert the input)") from None
+
+
 def parse_deltas(text: str) -> tuple[list[Any], list[str]]:
     """Deltas from one JSON object, a JSON array of them, or JSON Lines, and where each came
-    from ("line N" of the input, counting from 1, or "item N" of an array) for error messages."""
+    from ("line N" of the input, counting from 1, or "item N" of an array) for error messages.
+
+    The input is JSON Lines when it has several lines and the first of them is a JSON value on
+    its own; otherwise it is one JSON document (an object or an array, laid out as it likes)."""
     stripped = text.strip()
     if not stripped:
         return [], []
+    numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if len(numbered) > 1 and _complete(numbered[0][1]):
+        places = [f"line {n}" for n, _ in numbered]
+        return [_parse(ln, i, places[i]) for i, (_, ln) in enumerate(numbered)], places
+    first = numbered[0][0]
     if stripped.startswith("["):
         try:
             items = msgspec.json.decode(stripped)
-        except msgspec.DecodeError as e:
-            raise ValidationError("input", f"not a JSON array: {e}") from None
+        except (msgspec.DecodeError, UnicodeEncodeError) as e:
+            raise DecodeError(f"not a JSON array: {_why(e)}") from None
+        repeated = repeated_key(stripped)
+        if repeated is not None:
+            raise DecodeError(f"line {repeated[1] + first - 1}: {repeated_key_rule(repeated[0])}")
         places = [f"item {i + 1}" for i in range(len(items))]
         return [_parse(msgspec.json.encode(item), i, places[i]) for i, item in enumerate(items)], places
-    numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
-    if len(numbered) > 1 and all(ln.lstrip().startswith("{") for _, ln in numbered):
-        places = [f"line {n}" for n, _ in numbered]
-        return [_parse(ln, i, places[i]) for i, (_, ln) in enumerate(numbered)], places
-    return [_parse(stripped, 0, "line 1")], ["line 1"]
+    return [_parse(stripped, 0, f"line {first}", first=first)], [f"line {first}"]
 
 
-def _parse(text: str | bytes, index: int, place: str) -> Any:
+def _complete(line: str) -> bool:
+    try:
+        msgspec.json.decode(line)
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        return False
+    return True
+
+
+def _why(e: Exception) -> str:
+    if isinstance(e, UnicodeEncodeError):
+        return f"{e.object[e.start]!r} is half of a UTF-16 surrogate pair, not a character"
+    return str(e)
+
+
+_JSON_TYPES = {"array": "an array", "str": "a string", "int": "a number", "float": "a number",
+               "bool": "a boolean", "null": "null"}
+
+
+def _parse(text: str | bytes, index: int, place: str, *, first: int = 1) -> Any:
+    """One delta from JSON ``text`` that came from ``place`` (``first``: the input line the text
+    starts on, for a repeated key found further down a multi-line object)."""
     try:
         return from_json(text, index=index)
     except ValidationError as e:
+        got = re.fullmatch(r"Expected `object`, got `(\w+)`", e.rule)
+        if e.field == "delta" and got:
+            raise ValidationError("delta", f"must be a JSON object, one delta a line (got "
+                                  f"{_JSON_TYPES.get(got.group(1), got.group(1))})",
+                                  index=index, where=place) from None
         raise ValidationError(e.field, e.rule, index=index, where=place) from None
     except DecodeError as e:
-        raise DecodeError(f"{place}: not JSON: {str(e).split('not JSON: ', 1)[-1]}") from None
+        message = re.sub(r"^line \d+: ", "", str(e))
+        repeated = repeated_key(text) if "appears twice" in message else None
+        if repeated is not None and repeated[1] > 1:
+            place = f"line {repeated[1] + first - 1}"
+        raise DecodeError(f"{place}: {message}") from None
 
 
 def cmd_log(args: Any, out: IO[str]) -> int:
@@ -212,8 +278,10 @@ def print_records(out: IO[str], records: Any, title: str | None = None) -> None:
 
 
 def cmd_show(args: Any, out: IO[str]) -> int:
+    ref = args.ref.strip()
+    if not ref:
+        raise ValidationError("ref", "is empty: give a seq (1 to the head) or a delta id")
     with open_store(args) as store:
-        ref = args.ref.strip()
         if ref.isdigit():
             seq = int(ref)
             rec = store.read(seq) if 1 <= seq <= store.head().seq else None
