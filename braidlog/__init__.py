@@ -14,7 +14,8 @@ from .delta import (
 )
 from .errors import (
     BraidlogError, CheckpointWarning, ConflictError, DecodeError, IntegrityError, NotAcknowledged,
-    Rejected, ReplicationError, StaleHead, StaleWriter, StorageError, StoreFullError, ValidationError,
+    MissingDependency, Rejected, ReplicationError, StaleHead, StaleWriter, StorageError, StoreFullError,
+    ValidationError,
 )
 from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
 from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, declare, typed
@@ -24,11 +25,12 @@ from .store import BraidHead, Head, LogStore, MemoryLog, Record
 
 __version__ = "0.1.0"
 
-_RECALL = ("Recall", "Hit", "Embedder", "HashingEmbedder", "RecallWarning", "embed_delta")
+_RECALL = ("Recall", "Hit", "Embedder", "HashingEmbedder", "RecallWarning", "embed_delta", "KeywordIndex")
 
 
 def __getattr__(name: str):
-    """Recall's names load on first use: braidlog.recall imports numpy and hnswlib."""
+    """Recall's names load on first use: braidlog.recall imports numpy and hnswlib (the recall
+    extra); without them it raises ``MissingDependency`` saying how to install them."""
     if name in _RECALL:
         from . import recall
 
@@ -42,7 +44,7 @@ __all__ = [
     "delta", "new_id", "encode", "decode", "to_json", "from_json", "validate",
     "BraidlogError", "ValidationError", "DecodeError", "ConflictError", "StaleHead", "Rejected",
     "IntegrityError", "StorageError", "StoreFullError", "CheckpointWarning",
-    "ReplicationError", "NotAcknowledged", "StaleWriter",
+    "ReplicationError", "NotAcknowledged", "StaleWriter", "MissingDependency",
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
     "declare_kind", "KindDeclared", "KIND_DECLARED",
     "Projection", "Decider", "Context", "Command", "Boundary", "refuse",

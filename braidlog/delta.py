@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+from array import array
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
@@ -112,9 +114,14 @@ class Vector(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True
     @classmethod
     def of(cls, values: Any, space: str = "default") -> Vector:
         """A Vector from any float sequence or numpy array."""
-        import numpy as np
+        if hasattr(values, "__array__"):  # numpy (or alike): convert without a Python loop
+            import numpy as np
 
-        return cls(np.asarray(values, dtype="<f4").tobytes(), space)
+            return cls(np.asarray(values, dtype="<f4").tobytes(), space)
+        arr = array("f", values)
+        if sys.byteorder != "little":
+            arr.byteswap()
+        return cls(arr.tobytes(), space)
 
     @property
     def dim(self) -> int:
@@ -558,13 +565,13 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
 
 
 def _check_vector(v: Vector, index: int | None) -> None:
-    import numpy as np
-
     if not v.data or len(v.data) % 4:
         raise ValidationError("vector.data", "must be float32 bytes: a non-empty multiple of 4", index=index)
-    arr = np.frombuffer(v.data, dtype="<f4")
-    if not np.isfinite(arr).all():
-        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+    arr = array("f", v.data)  # no numpy in the core: a NaN or infinity makes the sum non-finite
+    if sys.byteorder != "little":
+        arr.byteswap()
+    if not math.isfinite(sum(arr)):
+        bad = next(i for i, x in enumerate(arr) if not math.isfinite(x))
         raise ValidationError("vector.data", f"must be finite: element {bad} is {arr[bad]}", index=index)
 
 

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 from .braid import open as open_braid
 from .delta import GenericDelta, Provenance, Refs, new_id
+from .errors import MissingDependency
 
 __all__ = ["run_demo", "core_session"]
 
@@ -61,6 +62,9 @@ def run_demo(path: str) -> tuple[str, int, list[str]]:
             try:
                 module = importlib.import_module(f"braidlog.projections.demos.{piece}")
             except ModuleNotFoundError:
+                continue
+            except MissingDependency as e:  # recall without its extra: say so in one line, go on
+                lines.append(f"{piece}: skipped: {e}")
                 continue
             lines.extend(module.write(braid, start + offset, braid_id=braid_id))
             offset += timedelta(minutes=10)

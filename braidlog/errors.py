@@ -15,6 +15,7 @@ __all__ = [
     "ReplicationError",
     "NotAcknowledged",
     "StaleWriter",
+    "MissingDependency",
     "CheckpointWarning",
 ]
 
@@ -97,6 +98,10 @@ class NotAcknowledged(ReplicationError):
 
 class StaleWriter(ConflictError):
     """The stream holds records this store did not write: another writer owns it (error 10071)."""
+
+
+class MissingDependency(BraidlogError, ImportError):
+    """An optional capability was used without its extra installed; the message says how to install it."""
 
 
 class CheckpointWarning(UserWarning):

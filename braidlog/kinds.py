@@ -56,6 +56,7 @@ class KindSpec:
     #: log (None: declared in Python), and the JSON Schemas by version it was declared with.
     declared_at: int | None = None
     json_schemas: Mapping[int, Mapping[str, Any]] | None = None
+    text: tuple[str, ...] = ()  # the payload fields (dotted paths) that recall indexes as text
     version: int = field(init=False)
     schema: type | None = field(init=False)
 
@@ -155,7 +156,8 @@ class Registry:
     def declare(self, kind: str, schema: type | None, *, owner: str, version: int = 1,
                 previous: Mapping[int, type | None] | None = None,
                 upcasters: Mapping[int, Upcaster] | None = None,
-                refers: Callable[[Any], Iterable[str]] | None = None) -> KindSpec:
+                refers: Callable[[Any], Iterable[str]] | None = None,
+                text: Iterable[str] = ()) -> KindSpec:
         """Declare (or claim an open core kind as) ``kind`` with its current schema."""
         if not kind or not kind.replace("_", "").replace(".", "").isalnum():
             raise ValidationError("kind", f"{kind!r} must be letters, digits, '_' or '.'")
@@ -166,7 +168,7 @@ class Registry:
             raise ValidationError(
                 "version", f"kind {kind!r} at version {version} needs schemas and upcasters for {missing}"
             )
-        spec = KindSpec(kind, owner, schemas, dict(upcasters or {}), refers)
+        spec = KindSpec(kind, owner, schemas, dict(upcasters or {}), refers, text=tuple(text))
         old = self.get(kind)
         if old is not None and old.owner not in (owner, "braid"):
             raise ValidationError("kind", f"{kind!r} is already owned by {old.owner!r}")

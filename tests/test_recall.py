@@ -223,9 +223,9 @@ def test_rebuild_reports_progress(filled):
     store, *_ = filled
     r = Recall(store, **SMALL)
     seen: list[int] = []
-    assert r.rebuild(progress=seen.append) == store.head().seq
+    assert r.rebuild(progress=seen.append, blocks=True) == store.head().seq
     assert seen and seen[-1] == store.head().seq and seen == sorted(seen)
-    assert set(r.sealed()) <= set(r._blocks)
+    assert set(r.sealed()) <= set(r._blocks.graphs)
 
 
 def test_memory_store_keeps_the_index_in_memory():

@@ -37,6 +37,9 @@ def register(sub: Any) -> None:
     p.add_argument("--expected-version", type=natural, default=None,
                    help="the number of deltas the braid must hold, else nothing is written")
     p.add_argument("--json", action="store_true", help="print the seqs as JSON")
+    p.add_argument("--embed", nargs="?", const="default", default=None, metavar="SPACE",
+                   help="attach the offline embedder's vector (space SPACE, default: default) to each "
+                   "delta that has text and no vector, so `braidlog recall` finds it (needs the recall extra)")
     p.set_defaults(handler=cmd_append)
 
     p = sub.add_parser("log", help="list deltas", description="List deltas, oldest first.")
@@ -113,6 +116,11 @@ def cmd_append(args: Any, out: IO[str]) -> int:
     if not deltas:
         raise ValidationError("input", "no deltas given")
     load_kinds(args)
+    embedded = None
+    if getattr(args, "embed", None) is not None:
+        from .recall_cmd import embed_deltas
+
+        deltas, embedded = embed_deltas(deltas, args.embed)
     with open_for_state(args, lazy=True) as store:  # the store's projections' checks hold
         try:
             seqs = store.append_batch(deltas, expected_version=args.expected_version)
@@ -122,9 +130,10 @@ def cmd_append(args: Any, out: IO[str]) -> int:
             raise ValidationError(e.field, e.rule, index=e.index, where=places[e.index]) from None
         head = store.head()
     if args.json:
-        write_json(out, {"seqs": seqs, "head": str(head)})
+        write_json(out, {"seqs": seqs, "head": str(head)} | ({} if embedded is None else {"embedded": embedded}))
     else:
-        out.write(f"appended {len(seqs)} delta(s) at seq {seqs[0]}..{seqs[-1]}; head {head}\n")
+        note = "" if embedded is None else f"; {embedded} embedded"
+        out.write(f"appended {len(seqs)} delta(s) at seq {seqs[0]}..{seqs[-1]}{note}; head {head}\n")
     return 0
 
 
@@ -408,7 +417,7 @@ def cmd_demo(args: Any, out: IO[str]) -> int:
     con = console(out)
     con.print(f"[bold]braidlog demo[/bold]: wrote braid {braid_id} into {store_path(args)}")
     for line in lines:
-        con.print(f"  • {line}")
+        con.print(f"  • {line}", markup=False)  # a line may hold brackets: pip install 'braidlog[recall]'
     if not args.quiet:
         with open_store(args) as store:
             print_records(out, store.scan(first), title=f"what the demo wrote (seq {first}..)")

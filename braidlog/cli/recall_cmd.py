@@ -1,4 +1,5 @@
-"""The recall command: ``braidlog recall TEXT [--at POINT] [--braid] [--kind] [--k] [--json]``."""
+"""The recall command: ``braidlog recall TEXT [--mode vector|keyword|hybrid] [--at POINT] [filters] [--k] [--json]``,
+and the embedding behind ``braidlog append --embed``."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ from .util import console, open_store, parse_point, progress_bar, summary, write
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "recall", help="find the deltas closest in meaning to a text",
-        description="Find the deltas whose vectors are closest to TEXT (embedded with the default "
-        "offline embedder), best first, optionally as of an earlier point. Filters apply before "
-        "the top K is cut. The index is kept in STORE/recall/ and caught up from the log.")
-    p.add_argument("text", help="what to recall, e.g. \"database choice\"")
+        "recall", help="find the deltas closest to a text, by meaning, keyword or both",
+        description="Find the deltas that best match TEXT, best first, optionally as of an earlier "
+        "point: by meaning (--mode vector, the default: vectors closest to TEXT embedded with the "
+        "offline embedder), by keyword (--mode keyword: BM25 over the deltas' text) or both "
+        "(--mode hybrid: reciprocal-rank fusion). Filters apply before the top K is cut. The "
+        "indexes are kept in STORE/recall/ and caught up from the log. Vectors come with the "
+        "deltas: `braidlog append --embed` attaches them.")
+    p.add_argument("text", help="what to recall, e.g. \"database choice\" or ERR-4012")
+    p.add_argument("--mode", default="vector", choices=("vector", "keyword", "hybrid"),  # braidlog.recall.MODES
+                   help="vector (by meaning, default), keyword (BM25) or hybrid (both, fused by rank)")
     p.add_argument("--at", default=None, metavar="POINT",
                    help="recall as of SEQ, delta ID or ISO time (default: the head)")
     p.add_argument("--braid", action="append", help="only this braid (repeat for several)")
@@ -32,23 +38,29 @@ def register(sub: Any) -> None:
 
 
 def cmd_recall(args: Any, out: IO[str]) -> int:
-    from ..recall import Recall  # numpy and hnswlib load only when recall runs
+    from ..recall import Recall  # numpy, hnswlib and tantivy load only when recall runs
 
     with open_store(args) as store:
         head = store.head()
         with progress_bar("indexing vectors", head.seq, enabled=head.seq >= 50_000 and not args.json) as update:
             index = Recall(store, args.space, args.metric, progress=update)
             if args.rebuild:
-                index.rebuild(progress=update, blocks=False)
-        if index.count == 0:
-            sys.stderr.write(f"braidlog: note: the store holds no vector in space {args.space!r}\n")
+                index.rebuild(progress=update)
+            if args.mode != "vector":
+                with progress_bar("indexing text", head.seq, enabled=head.seq >= 50_000 and not args.json) as words:
+                    keyword = index.keyword()
+                    if args.rebuild:
+                        keyword.rebuild(progress=words)
+        if index.count == 0 and args.mode != "keyword":
+            sys.stderr.write(f"braidlog: note: the store holds no vector in space {args.space!r}; "
+                             "`braidlog append --embed` attaches them\n")
         as_of = index.resolve(parse_point(args.at)) if args.at else None
-        hits = index.recall(args.text, args.k, as_of=as_of, braid=args.braid, kinds=args.kind,
+        hits = index.recall(args.text, args.k, mode=args.mode, as_of=as_of, braid=args.braid, kinds=args.kind,
                             tags=args.tag, namespace=args.namespace, workspace=args.workspace)
         index.close()
     if args.json:
         write_json(out, {
-            "query": args.text, "as_of": as_of, "head": str(head),
+            "query": args.text, "mode": args.mode, "as_of": as_of, "head": str(head),
             "hits": [{"seq": h.seq, "delta_id": h.delta_id, "score": round(h.score, 6),
                       "braid_id": h.delta.braid_id, "kind": h.delta.kind, "ts": h.delta.ts.isoformat(),
                       "tags": list(h.delta.tags), "text": summary(h.delta, 200)} for h in hits]})
@@ -60,10 +72,25 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
     if not hits:
         con.print(f"nothing to recall for {args.text!r} {where}")
         return 0
-    table = Table(title=f"recall {args.text!r} {where}")
+    table = Table(title=f"recall {args.text!r} by {args.mode} {where}")
     for col in ("#", "seq", "score", "braid", "kind", "text"):
         table.add_column(col, no_wrap=col != "text", justify="right" if col in ("#", "seq", "score") else "left")
     for rank, h in enumerate(hits, 1):
         table.add_row(str(rank), str(h.seq), f"{h.score:.3f}", h.delta.braid_id, h.delta.kind, summary(h.delta))
     con.print(table)
     return 0
+
+
+def embed_deltas(deltas: list[Any], space: str) -> tuple[list[Any], int]:
+    """Each delta that has text and no vector, with the offline embedder's vector attached in
+    ``space``; and how many were embedded. Deltas without text are left as they are."""
+    from ..recall import default_embedder, delta_text, embed_delta  # the recall extra
+
+    embedder = default_embedder()
+    out, n = [], 0
+    for d in deltas:
+        if d.vector is None and delta_text(d):
+            d = embed_delta(d, embedder, space=space)
+            n += 1
+        out.append(d)
+    return out, n

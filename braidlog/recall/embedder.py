@@ -1,0 +1,185 @@
+"""Embedders: text to vectors. The offline ``HashingEmbedder`` needs no model; any object with
+``name``, ``dim`` and ``embed(texts)`` plugs in (docs/recall.md shows a sentence-transformers one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+import numpy as np
+
+from ..delta import GenericDelta, Vector
+from ..errors import ValidationError
+from ..kinds import REGISTRY, Registry
+
+__all__ = ["Embedder", "HashingEmbedder", "DEFAULT_DIM", "default_embedder", "delta_text", "embed_delta"]
+
+DEFAULT_DIM = 512
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors: ``embed(texts)`` is a float32 array of shape (len(texts), dim)."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+_WORD = re.compile(r"\w+")
+_STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have i in is it its of on or that the this to was "
+    "we were will with you our your they them their which what who how should would can".split())
+
+
+def _hash64(feature: str) -> int:
+    return int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
+
+
+class HashingEmbedder:
+    """Hashed words, word pairs and character n-grams in ``dim`` signed buckets, L2-normalised.
+
+    Deterministic, offline and model-free: the same text gives the same vector on every machine.
+    It matches shared words and word pieces (``databases`` ~ ``database``), not meaning; plug in
+    a real model for that (see docs/recall.md).
+    """
+
+    def __init__(self, dim: int = DEFAULT_DIM, *, char_ngrams: tuple[int, ...] = (3, 4, 5),
+                 word_weight: float = 1.0, pair_weight: float = 0.5, char_weight: float = 0.6,
+                 stopword_weight: float = 0.1) -> None:
+        if not isinstance(dim, int) or dim < 8:
+            raise ValidationError("dim", f"must be an int of at least 8, not {dim!r}")
+        self.dim = dim
+        self.char_ngrams = tuple(char_ngrams)
+        self.word_weight = word_weight
+        self.pair_weight = pair_weight
+        self.char_weight = char_weight
+        self.stopword_weight = stopword_weight
+        self.name = f"hashing-v1-{dim}"
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self.dim})"
+
+    def _bucket(self, feature: str, weight: float) -> tuple[int, float]:
+        h = _hash64(feature)
+        return h % self.dim, weight if (h >> 63) & 1 else -weight
+
+    def _word(self, word: str) -> tuple[np.ndarray, np.ndarray]:
+        hit = self._cache.get(word)
+        if hit is not None:
+            return hit
+        feats = [self._bucket("w:" + word, self.stopword_weight if word in _STOPWORDS else self.word_weight)]
+        padded = f"<{word}>"
+        grams = [padded[i:i + n] for n in self.char_ngrams for i in range(len(padded) - n + 1)]
+        if grams:
+            w = self.char_weight / math.sqrt(len(grams))
+            feats.extend(self._bucket("c:" + g, w) for g in grams)
+        idx = np.fromiter((f[0] for f in feats), dtype=np.intp, count=len(feats))
+        val = np.fromiter((f[1] for f in feats), dtype=np.float32, count=len(feats))
+        if len(self._cache) < 200_000:
+            self._cache[word] = (idx, val)
+        return idx, val
+
+    def words(self, text: str) -> list[str]:
+        """The normalised words of a text (NFKC, case-folded)."""
+        return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised float32 row per text; a text without words gives a zero row."""
+        if isinstance(texts, str):
+            raise ValidationError("texts", "must be a sequence of strings; wrap one text in a list")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in zip(out, texts):
+            words = self.words(text)
+            for w in words:
+                idx, val = self._word(w)
+                np.add.at(row, idx, val)
+            for a, b in zip(words, words[1:]):
+                if a in _STOPWORDS or b in _STOPWORDS:
+                    continue
+                i, v = self._bucket(f"p:{a} {b}", self.pair_weight)
+                row[i] += v
+            norm = float(np.linalg.norm(row))
+            if norm > 0:
+                row /= norm
+        return out
+
+
+_TEXT_KEYS = ("title", "text", "content", "summary", "rationale", "statement", "value", "note",
+              "description", "output", "label")
+
+
+def delta_text(d: GenericDelta, registry: Registry = REGISTRY) -> str:
+    """The text of a delta, for embedding and the keyword index.
+
+    A kind declared with ``text=(field, ...)`` says which payload fields are its text (a field
+    may be a dotted path into nested objects; a list field contributes its strings). A kind that
+    says nothing gives its common text fields (title, text, content, summary, rationale ...),
+    else every string in its payload except ids.
+    """
+    p = d.payload
+    spec = registry.get(d.kind)
+    fields = getattr(spec, "text", ()) if spec is not None else ()
+    if fields:
+        return "\n".join(s for f in fields for s in _strings(_field(p, f)) if s.strip())
+    parts = [p[k] for k in _TEXT_KEYS if isinstance(p.get(k), str) and p[k].strip()]
+    if not parts:
+        parts = [s for s in _strings(p) if s.strip()]
+    return "\n".join(parts)
+
+
+def _field(payload: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(payload, dict):
+            return None
+        payload = payload.get(part)
+    return payload
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key in sorted(value, key=str):
+            if not (isinstance(key, str) and (key == "id" or key.endswith("_id") or key.startswith("_"))):
+                yield from _strings(value[key])
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def embed_delta(d: GenericDelta, embedder: Embedder | None = None, *, space: str = "default") -> GenericDelta:
+    """The delta with its vector filled from its text (unchanged if it already has one).
+
+    The vector becomes part of the delta, stored and covered by the hash chain, so recall is
+    reproducible from the log alone, without the embedder.
+    """
+    if d.vector is not None:
+        return d
+    text = delta_text(d)
+    if not text:
+        raise ValidationError("payload", f"kind {d.kind!r} delta {d.id} has no text to embed; "
+                              "give it a text field or pass a vector")
+    embedder = embedder or default_embedder()
+    row = np.asarray(embedder.embed([text]), dtype=np.float32)
+    if row.shape != (1, embedder.dim):
+        raise ValidationError("embedder", f"returned shape {row.shape}, expected (1, {embedder.dim})")
+    return msgspec.structs.replace(d, vector=Vector.of(row[0], space))
+
+
+_DEFAULT: list[HashingEmbedder] = []
+
+
+def default_embedder() -> HashingEmbedder:
+    """One shared default embedder (its word cache is worth keeping)."""
+    if not _DEFAULT:
+        _DEFAULT.append(HashingEmbedder())
+    return _DEFAULT[0]

@@ -1,0 +1,96 @@
+"""Where recall keeps its files, how they are written (atomically) and checked (blake3 digests).
+
+An index directory holds one ``meta.msgpack`` naming every file of the current generation with
+its digest, plus the seq and chain hash the index covers; the meta file is replaced last, so a
+crash mid-save leaves the previous generation intact. Anything whose digest, covered seq or
+chain hash does not match is rebuilt from the log, never trusted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from blake3 import blake3
+
+from ..chain import digest
+from ..errors import ValidationError
+
+__all__ = ["index_directory", "file_digest", "write_file", "write_with", "save_graph", "tmp_path"]
+
+
+def index_directory(store: Any, directory: Any, name: str, suffix: str) -> Path | None:
+    """``<base>/<slug of name>.<suffix>``: base is ``directory``, or ``<store>/recall`` for an
+    LMDB store; None (keep it in memory) for ``directory=False`` or a store in memory."""
+    if directory is False:
+        return None
+    if directory is None or directory is True:
+        root = getattr(store, "path", None)
+        if root is None:
+            if directory is True:
+                raise ValidationError("directory", "this store lives in memory; pass a directory path")
+            return None
+        base = Path(root) / "recall"
+    else:
+        base = Path(directory)
+    slug = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]
+    if slug != name:
+        slug += "-" + digest(name.encode()).hex()[:12]
+    return base / f"{slug}.{suffix}"
+
+
+def tmp_path(path: Path) -> Path:
+    return path.with_name(path.name + f".{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def file_digest(path: Path) -> bytes:
+    h = blake3()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.digest()
+
+
+def write_file(path: Path, data: bytes) -> bytes:
+    """Write ``data`` to ``path`` atomically (fsynced temp file, then rename); its digest."""
+    tmp = tmp_path(path)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return digest(data)
+
+
+class _Hashing:
+    def __init__(self, f) -> None:  # noqa: ANN001
+        self.f, self.h = f, blake3()
+
+    def write(self, data) -> None:  # noqa: ANN001
+        self.h.update(data)
+        self.f.write(data)
+
+
+def write_with(path: Path, fill: Callable[[Any], None]) -> bytes:
+    """Write a file atomically by streaming ``fill(f)`` into it (no whole copy in memory); its digest."""
+    tmp = tmp_path(path)
+    with open(tmp, "wb") as f:
+        w = _Hashing(f)
+        fill(w)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return w.h.digest()
+
+
+def save_graph(g: Any, path: Path) -> bytes:
+    """Save an hnswlib graph to ``path`` atomically; the file's digest."""
+    tmp = tmp_path(path)
+    g.save_index(str(tmp))
+    d = file_digest(tmp)
+    os.replace(tmp, path)
+    return d

@@ -1,0 +1,662 @@
+"""``Recall``: the derived recall index of one vector space of a store.
+
+The index is a function of the log. It holds, per vector space, every vector of deltas
+``1..covered_seq`` in seq order (a vector's *position* is its rank in that order) and answers:
+
+- **At the head** (``as_of=None``): one hnswlib graph over every position (the *head graph*),
+  grown in place as the log grows, plus an exact numpy search over positions not yet in it.
+  Below ``block`` vectors there is no graph and every query is exact.
+- **As of seq k**: the as-of blocks of ``blocks.py`` over positions ``0..m`` of deltas ``1..k``,
+  plus an exact search over the rest. A query as of k returns the same hits, in the same order,
+  whether the index was built from the whole log, from deltas ``1..k`` only, or caught up append
+  by append.
+
+Filters (braid, kind, tags, namespace, workspace, a set of eligible delta ids or a predicate over
+delta ids) apply before the top k is cut: each graph is over-fetched in proportion to how few of
+its positions are eligible, and a part whose eligible positions are few is searched exactly.
+
+``recall(..., mode="keyword" | "hybrid")`` also asks the keyword index (``keyword.py``), opened
+on first use; hybrid fuses both rankings by reciprocal rank (``query.RRF_K``).
+
+Memory (docs/recall.md): one hnswlib graph, one numpy copy of the vectors (exact search reads
+it), about 60 bytes of columns per vector; the as-of blocks only once an as-of query (or
+``seal``) asks for them. Persistence: ``<store>/recall/<space>.<metric>/`` with the covered seq,
+chain hash and a blake3 digest of every file (``files.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import warnings
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import hnswlib
+import msgspec
+import numpy as np
+from msgspec import Struct
+
+from ..delta import new_id
+from ..errors import ValidationError
+from ..store import LogStore, Progress, resolve_point
+from ._sync import LRU, RWLock
+from .blocks import Blocks, new_graph
+from .columns import NO_FILTER, Body, Columns, Filter, Where, make_filter
+from .embedder import Embedder
+from .files import file_digest, index_directory, save_graph, write_file, write_with
+from .query import MODES, Hit, Mode, dots, fuse, normalised, query_vector, top
+from .vectors import Rows
+
+__all__ = ["Recall", "RecallWarning", "Metric", "METRICS", "FORMAT"]
+
+FORMAT = 2  # 2: columns in numpy, vectors in chunks; an index of format 1 is rebuilt
+Metric = Literal["cosine", "ip"]
+METRICS = ("cosine", "ip")
+SCAN_CHUNK = 8192  # deltas decoded at a time while catching up: bounds the transient copies
+
+_EMPTY_POS = np.zeros(0, dtype=np.int64)
+_EMPTY_SCORE = np.zeros(0, dtype=np.float32)
+_body_decoder = msgspec.msgpack.Decoder(Body)
+_meta_encoder = msgspec.msgpack.Encoder()
+
+
+class RecallWarning(UserWarning):
+    """A recall index on disk was ignored and rebuilt from the log; the message says why."""
+
+
+class _Meta(Struct, frozen=True):
+    """The persisted index's facts: what it covers and the digest of every file it names."""
+
+    format: int
+    space: str
+    metric: str
+    params: dict[str, int]
+    dim: int
+    count: int
+    covered_seq: int
+    covered_hash: bytes
+    generation: str
+    files: dict[str, bytes]
+    head_count: int
+
+
+class Recall:
+    """The recall index of one vector space of a store (or a Braid's store).
+
+    ``recall(text_or_vector, k, mode=..., as_of=..., braid=..., kinds=..., tags=...,
+    namespace=..., workspace=..., where=...)`` returns up to k ``Hit``s, best first. ``metric``
+    is "cosine" (vectors are normalised) or "ip" (raw inner product). ``directory`` overrides
+    where the index is kept (default: ``<store>/recall/`` for an LMDB store, memory otherwise);
+    ``False`` keeps it in memory. Tuning: ``M`` and ``ef_construction`` shape the graphs, ``ef``
+    the search; ``block`` and ``fanout`` the as-of blocks; ``exact_max`` and ``exact_ratio`` when
+    a filtered part is searched exactly (docs/recall.md). ``follow`` (default True) reads the log
+    head on every query at the head and catches up first; with False only ``catch_up()`` does.
+    """
+
+    def __init__(self, source: Any, space: str = "default", metric: Metric = "cosine",
+                 embedder: Embedder | None = None, *, directory: str | os.PathLike[str] | bool | None = None,
+                 M: int = 16, ef_construction: int = 100, ef: int = 64, block: int = 4096,
+                 fanout: int = 2, exact_max: int = 2048, exact_ratio: float = 0.05,
+                 seed: int = 100, threads: int | None = None, save_every: int | None = None,
+                 follow: bool = True, progress: Progress | None = None) -> None:
+        if metric not in METRICS:
+            raise ValidationError("metric", f"must be one of {', '.join(METRICS)}, not {metric!r}")
+        if not isinstance(space, str) or not space:
+            raise ValidationError("space", "must be a non-empty string")
+        for name, value, low in (("M", M, 2), ("ef_construction", ef_construction, 1), ("ef", ef, 1),
+                                 ("block", block, 2), ("fanout", fanout, 2), ("exact_max", exact_max, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValidationError(name, f"must be an int of at least {low}, not {value!r}")
+        if not isinstance(exact_ratio, (int, float)) or not 0.0 <= exact_ratio <= 1.0:
+            raise ValidationError("exact_ratio", f"must be in [0, 1], not {exact_ratio!r}")
+        self.store: LogStore = getattr(source, "log", source)
+        if not all(hasattr(self.store, a) for a in ("scan_bodies", "hash_at", "head", "read")):
+            raise ValidationError("source", f"must be a Braid or a LogStore, not {type(source).__name__}; "
+                                  "for a view (braid.at(point)) use recall_at(view, ...)")
+        self.space = space
+        self.metric = metric
+        self.embedder = embedder
+        self.M, self.ef_construction, self._ef = M, ef_construction, ef
+        self.block, self.fanout, self.seed = block, fanout, seed
+        self.exact_max, self.exact_ratio = exact_max, exact_ratio
+        self.threads = threads or os.cpu_count() or 1
+        self.save_every = save_every if save_every is not None else block
+        self.follow = follow
+        self.notices: list[str] = []
+        self._directory_option = directory
+        self.directory = index_directory(self.store, directory, space, metric)
+        self._lock = RWLock()
+        self._cache = LRU(64 << 20)
+        self._blocks = Blocks(block=block, fanout=fanout, M=M, ef_construction=ef_construction,
+                              seed=seed, threads=self.threads, notice=self._notice)
+        self._keyword: Any = None
+        self._reset()
+        if self.directory is not None:
+            self._load()
+        self.catch_up(progress=progress)
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def params(self) -> dict[str, int]:
+        """The parameters the graphs depend on; an index built with others is rebuilt."""
+        return {"M": self.M, "ef_construction": self.ef_construction, "block": self.block,
+                "fanout": self.fanout, "seed": self.seed}
+
+    def _reset(self) -> None:
+        self.dim: int | None = None
+        self.count = 0
+        self.covered_seq = 0
+        self.covered_hash = self.store.hash_at(0)
+        self._rows: Rows | None = None
+        self._cols = Columns()
+        self._head: Any = None
+        self._head_count = 0
+        self._blocks.clear()
+        self._saved_count = 0
+        self._generation = ""
+        self._dirty = False
+        self._cache.clear()
+
+    @property
+    def ef(self) -> int:
+        return self._ef
+
+    @ef.setter
+    def ef(self, value: int) -> None:
+        if not isinstance(value, int) or value < 1:
+            raise ValidationError("ef", f"must be an int of at least 1, not {value!r}")
+        with self._lock.write():
+            self._ef = value
+            if self._head is not None:
+                self._head.set_ef(value)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        return (f"Recall(space={self.space!r}, metric={self.metric!r}, vectors={self.count}, "
+                f"covered_seq={self.covered_seq})")
+
+    def _notice(self, message: str) -> None:
+        self.notices.append(message)
+        warnings.warn(message, RecallWarning, stacklevel=3)
+
+    def memory(self) -> dict[str, int]:
+        """Bytes held, by part: the numpy vectors, the columns, the head graph, the as-of blocks."""
+        from .blocks import _graph_bytes
+
+        dim = self.dim or 0
+        return {"vectors": self._rows.nbytes if self._rows is not None else 0,
+                "columns": self._cols.nbytes(),
+                "head graph": _graph_bytes(self._head, dim, self.M) if self._head is not None else 0,
+                "as-of blocks": self._blocks.nbytes(dim)}
+
+    # -- following the log -----------------------------------------------------------------------
+    def catch_up(self, *, progress: Progress | None = None) -> int:
+        """Add the vectors of every delta appended since the covered seq; the seq now covered."""
+        head = self.store.head()
+        if head.seq == self.covered_seq:
+            return head.seq
+        with self._lock.write():
+            self._catch_up(head.seq, progress)
+            due = self.count - self._saved_count >= self.save_every
+        if due and self.directory is not None:
+            self.save()
+        return self.covered_seq
+
+    def _catch_up(self, stop: int, progress: Progress | None, *, grow: bool = True) -> None:
+        if stop <= self.covered_seq:
+            return
+        spaces = getattr(self.store, "spaces", None)
+        if not self.count and spaces is not None and self.space not in spaces():
+            # No vector of this space in the store (listed after the head ``stop`` was read, so a
+            # space with a vector at or before it is there): nothing to scan, nothing to save.
+            self.covered_seq, self.covered_hash = stop, self.store.hash_at(stop)
+            return
+        start = self.covered_seq + 1
+        seqs: list[int] = []
+        bodies: list[Body] = []
+        last_hash = self.covered_hash
+        added = False
+        for seq, h, body in self.store.scan_bodies(start, stop + 1):
+            last_hash = h
+            b = _body_decoder.decode(memoryview(body)[8:])
+            if b.vector is not None and b.vector.space == self.space:
+                seqs.append(seq)
+                bodies.append(b)
+                if len(bodies) == SCAN_CHUNK:
+                    self._add(seqs, bodies)
+                    seqs, bodies, added = [], [], True
+        if bodies:
+            self._add(seqs, bodies)
+            added = True
+        if added and grow:
+            self._grow_head(progress)
+        self.covered_seq = stop
+        self.covered_hash = last_hash
+        self._dirty = True
+        if progress is not None and grow:
+            progress(stop)
+
+    def _add(self, seqs: list[int], bodies: list[Body]) -> None:
+        if self.dim is None:
+            self.dim = bodies[0].vector.dim  # type: ignore[union-attr]
+            self._rows = Rows(self.dim)
+        block = np.frombuffer(b"".join(b.vector.data for b in bodies), dtype="<f4")  # type: ignore[union-attr]
+        if block.size != len(bodies) * self.dim:
+            raise ValidationError("vector", f"space {self.space!r} holds vectors of different dimensions "
+                                  "in the log; the log was not written by braidlog")
+        block = block.reshape(len(bodies), self.dim)
+        if self.metric == "cosine":
+            block = normalised(block)
+        self._rows.append(block)  # type: ignore[union-attr]
+        self._cols.add(seqs, bodies)
+        self.count += len(bodies)
+
+    def _grow_head(self, progress: Progress | None, threads: int = 1) -> None:
+        """Insert the positions not yet in the head graph (once there are ``block`` vectors)."""
+        if self.count < self.block or self._head_count == self.count:
+            return
+        if self._head is None:
+            self._head = new_graph(self.dim, max(self.count, 2 * self.block), M=self.M,  # type: ignore[arg-type]
+                                   ef_construction=self.ef_construction, seed=self.seed, ef=self._ef)
+        g = self._head
+        if g.get_max_elements() < self.count:
+            g.resize_index(max(self.count, 2 * g.get_max_elements()))
+        chunk = 4096 * threads
+        for lo in range(self._head_count, self.count, chunk):
+            hi = min(lo + chunk, self.count)
+            g.add_items(self._rows.slice(lo, hi), np.arange(lo, hi, dtype=np.int64),  # type: ignore[union-attr]
+                        num_threads=threads)
+            self._head_count = hi
+            if progress is not None:
+                progress(self._cols.seq(hi - 1))
+
+    # -- as-of blocks ----------------------------------------------------------------------------
+    def sealed(self) -> list[tuple[int, int]]:
+        """Every block the covered vectors fill: (level, index) pairs."""
+        return self._blocks.sealed(self.count)
+
+    def seal(self, *, progress: Progress | None = None) -> int:
+        """Build every filled block now (as-of queries then never wait for one); the number built."""
+        self.catch_up()
+        with self._lock.write():
+            missing = [b for b in self.sealed() if b not in self._blocks.graphs]
+            self._build_blocks(missing, progress)
+        if missing and self.directory is not None:
+            self.save()
+        return len(missing)
+
+    def _build_blocks(self, wanted: list[tuple[int, int]], progress: Progress | None,
+                      pool: ThreadPoolExecutor | None = None) -> None:
+        self._blocks.build(wanted, self._rows.slice, self.dim, self.directory, progress, pool)  # type: ignore[union-attr,arg-type]
+
+    def _ensure_blocks(self, wanted: list[tuple[int, int]]) -> None:
+        if all(b in self._blocks.graphs for b in wanted):
+            return
+        with self._lock.write():
+            self._build_blocks(wanted, None)
+
+    # -- persistence -----------------------------------------------------------------------------
+    def save(self) -> bool:
+        """Write the index beside the store (atomically: the meta file is replaced last); True if
+        written. A space that holds no vector yet leaves no directory behind (a mistyped space
+        name must not litter the store)."""
+        if self.directory is None or (self.count == 0 and not self.directory.exists()):
+            return False
+        with self._lock.write():
+            try:
+                self._save()
+            except OSError as e:
+                self._notice(f"cannot write the recall index to {self.directory} ({e}); it stays in memory")
+                return False
+        return True
+
+    def _save(self) -> None:
+        d = self.directory
+        assert d is not None
+        d.mkdir(parents=True, exist_ok=True)
+        gen = new_id()
+        files: dict[str, bytes] = {}
+        files[f"rows-{gen}.msgpack"] = write_file(d / f"rows-{gen}.msgpack", self._cols.encode())
+        rows = self._rows
+        files[f"vectors-{gen}.f32"] = write_with(d / f"vectors-{gen}.f32",
+                                                 rows.write if rows is not None else (lambda f: None))
+        if self._head is not None:
+            files[f"head-{gen}.hnsw"] = save_graph(self._head, d / f"head-{gen}.hnsw")
+        files.update(self._blocks.digests)
+        meta = _Meta(FORMAT, self.space, self.metric, self.params, self.dim or 0, self.count,
+                     self.covered_seq, self.covered_hash, gen, files, self._head_count)
+        write_file(d / "meta.msgpack", _meta_encoder.encode(meta))
+        for p in d.iterdir():
+            if p.name != "meta.msgpack" and p.name not in files and p.name.split("-")[0] in ("rows", "vectors", "head") \
+                    and not p.name.endswith(".tmp"):
+                p.unlink(missing_ok=True)
+        self._saved_count = self.count
+        self._generation = gen
+        self._dirty = False
+
+    def _load(self) -> None:
+        d = self.directory
+        assert d is not None
+        if not (d / "meta.msgpack").exists():
+            return
+        why = self._load_from(d)
+        if why is not None:
+            self._notice(f"recall index at {d} ignored: {why}; rebuilding it from the log")
+            self._reset()
+            shutil.rmtree(d, ignore_errors=True)
+
+    def _load_from(self, d: Path) -> str | None:
+        try:
+            meta = msgspec.msgpack.decode((d / "meta.msgpack").read_bytes(), type=_Meta)
+        except (OSError, msgspec.DecodeError) as e:
+            return f"its meta file does not decode ({e})"
+        if meta.format != FORMAT:
+            return f"format {meta.format}, this braidlog reads {FORMAT}"
+        if meta.space != self.space or meta.metric != self.metric:
+            return f"it indexes space {meta.space!r} with {meta.metric}"
+        if meta.params != self.params:
+            return f"it was built with {meta.params}, this index uses {self.params}"
+        head = self.store.head()
+        if meta.covered_seq > head.seq:
+            return f"it covers seq {meta.covered_seq} but the log ends at {head.seq} (stale)"
+        if self.store.hash_at(meta.covered_seq) != meta.covered_hash:
+            return (f"its chain hash at seq {meta.covered_seq} is not the log's (stale: the log it "
+                    "was built from is not this one)")
+        for name, want in meta.files.items():
+            if name.startswith(("rows-", "vectors-", "head-")):
+                p = d / name
+                if not p.exists():
+                    return f"{name} is missing"
+                if file_digest(p) != want:
+                    return f"{name} is damaged (digest mismatch)"
+        gen, n = meta.generation, meta.count
+        try:
+            cols = Columns.decode((d / f"rows-{gen}.msgpack").read_bytes())
+        except (msgspec.DecodeError, ValueError, KeyError) as e:
+            return f"its rows do not decode ({e})"
+        if cols.n != n or (n and meta.dim <= 0):
+            return "its rows and meta disagree on the count"
+        if n:
+            try:
+                rows = Rows.read(str(d / f"vectors-{gen}.f32"), meta.dim, n)
+            except ValueError as e:
+                return str(e)
+            self.dim, self._rows, self._cols, self.count = meta.dim, rows, cols, n
+        if meta.head_count:
+            g = hnswlib.Index(space="ip", dim=meta.dim)
+            try:
+                g.load_index(str(d / f"head-{gen}.hnsw"), max_elements=max(n, 2 * self.block))
+            except RuntimeError as e:
+                return f"its head graph does not load ({e})"
+            if g.get_current_count() != meta.head_count:
+                return "its head graph holds another count than its meta says"
+            g.set_ef(self._ef)
+            g.set_num_threads(1)
+            self._head, self._head_count = g, meta.head_count
+        self._blocks.digests = {k: v for k, v in meta.files.items() if k.startswith("L")}
+        self.covered_seq, self.covered_hash = meta.covered_seq, meta.covered_hash
+        self._saved_count = n
+        self._generation = gen
+        return None
+
+    def rebuild(self, *, progress: Progress | None = None, blocks: bool = False) -> int:
+        """Drop the index and build it again from the log; the seq covered.
+
+        ``progress(seq)`` follows the scan, then the head graph, which is built with every
+        thread. With ``blocks`` every filled as-of block is built too (as ``seal`` does), so
+        as-of queries never wait for one; that holds each vector once more per block level.
+        """
+        with self._lock.write():
+            self._reset()
+            if self.directory is not None:
+                shutil.rmtree(self.directory, ignore_errors=True)
+            self._catch_up(self.store.head().seq, progress, grow=False)
+            self._grow_head(progress, threads=self.threads)
+            if blocks:
+                self._build_blocks(self.sealed(), None)
+            if progress is not None:
+                progress(self.covered_seq)
+        if self._keyword is not None:
+            self._keyword.rebuild()
+        if self.directory is not None:
+            self.save()
+        return self.covered_seq
+
+    def close(self) -> None:
+        """Save the index (and the keyword index, if opened) if changed since last saved."""
+        if self._dirty and self.directory is not None:
+            self.save()
+        if self._keyword is not None:
+            self._keyword.close()
+
+    # -- querying --------------------------------------------------------------------------------
+    def vector(self, query: Any) -> np.ndarray:
+        """The query as a float32 vector of this space (embedding text with the embedder)."""
+        return query_vector(query, dim=self.dim, metric=self.metric, space=self.space, embedder=self.embedder)
+
+    def resolve(self, point: int | str | datetime | None) -> int | None:
+        """The seq an as-of point names (a seq, a delta id or a datetime); None for the head."""
+        if point is None:
+            return None
+        return resolve_point(self.store, point, "as_of")
+
+    def keyword(self) -> Any:
+        """The keyword (BM25) index of this store, opened on first use (``keyword.KeywordIndex``)."""
+        if self._keyword is None:
+            from .keyword import keyword_for
+
+            self._keyword = keyword_for(self.store, self._directory_option)
+        return self._keyword
+
+    def search(self, query: Any, k: int = 10, *, as_of: int | str | datetime | None = None,
+               braid: str | Iterable[str] | None = None, kinds: str | Iterable[str] | None = None,
+               tags: str | Iterable[str] | None = None, namespace: str | Iterable[str] | None = None,
+               workspace: str | Iterable[str] | None = None, where: Where = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """The top k by vector as two arrays, best first: seqs (int64) and scores (float32)."""
+        pos, scores = self._query(query, k, as_of, make_filter(braid, kinds, tags, namespace, workspace, where))
+        return self._cols.seqs[pos], scores
+
+    def recall(self, query: Any, k: int = 10, *, mode: Mode = "vector",
+               as_of: int | str | datetime | None = None,
+               braid: str | Iterable[str] | None = None, kinds: str | Iterable[str] | None = None,
+               tags: str | Iterable[str] | None = None, namespace: str | Iterable[str] | None = None,
+               workspace: str | Iterable[str] | None = None, where: Where = None,
+               deltas: bool = True) -> list[Hit]:
+        """The k deltas that best match ``query`` among those the filters admit, best first.
+
+        ``mode`` "vector" (the default) ranks by the closeness of vectors (``query`` a text,
+        embedded, or a vector); "keyword" by BM25 over the deltas' text (``query`` a text);
+        "hybrid" fuses both rankings by reciprocal rank (``RRF_K``). ``as_of`` (a seq, delta id
+        or datetime) sees only deltas up to it. ``braid``, ``kinds``, ``namespace`` and
+        ``workspace`` admit any of the values given; ``tags`` requires every tag given; ``where``
+        is a collection of eligible delta ids or a predicate over delta ids (for projection
+        state, e.g. only active decisions). Every filter applies before the top k is cut.
+        """
+        if mode not in MODES:
+            raise ValidationError("mode", f"must be one of {', '.join(MODES)}, not {mode!r}")
+        _check_k(k)
+        flt = make_filter(braid, kinds, tags, namespace, workspace, where)
+        if mode == "vector":
+            pos, scores = self._query(query, k, as_of, flt)
+            found = [(self._cols.seq(p), self._cols.id(p), s) for p, s in zip(pos.tolist(), scores.tolist())]
+        else:
+            if not isinstance(query, str):
+                raise ValidationError("query", f"must be a text in {mode} mode, not {type(query).__name__}")
+            seq = self.resolve(as_of)
+            words = self.keyword().search(query, k if mode == "keyword" else max(k, 2 * k + 10),
+                                          as_of=seq, flt=flt[0], pred=flt[1])
+            if mode == "keyword":
+                found = words
+            else:
+                # Each side ranks deeper than k, so a delta both find at rank k+1 can still win.
+                pos, scores = self._query(query, max(k, 2 * k + 10), seq, flt)
+                vector = [(self._cols.seq(p), self._cols.id(p)) for p in pos.tolist()]
+                found = fuse([vector, [(s, i) for s, i, _ in words]], k)
+        read = self.store.read
+        return [Hit(seq, delta_id, float(score), read(seq).delta if deltas else None)
+                for seq, delta_id, score in found]
+
+    def _query(self, query: Any, k: int, as_of: Any, flt: tuple[Filter, Callable[[str], bool] | None]
+               ) -> tuple[np.ndarray, np.ndarray]:
+        k = _check_k(k)
+        if as_of is None:
+            seq = None
+            if self.follow and self.store.head().seq != self.covered_seq:
+                self.catch_up()
+        else:
+            seq = self.resolve(as_of)
+            if seq > self.covered_seq:
+                self.catch_up()
+        q = self.vector(query)
+        lock = self._lock
+        while True:
+            lock.acquire_read()
+            try:
+                if not self.count:
+                    return _EMPTY_POS, _EMPTY_SCORE
+                if seq is None:
+                    return self._search(q, k, self.count, None, *flt)
+                m = self._cols.count_upto(seq)
+                blocks = self._blocks.cover(m)[0]
+                if all(b in self._blocks.graphs for b in blocks):
+                    return self._search(q, k, m, blocks, *flt)
+            finally:
+                lock.release_read()
+            self._ensure_blocks(blocks)
+
+    def _parts(self, m: int, blocks: list[tuple[int, int]] | None) -> list[tuple[Any, int, int, int]]:
+        """(graph or None for exact, lo, hi, ef) of each part of a search over positions [0, m).
+
+        A block's ef is its share of the query's ef (at least 1; knn_query raises it to k): the
+        blocks of an as-of query together spend about what one search at the head spends.
+        """
+        if blocks is None:
+            h = min(self._head_count, m) if self._head is not None else 0
+            parts = [(self._head, 0, h, self._ef)] if h else []
+            return parts + ([(None, h, m, 0)] if m > h else [])
+        parts = []
+        for level, i in blocks:
+            size = self._blocks.size(level)
+            parts.append((self._blocks.graphs[(level, i)], i * size, (i + 1) * size,
+                          max(1, -(-self._ef * size // m))))
+        lo = parts[-1][2] if parts else 0
+        return parts + ([(None, lo, m, 0)] if m > lo else [])
+
+    def _search(self, q: np.ndarray, k: int, m: int, blocks: list[tuple[int, int]] | None,
+                flt: Filter, pred: Callable[[str], bool] | None) -> tuple[np.ndarray, np.ndarray]:
+        if not m:
+            return _EMPTY_POS, _EMPTY_SCORE
+        elig = None if flt is NO_FILTER else self._eligible(flt)
+        if elig is not None:
+            elig = elig[: int(np.searchsorted(elig, m))]
+            if not len(elig):
+                return _EMPTY_POS, _EMPTY_SCORE
+        parts = self._parts(m, blocks)
+        if len(parts) == 1 and elig is None and pred is None and parts[0][0] is not None:
+            g, lo, hi, ef = parts[0]
+            try:
+                labels, dist = g.knn_query(q, k=min(max(k, ef) if blocks else k, hi - lo), num_threads=1)
+            except RuntimeError:  # the graph could not find k: search the part exactly
+                return self._exact(q, k, lo, hi, None, None, flt)
+            return labels[0, :k].astype(np.int64), 1.0 - dist[0, :k]
+        found = [self._part(g, lo, hi, ef, q, k, elig, pred, flt) for g, lo, hi, ef in parts]
+        pos = np.concatenate([f[0] for f in found])
+        scores = np.concatenate([f[1] for f in found])
+        return top(pos, scores, k)
+
+    def _part(self, g: Any, lo: int, hi: int, ef: int, q: np.ndarray, k: int, elig: np.ndarray | None,
+              pred: Callable[[str], bool] | None, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
+        """The best of positions [lo, hi) the filters admit: from graph ``g`` searched at ``ef``
+        (the head graph's own ef is ``self.ef``; a block's is passed as knn_query's k), or exactly."""
+        size = hi - lo
+        if elig is not None:
+            sub = elig[int(np.searchsorted(elig, lo)):int(np.searchsorted(elig, hi))]
+            e = len(sub)
+            if not e:
+                return _EMPTY_POS, _EMPTY_SCORE
+        else:
+            sub, e = None, size
+        if g is None or (sub is not None and (e <= self.exact_max or e < self.exact_ratio * size)):
+            return self._exact(q, k, lo, hi, sub, pred, flt)
+        head = g is self._head
+        want = min(k, e)
+        if sub is None and pred is None:
+            fetch = k if head else max(k, ef)
+        else:
+            fetch = max(ef, k, math.ceil(2 * k * size / e))
+        while True:
+            try:
+                labels, dist = g.knn_query(q, k=min(fetch, size), num_threads=1)
+            except RuntimeError:  # the graph could not find that many: search the part exactly
+                break
+            pos = labels[0].astype(np.int64)
+            scores = (1.0 - dist[0]).astype(np.float32)
+            if sub is not None:
+                at = np.minimum(np.searchsorted(sub, pos), e - 1)
+                ok = sub[at] == pos
+                pos, scores = pos[ok], scores[ok]
+            if pred is not None:
+                ok = np.fromiter((bool(pred(self._cols.id(p))) for p in pos.tolist()), dtype=bool, count=len(pos))
+                pos, scores = pos[ok], scores[ok]
+            if len(pos) >= want:
+                return pos[:k], scores[:k]
+            fetch *= 4
+            if fetch > size // 4:
+                break
+        return self._exact(q, k, lo, hi, sub, pred, flt)
+
+    def _exact(self, q: np.ndarray, k: int, lo: int, hi: int, sub: np.ndarray | None,
+               pred: Callable[[str], bool] | None, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
+        rows_of = self._rows
+        assert rows_of is not None
+        if sub is None:
+            scores = dots(rows_of.slice(lo, hi), q)
+            pos = None
+        else:
+            key = ("rows", flt.key(), lo, hi)
+            got = self._cache.get(key)
+            if got is None:
+                rows = rows_of.take(sub)
+                self._cache.put(key, rows, rows.nbytes)
+            else:
+                rows = got[0]
+            scores = dots(rows, q)
+            pos = sub
+        if pred is None:
+            n = len(scores)
+            idx = np.arange(n) if n <= k else np.argpartition(-scores, k - 1)[:k]
+            return (idx + lo if pos is None else pos[idx]), scores[idx]
+        order = np.argsort(-scores, kind="stable")
+        keep: list[int] = []
+        for i in order.tolist():
+            p = i + lo if pos is None else int(pos[i])
+            if pred(self._cols.id(p)):
+                keep.append(i)
+                if len(keep) == k:
+                    break
+        idx = np.asarray(keep, dtype=np.int64)
+        return ((idx + lo) if pos is None else pos[idx]).astype(np.int64), scores[idx]
+
+    def _eligible(self, flt: Filter) -> np.ndarray:
+        """The sorted positions the structured filters admit, over every covered vector."""
+        key = ("elig", flt.key(), self.count)
+        got = self._cache.get(key)
+        if got is not None:
+            return got[0]
+        out = self._cols.eligible(flt, self.store.seq_of)
+        self._cache.put(key, out, out.nbytes + 64)
+        return out
+
+
+def _check_k(k: Any) -> int:
+    if type(k) is not int and not isinstance(k, np.integer) or isinstance(k, bool) or k < 1:
+        raise ValidationError("k", f"must be an int of at least 1, not {k!r}")
+    return int(k)
