@@ -335,3 +335,80 @@ def test_only_the_writers_credentials_publish_on_the_stream(auth_server, stores,
     with Stream(writer_url, "AUTH") as stream:
         assert stream.watermark().seq == 4
         assert_stream_is_the_log(writer_url, "AUTH", writer)
+
+
+# -- signed checkpoints: a forgery that recomputed the chain is refused ------------------------
+def checkpoint_signer(name: str):
+    """(sign(size, root) -> a C2SP signed note, open(note) -> Checkpoint) for a new key."""
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from braidlog.proofs.verify import EM_DASH, Checkpoint, VerifierKey, key_id, open_checkpoint
+
+    private = Ed25519PrivateKey.generate()
+    public = private.public_key().public_bytes_raw()
+    kid = key_id(name, public)
+
+    def sign(size: int, root: bytes) -> bytes:
+        text = Checkpoint(name, size, root).text()
+        sig = base64.b64encode(kid + private.sign(text.encode())).decode()
+        return f"{text}\n{EM_DASH} {name} {sig}\n".encode()
+
+    key = VerifierKey(name, kid, public)
+    opener = lambda note: open_checkpoint(note, key)  # noqa: E731
+    opener.key = str(key)
+    return sign, opener
+
+
+def test_a_rechained_forgery_is_refused_where_a_signed_checkpoint_contradicts_it(
+        stores, open_stream, stream_name, url, tmp_path, capsys):
+    pytest.importorskip("cryptography")
+    from braidlog.proofs import root
+
+    from .test_replication import forged, republish
+
+    writer, stream = stores("w"), open_stream()
+    log = SyncLog(writer, stream)
+    for i in range(1, 9):
+        log.append(make_delta(i))
+    sign, trusted = checkpoint_signer("writer.example")
+    note = sign(8, root(writer, 8))
+    writer.put_note(8, note)
+    Shipper(writer, stream).ship(timeout=10)  # records are there: the note goes out now
+    assert [m[3] for m in raw_messages(stream.servers, stream.checkpoint_stream)] == [note]
+    genuine = Replica(stores("g"), stream, checkpoints=trusted)
+    assert genuine.catch_up(timeout=10) == writer.head() and genuine.ignored_checkpoints == 0
+
+    # someone with publish rights copies the stream, altering record 7 and rechaining 7 and 8
+    messages = raw_messages(stream.servers, stream.name)
+    copy = open_stream(stream_name + "copy", prefix=stream.prefix + "copy")
+    rewritten = forged(messages, 7, "rechained")
+    prev = bytes.fromhex(rewritten[6][1][HDR_HASH])
+    subject, headers, data = rewritten[7]
+    headers = {**headers, HDR_HASH: link(prev, 8, data).hex(), "Nats-Msg-Id": link(prev, 8, data).hex()}
+    rewritten[7] = (subject, headers, data)
+    republish(copy.servers, copy.name, [(s.replace(stream.prefix, copy.prefix, 1), h, d)
+                                        for s, h, d in rewritten])
+    # the chain alone cannot tell (a replica without checkpoints takes all of it) ...
+    fooled = Replica(stores("f"), copy)
+    assert fooled.catch_up(timeout=10).seq == 8
+    # ... the writer's signed checkpoint can; one signed by another key is not evidence
+    other, _ = checkpoint_signer("someone.else")
+    copy._call(copy._publish_note(8, other(8, b"\x01" * 32)), 5)
+    copy._call(copy._publish_note(8, note), 5)
+    checked = Replica(stores("c"), copy, checkpoints=trusted)
+    with pytest.raises(IntegrityError, match=r"record seq 8 refused: a signed checkpoint says "
+                                             r"the first 8 records have root") as err:
+        checked.catch_up(timeout=10)
+    assert err.value.expected == root(writer, 8) and checked.ignored_checkpoints == 1
+    assert checked.store.head().seq in (6, 7)  # 7 decodes and chains; 8 is where it shows
+    (tmp_path / "writer.vkey").write_text(trusted.key + "\n")
+    code = main(["--store", str(tmp_path / "cli"), "replica", "--nats", url, "--stream", copy.name,
+                 "--prefix", copy.prefix, "--once", "--checkpoint-key", str(tmp_path / "writer.vkey")])
+    assert code == 1 and "record seq 8 refused: a signed checkpoint" in capsys.readouterr().err
+    assert main(["--store", str(tmp_path / "cli2"), "replica", "--nats", url, "--stream",
+                 stream.name, "--once", "--checkpoint-key", trusted.key]) == 0
+    # a replica that applied the forgery before the checkpoint came finds out when it does
+    with pytest.raises(IntegrityError, match="the 8 this replica applied give"):
+        Replica(fooled.store, copy, checkpoints=trusted).catch_up(timeout=10)

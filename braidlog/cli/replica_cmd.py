@@ -54,6 +54,9 @@ def register(sub: Any) -> None:
     p.add_argument("--once", action="store_true", help="catch up with the stream, then exit")
     p.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
                    help="follow for this long, then exit (default: until interrupted)")
+    p.add_argument("--checkpoint-key", default=None, metavar="KEY|FILE",
+                   help="the writer's checkpoint verifier key (NAME+KEYID+KEY, or a file holding "
+                   "it): refuse a record its signed checkpoints contradict")
     p.set_defaults(handler=cmd_replica)
 
     p = sub.add_parser(
@@ -166,8 +169,9 @@ def cmd_replica(args: Any, out: IO[str]) -> int:
     rep = _replication()
     _kinds()
     start = time.monotonic()
+    checkpoints = _checkpoint_opener(args.checkpoint_key)
     with LmdbLog(store_path(args)) as store, _stream(args, create=False) as stream:
-        replica = rep.Replica(store, stream)
+        replica = rep.Replica(store, stream, checkpoints=checkpoints)
         if args.once:
             head = replica.catch_up(timeout=args.timeout)
         else:
@@ -180,6 +184,24 @@ def cmd_replica(args: Any, out: IO[str]) -> int:
         took = time.monotonic() - start
     out.write(f"applied {replica.applied} record(s) in {took:.1f} s; replica at {head}\n")
     return 0
+
+
+def _checkpoint_opener(key: str | None) -> Any:
+    """``open(note)`` for the writer's verifier key, or None."""
+    if key is None:
+        return None
+    from pathlib import Path
+
+    from ..proofs.verify import VerificationError, open_checkpoint, parse_verifier_key
+
+    text = key
+    if "+" not in key and Path(key).is_file():
+        text = Path(key).read_text(encoding="utf-8")
+    try:
+        verifier = parse_verifier_key(text)
+    except VerificationError as e:
+        raise ValidationError("--checkpoint-key", str(e)) from None
+    return lambda note: open_checkpoint(note, verifier)
 
 
 def cmd_promote(args: Any, out: IO[str]) -> int:

@@ -6,18 +6,26 @@ the writer epoch. It applies a group (one or more whole writer transactions) in 
 transaction of its own, only once it holds all of it, so it never exposes half a transaction.
 The first record that fails a check stops the replica for good with an IntegrityError naming
 its seq.
+
+Given ``checkpoints`` (a function that opens a signed checkpoint note, checking its signature),
+a replica also reads the writer's signed checkpoints from the stream beside the records
+(``Stream.checkpoint_stream``) and refuses a record at which the Merkle root of the records
+applied so far differs from a checkpoint's: a forgery that recomputed the chain hashes is caught
+there. A checkpoint that arrives after the records it covers were applied is checked against
+the replica's own tree, and a contradiction stops the replica the same way.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from ..delta import GenericDelta, decode, validate
+from .. import tree as merkle
 from ..chain import link
-from ..errors import ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
+from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
 from ..store import Head, LogStore, hw_of, ts_micros
 from .stream import Stream
 from .wire import (
@@ -34,6 +42,7 @@ class _Pending(NamedTuple):
     hw: int
     delta: GenericDelta
     epoch: int
+    body: bytes
 
 
 class Replica:
@@ -46,7 +55,8 @@ class Replica:
     replica stays stopped (``.error``).
     """
 
-    def __init__(self, store: LogStore, stream: Stream, *, batch: int = MAX_BATCH) -> None:
+    def __init__(self, store: LogStore, stream: Stream, *, batch: int = MAX_BATCH,
+                 checkpoints: Callable[[bytes], Any] | None = None) -> None:
         if not 1 <= batch <= MAX_BATCH:
             raise ValidationError("batch", f"must be 1 to {MAX_BATCH}, got {batch}")
         declare_epoch_kind(store.registry)
@@ -62,6 +72,15 @@ class Replica:
         self._group_end = 0
         self._ids: set[str] = set()
         self._anchored = False
+        # signed checkpoints: ``checkpoints(note)`` opens a note (checks its signature) and
+        # returns an object with ``size`` and ``root``, e.g.
+        # ``lambda note: braidlog.proofs.verify.open_checkpoint(note, key)``
+        self.checkpoints = checkpoints
+        self.ignored_checkpoints = 0
+        self._roots: dict[int, bytes] = {}
+        self._note_seq = 1
+        self._frontier = (merkle.Frontier(self._head.seq, store.tree_hashes(
+            merkle.peaks(self._head.seq))) if checkpoints is not None else None)
 
     @property
     def head(self) -> Head:
@@ -82,6 +101,7 @@ class Replica:
             if not self._pull(deadline):
                 time.sleep(0.02)  # a lagging replica of the stream answered; ask again
         self._drop_pending()  # the stream ends inside a group: wait for the rest of it
+        self._load_checkpoints(deadline)
         return self._head
 
     def follow(self, stop: threading.Event | None = None, *, timeout: float | None = None,
@@ -134,6 +154,7 @@ class Replica:
         self._anchored = True
 
     def _pull(self, deadline: float) -> int:
+        self._load_checkpoints(deadline)
         start = self._next()
         rows = self.stream._retry(lambda: self.stream._read(start, self.batch), deadline,
                                   "reading records")
@@ -201,13 +222,63 @@ class Replica:
             self._refuse(seq, f"it was written in writer epoch {epoch} but the log is in epoch "
                          f"{current}: a fenced writer's record")
         self._ids.add(stored.id)
-        self._pending.append(_Pending(seq, shipped, hw, stored, current))
+        self._pending.append(_Pending(seq, shipped, hw, stored, current, body))
         self._group_end = commit
         if seq == commit:
             self._apply()
 
+    def _load_checkpoints(self, deadline: float) -> None:
+        """Read the signed checkpoints published since the last look; check the ones that
+        cover records already applied."""
+        if self.checkpoints is None:
+            return
+        stream = self.stream
+        while True:
+            start = self._note_seq
+            got = stream._retry(lambda: stream._read_notes(start, MAX_BATCH), deadline,
+                                "reading checkpoints")
+            for seq, _headers, note in got:
+                self._note_seq = seq + 1
+                try:
+                    cp = self.checkpoints(note)
+                    size, root = int(cp.size), bytes(cp.root)
+                except (ValueError, BraidlogError):
+                    self.ignored_checkpoints += 1  # not signed by the key we trust: not evidence
+                    continue
+                known = self._roots.get(size)
+                if known is not None and known != root:
+                    raise IntegrityError(
+                        f"stream {stream.name}: two checkpoints signed by the trusted key give "
+                        f"tree size {size} the roots {known.hex()} and {root.hex()}: the writer "
+                        "signed two different logs", seq=size, expected=known, found=root)
+                self._roots[size] = root
+                if size <= self._head.seq:
+                    found = merkle.resolve([(0, size)], self.store.tree_hashes)[0] if size \
+                        else merkle.EMPTY_ROOT
+                    if found != root:
+                        self.error = IntegrityError(
+                            f"stream {stream.name}: a signed checkpoint says the first {size} "
+                            f"records have root {root.hex()}, but the {size} this replica "
+                            f"applied give {found.hex()}: the stream held forged or rewritten "
+                            "records when they were applied; rebuild this replica from a "
+                            "stream you trust", seq=size, expected=root, found=found)
+                        raise self.error
+            if len(got) < MAX_BATCH:
+                return
+
     def _apply(self) -> None:
         group, first = self._pending, self._pending[0].seq
+        frontier = self._frontier
+        if frontier is not None:
+            frontier = merkle.Frontier(frontier.size, frontier.stack)  # a copy
+            for p in group:
+                frontier.push(merkle.leaf_hash(p.body))
+                want = self._roots.get(frontier.size)
+                if want is not None and frontier.root() != want:
+                    self._refuse(p.seq, f"a signed checkpoint says the first {frontier.size} "
+                                 f"records have root {want.hex()}, the stream's give "
+                                 f"{frontier.root().hex()}: the stream's records up to here are "
+                                 "forged or rewritten", expected=want, found=frontier.root())
         try:
             records = self.store.commit([p.delta for p in group], expected_head=self._head.seq)
         except ConflictError as e:
@@ -220,6 +291,7 @@ class Replica:
                 f"the replica's store wrote seqs {first}..{group[-1].seq} with other hashes than "
                 "the stream's; run `braidlog verify` and rebuild the replica", seq=first)
         self._head = Head(group[-1].seq, group[-1].hash)
+        self._frontier = frontier
         self.epochs.refresh()
         self._hw = group[-1].hw
         self.applied += len(group)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import threading
 import time
 
+from ..chain import digest
 from ..errors import BraidlogError, ReplicationError, ValidationError
 from ..store import LogStore
 from .checks import check_stream
 from .stream import HINT, Stream, Transient
-from .wire import MAX_BATCH, Epochs, Watermark, declare_epoch_kind, rows
+from .wire import HDR_TREE_SIZE, MAX_BATCH, Epochs, Watermark, declare_epoch_kind, header, rows
 
 __all__ = ["Shipper"]
 
@@ -44,6 +45,8 @@ class Shipper:
         self.epochs = Epochs(store)
         self._wm: Watermark | None = None
         self._refused: int | None = None  # the JetStream error code that refused a batch
+        self._notes_sent: set[tuple[int, bytes]] = set()  # (tree size, digest of the note)
+        self._notes_loaded = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -70,6 +73,7 @@ class Shipper:
                                      self._refused)
                         wm = self._wm = last.mark
                     if wm.seq >= head.seq:
+                        self._ship_notes(wm, deadline)
                         return wm
                     end = wm.commit if wm.commit > wm.seq else head.seq
                     stop = min(end, wm.seq + self.batch)
@@ -89,6 +93,30 @@ class Shipper:
                             f"{timeout:.1f} s: {e}", hint=HINT) from None
                     time.sleep(delay)
                     delay = min(delay * 2, 1.0)
+
+    def _ship_notes(self, wm: Watermark, deadline: float) -> None:
+        """Publish the signed checkpoint notes the store keeps for shipped tree sizes to the
+        checkpoint stream (``Stream.checkpoint_stream``), each once."""
+        notes = [(size, note) for size, note in self.store.notes() if size <= wm.seq]
+        if not notes or all((size, digest(note)) in self._notes_sent for size, note in notes):
+            return
+        stream = self.stream
+        if not self._notes_loaded:
+            start = 1
+            while True:
+                got = stream._call(stream._read_notes(start, MAX_BATCH), self._left(deadline))
+                for seq, headers, data in got:
+                    self._notes_sent.add((int(header(headers, HDR_TREE_SIZE) or -1),
+                                          digest(data)))
+                    start = seq + 1
+                if len(got) < MAX_BATCH:
+                    break
+            self._notes_loaded = True
+        for size, note in notes:
+            key = (size, digest(note))
+            if key not in self._notes_sent:
+                stream._call(stream._publish_note(size, note), self._left(deadline))
+                self._notes_sent.add(key)
 
     def _left(self, deadline: float) -> float:
         return min(self.stream.timeout, max(deadline - time.monotonic(), 0.001))

@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..chain import digest
 from ..errors import BraidlogError, IntegrityError, ReplicationError, ValidationError
 from .wire import (
-    EMPTY, EPOCH_BRAID, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, Row, Watermark, braid_token,
-    epoch_header, header,
+    EMPTY, EPOCH_BRAID, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, HDR_TREE_SIZE, Row, Watermark,
+    braid_token, epoch_header, header,
 )
 
 __all__ = ["Stream", "Last"]
@@ -106,6 +107,7 @@ class Stream:
         self._waiting: dict[str, asyncio.Future] = {}
         self._nc: Any = None
         self._closed = False
+        self._checkpoints_ready = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name=f"braidlog-nats-{name}")
@@ -235,6 +237,59 @@ class Stream:
             raise ReplicationError(
                 f"stream {self.name} still has {info.config.num_replicas} replica(s) after "
                 f"asking for {wanted}", hint="check the cluster with `nats stream info`")
+
+    # -- signed checkpoints travel in a stream of their own ------------------------------------
+    @property
+    def checkpoint_stream(self) -> str:
+        """The stream beside this one that holds the writer's signed checkpoint notes."""
+        return f"{self.name}-checkpoints"
+
+    def checkpoint_subject(self, size: int) -> str:
+        return f"{self.prefix}-checkpoints.{size}"
+
+    async def _checkpoints_exist(self, create: bool) -> bool:
+        if self._checkpoints_ready:
+            return True
+        api = self._nats.js.api
+        try:
+            try:
+                await self._js.stream_info(self.checkpoint_stream)
+            except self._nats.js.errors.NotFoundError:
+                if not create:
+                    return False
+                await self._js.add_stream(api.StreamConfig(
+                    name=self.checkpoint_stream, subjects=[f"{self.prefix}-checkpoints.>"],
+                    storage=api.StorageType.FILE, num_replicas=self.replicas or 1,
+                    retention=api.RetentionPolicy.LIMITS, discard=api.DiscardPolicy.NEW,
+                    allow_direct=True, duplicate_window=120.0, deny_delete=True,
+                    deny_purge=True, metadata={"braidlog": "1"},
+                    description=f"signed checkpoint notes of braidlog stream {self.name}"))
+        except self._nats.js.errors.APIError as e:
+            if e.err_code in _PERMANENT or e.err_code == 10065:
+                raise ReplicationError(
+                    f"cannot open the checkpoint stream {self.checkpoint_stream}: {e}",
+                    hint="its subjects overlap another stream's; rename one") from None
+            raise self._transient(e) from None
+        except (asyncio.TimeoutError, self._nats.errors.Error) as e:
+            raise self._transient(e) from None
+        self._checkpoints_ready = True
+        return True
+
+    async def _publish_note(self, size: int, note: bytes) -> None:
+        await self._checkpoints_exist(True)
+        msg_id = f"{size}-{digest(note)[:8].hex()}"
+        try:
+            ack = await self._js.publish(self.checkpoint_subject(size), note, timeout=self.timeout,
+                                         headers={HDR_TREE_SIZE: str(size), "Nats-Msg-Id": msg_id})
+        except (asyncio.TimeoutError, OSError, self._nats.errors.Error) as e:
+            raise self._transient(e) from None
+        if not ack.seq:
+            raise Transient(f"checkpoint {size} was not acknowledged")
+
+    async def _read_notes(self, start: int, count: int) -> list[tuple[int, Any, bytes]]:
+        if not await self._checkpoints_exist(False):
+            return []
+        return await self._read(start, count, self.checkpoint_stream)
 
     def _check_config(self, config: Any) -> None:
         subjects = config.subjects or []
@@ -445,8 +500,10 @@ class Stream:
             raise Transient(f"acknowledged seq {seq}, expected {want}")
         return seq
 
-    async def _read(self, start: int, count: int) -> list[tuple[int, Any, bytes]]:
-        """Up to ``count`` messages from seq ``start`` by one batched direct get."""
+    async def _read(self, start: int, count: int, name: str | None = None
+                    ) -> list[tuple[int, Any, bytes]]:
+        """Up to ``count`` messages from seq ``start`` by one batched direct get (of stream
+        ``name``, default this one)."""
         out: list[tuple[int, Any, bytes]] = []
         end = self._loop.create_future()
 
@@ -464,7 +521,7 @@ class Stream:
             sub = await self._nc.subscribe(self._nc.new_inbox(), cb=take)
             try:
                 request = json.dumps({"seq": start, "batch": count, "max_bytes": 16 << 20})
-                await self._nc.publish(f"$JS.API.DIRECT.GET.{self.name}", request.encode(),
+                await self._nc.publish(f"$JS.API.DIRECT.GET.{name or self.name}", request.encode(),
                                        reply=sub.subject)
                 status, text = await asyncio.wait_for(end, self.timeout)
             finally:

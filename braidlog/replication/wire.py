@@ -33,7 +33,7 @@ from ..kinds import REGISTRY, Registry
 from ..store import LogStore
 
 __all__ = [
-    "HDR_SEQ", "HDR_HASH", "HDR_COMMIT", "HDR_EPOCH", "MAX_BATCH", "EPOCH_KIND", "EPOCH_BRAID",
+    "HDR_SEQ", "HDR_HASH", "HDR_COMMIT", "HDR_EPOCH", "HDR_TREE_SIZE", "MAX_BATCH", "EPOCH_KIND", "EPOCH_BRAID",
     "Watermark", "WriterEpoch", "Row", "braid_token", "header", "declare_epoch_kind",
     "epoch_delta", "read_epoch", "Epochs",
 ]
@@ -42,6 +42,7 @@ HDR_SEQ = "Braidlog-Seq"
 HDR_HASH = "Braidlog-Hash"
 HDR_COMMIT = "Braidlog-Commit"
 HDR_EPOCH = "Braidlog-Epoch"
+HDR_TREE_SIZE = "Braidlog-Tree-Size"  # on a checkpoint note: the tree size it signs
 MAX_BATCH = 1000  # the most messages JetStream takes in one atomic batch
 EPOCH_KIND = "writer_epoch"
 EPOCH_BRAID = "braidlog-writer"
