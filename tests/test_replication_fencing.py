@@ -28,7 +28,7 @@ from braidlog.replication import (  # noqa: E402
 
 from .conftest import make_delta, random_deltas  # noqa: E402
 from .test_replication import (  # noqa: E402,F401  (fixtures)
-    COUNTS, NatsCluster, assert_stream_is_the_log, free_port, nats_binary, nats_server,
+    COUNTS, assert_stream_is_the_log, free_port, nats_binary, nats_server,
     open_stream, raw_messages, stores, stream_name, url, wait_port,
 )
 
