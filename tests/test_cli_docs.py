@@ -72,10 +72,15 @@ def _argv(command: str) -> list[str]:
     return words[1:]
 
 
+#: Options every command takes, documented once at the top of docs/cli.md.
+GLOBAL = {"--store", "--app"}
+
+
 def options(sub: argparse.ArgumentParser) -> list[str]:
-    """The options a command shows in its help (hidden ones, like the repeated --store, aside)."""
+    """The options a command shows in its help (hidden ones and the global ones aside)."""
     return [max(a.option_strings, key=len) for a in sub._actions
-            if a.option_strings and "-h" not in a.option_strings and a.help != argparse.SUPPRESS]
+            if a.option_strings and "-h" not in a.option_strings and a.help != argparse.SUPPRESS
+            and max(a.option_strings, key=len) not in GLOBAL]
 
 
 COMMANDS = subcommands()

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import BraidlogError
 
@@ -50,9 +51,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
-    for command in sub.choices.values():  # --store also after the command: braidlog head --store X
-        command.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        command.add_argument("--app", action="append", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    for command in _leaves(sub):  # --store and --app also after the command: head --store X
+        command.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH",
+                             help="the store directory, here or before the command "
+                             "(default: $BRAIDLOG_STORE or ./braid.lmdb)")
+        command.add_argument("--app", action="append", default=argparse.SUPPRESS, metavar="MODULE",
+                             help="an application module to load, here or before the command "
+                             "(default: $BRAIDLOG_APP)")
     return parser
 
 
@@ -65,6 +70,16 @@ def _command_word(argv: Sequence[str]) -> str | None:
         elif not arg.startswith("--store="):
             return None if arg.startswith("-") else arg
     return None
+
+
+def _leaves(sub: Any) -> list[argparse.ArgumentParser]:
+    """Every command parser under ``sub``, down to those of a command's own actions
+    (``braidlog kind add``)."""
+    out = []
+    for command in dict.fromkeys(sub.choices.values()):
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        out += [leaf for a in nested for leaf in _leaves(a)] if nested else [command]
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

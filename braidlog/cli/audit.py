@@ -14,8 +14,7 @@ from ..errors import StorageError, ValidationError
 from ..lmdb_log import LmdbLog
 from .util import (
     console, load_kinds, open_braid, open_for_state, open_store, parse_point, progress_bar,
-    store_path,
-    write_json,
+    record_json, store_path, write_json,
 )
 
 
@@ -114,6 +113,8 @@ def cmd_history(args: Any, out: IO[str]) -> int:
         source = braid.at(parse_point(args.at)) if args.at else braid
         h = audit.history(source, args.entity, states=not args.no_state)
         if not h.steps:
+            if args.entity in braid.log.braids():
+                return _braid_history(braid.log, args.entity, h.seq, args.json, out)
             raise _missing(args.entity, h.seq)
         if args.json:
             write_json(out, h)
@@ -124,10 +125,35 @@ def cmd_history(args: Any, out: IO[str]) -> int:
     return 0
 
 
+def _braid_history(log: Any, braid_id: str, seq: int, as_json: bool, out: IO[str]) -> int:
+    """``history`` of a braid id: the braid's deltas up to seq, as ``log --braid`` lists them."""
+    from .core import print_records
+
+    records = list(log.scan_braid(braid_id, 1, seq + 1))
+    if as_json:
+        write_json(out, {"braid": braid_id, "seq": seq,
+                         "deltas": [record_json(r) for r in records]})
+        return 0
+    print_records(out, records, title=f"braid {braid_id!r}: its {len(records)} delta(s) up to seq "
+                  f"{seq} (an entity's history takes an entity id)")
+    return 0
+
+
+def _note_before_log(braid: Any, text: str, seq: int, name: str) -> None:
+    """Say on stderr when a point given as a time or id names seq 0: it precedes the log."""
+    if seq == 0 and text.strip() != "0" and braid.head().seq:
+        first = braid.log.read(1).delta.ts.isoformat()
+        sys.stderr.write(f"braidlog: note: point {name} ({text}) precedes the log, whose first "
+                         f"delta is at {first}: it names seq 0, before any delta\n")
+
+
 def cmd_diff(args: Any, out: IO[str]) -> int:
     braid = open_for_state(args, readonly=True)
     try:
         b = parse_point(args.b) if args.b is not None else braid.head().seq
+        _note_before_log(braid, args.a, braid.resolve(parse_point(args.a)), "A")
+        if args.b is not None:
+            _note_before_log(braid, args.b, braid.resolve(b), "B")
         d = audit.diff(braid, parse_point(args.a), b, projections=args.projection)
         if args.json:
             write_json(out, d)

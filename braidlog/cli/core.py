@@ -28,6 +28,7 @@ TABLE_ROWS = 1000
 def register(sub: Any) -> None:
     p = sub.add_parser("init", help="create an empty store",
                        description="Create an empty store (a directory) at --store.")
+    p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(handler=cmd_init)
 
     p = sub.add_parser("append", help="append deltas from JSON or JSON Lines",
@@ -85,12 +86,14 @@ def register(sub: Any) -> None:
     p = sub.add_parser("rebuild", help="rebuild every projection from the log",
                        description="Fold the whole log into every projection again and "
                        "rewrite their checkpoints.")
+    p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(handler=cmd_rebuild)
 
     p = sub.add_parser("demo", help="write a realistic agent session and show it",
                        description="Write a realistic agent session into the store (created if "
                        "needed) and show what is in it.")
-    p.add_argument("--quiet", action="store_true", help="only the summary lines")
+    p.add_argument("--quiet", action="store_true", help="only the one-line summary")
+    p.add_argument("--json", action="store_true", help="the summary as JSON")
     p.set_defaults(handler=cmd_demo)
 
 
@@ -107,7 +110,11 @@ def natural(text: str) -> int:
 
 def cmd_init(args: Any, out: IO[str]) -> int:
     with LmdbLog(store_path(args)) as store:
-        out.write(f"store ready at {store.path} (head {store.head()})\n")
+        head = store.head()
+    if args.json:
+        write_json(out, {"store": store_path(args), "head": str(head), "seq": head.seq})
+    else:
+        out.write(f"store ready at {store_path(args)} (head {head})\n")
     return 0
 
 
@@ -297,7 +304,10 @@ def cmd_show(args: Any, out: IO[str]) -> int:
         else:
             rec = store.get(ref)
         if rec is None:
-            raise ValidationError("ref", f"no delta with seq or id {ref!r}")
+            head = store.head()
+            held = f"seqs 1..{head.seq}" if head.seq else "no delta yet"
+            raise ValidationError("ref", f"no delta with seq or id {ref!r}; the log holds {held} "
+                                  f"(head {head})")
         if args.json:
             write_json(out, record_json(rec))
         else:
@@ -317,14 +327,20 @@ def cmd_head(args: Any, out: IO[str]) -> int:
 
 
 def cmd_verify(args: Any, out: IO[str]) -> int:
-    against = Head.parse(args.against) if args.against else None
+    against = None
+    if args.against:
+        try:
+            against = Head.parse(args.against)
+        except ValidationError as e:
+            raise ValidationError("--against", e.rule) from None
     with open_store(args, check_head=False) as store:
         head = store.head()  # verify exactly this head, even while a writer appends after it
         stop = head.seq + 1
         if against is not None:
             if against.seq > head.seq:
-                raise IntegrityError(f"the log holds {head.seq} deltas, fewer than the {against.seq} "
-                                     "of the head given: deltas were lost", seq=head.seq + 1)
+                raise IntegrityError(f"--against: the log holds {head.seq} deltas, fewer than the "
+                                     f"{against.seq} of the head given: deltas were lost",
+                                     seq=head.seq + 1)
             stop = against.seq + 1
         total = stop - 1
         try:
@@ -332,7 +348,8 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
                 checked = store.verify(1, stop, progress=update)
             if against is not None and checked.hash != against.hash:
                 raise IntegrityError(
-                    f"the first {against.seq} deltas differ from the head given: expected hash "
+                    f"--against: the first {against.seq} deltas differ from the head given: "
+                    f"expected hash "
                     f"{against.hash.hex()}, found {checked.hash.hex()} at seq {against.seq}",
                     seq=against.seq, expected=against.hash, found=checked.hash)
             from ..proofs.checkpoint import check_notes
@@ -404,7 +421,11 @@ def cmd_rebuild(args: Any, out: IO[str]) -> int:
         with progress_bar("rebuilding", total) as update:
             head = braid.rebuild(progress=update)
         braid.checkpoint()
-        out.write(f"rebuilt {len(braid.projections)} projection(s) over {head} deltas\n")
+        if args.json:
+            write_json(out, {"projections": list(braid.projections), "deltas": head,
+                             "head": str(braid.head())})
+        else:
+            out.write(f"rebuilt {len(braid.projections)} projection(s) over {head} deltas\n")
     finally:
         braid.close()
     return 0
@@ -414,15 +435,25 @@ def cmd_demo(args: Any, out: IO[str]) -> int:
     from ..demo import run_demo
 
     braid_id, first, lines = run_demo(store_path(args))
+    with open_store(args) as store:
+        head = store.head()
+    written = f"{head.seq - first + 1} deltas at seq {first}..{head.seq}"
+    if args.json:
+        write_json(out, {"braid": braid_id, "store": store_path(args), "first": first,
+                         "head": str(head), "written": head.seq - first + 1, "pieces": lines})
+        return 0
+    if args.quiet:
+        out.write(f"braidlog demo: wrote braid {braid_id} into {store_path(args)}: {written}; "
+                  f"head {head}\n")
+        return 0
     con = console(out)
-    con.print(f"[bold]braidlog demo[/bold]: wrote braid {braid_id} into {store_path(args)}")
+    con.print(f"[bold]braidlog demo[/bold]: wrote braid {braid_id} into {store_path(args)} "
+              f"({written})")
     for line in lines:
         con.print(f"  • {line}", markup=False)  # a line may hold brackets: pip install 'braidlog[recall]'
-    if not args.quiet:
-        with open_store(args) as store:
-            print_records(out, store.scan(first), title=f"what the demo wrote (seq {first}..)")
-            head = store.head()
-            store.verify()
-        con.print(f"chain verified; head {head}")
-        con.print("next: braidlog log --kind message · braidlog state --at 5 · braidlog verify")
+    with open_store(args) as store:
+        print_records(out, store.scan(first), title=f"what the demo wrote (seq {first}..)")
+        store.verify()
+    con.print(f"chain verified; head {head}")
+    con.print("next: braidlog log --kind message · braidlog state --at 5 · braidlog verify")
     return 0
