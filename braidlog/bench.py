@@ -1063,6 +1063,15 @@ def _scan(run: _Run) -> list[Sample]:
         run.step("scan · sqlite3 select + msgspec decode")
         seconds, count = _timed(sql.scan_decode)
         out.append(Sample(W, "sqlite3", "scan+decode/s", count / seconds, "/s", "higher"))
+        run.step("scan · braidlog scan_braid + decode (through the braid index)")
+        braids = list(log.braids())
+        seconds, count = _timed(lambda: sum(1 for b in braids for _ in log.scan_braid(b)))
+        assert count == n
+        out.append(Sample(W, "braidlog", "index scan/s", n / seconds, "/s", "higher"))
+        run.step("scan · braidlog get by id (through the id index)")
+        ids = [r.delta.id for r in log.scan(limit=min(n, 20_000))]
+        seconds, _ = _timed(lambda: [log.get(i) for i in ids])
+        out.append(Sample(W, "braidlog", "get by id/s", len(ids) / seconds, "/s", "higher"))
         run.step("scan · braidlog verify")
         seconds, _ = _timed(log.verify)
         out.append(Sample(W, "braidlog", "verify/s", n / seconds, "/s", "higher"))

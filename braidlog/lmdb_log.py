@@ -18,6 +18,7 @@ long form):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import weakref
 from itertools import islice
@@ -32,8 +33,8 @@ from . import lmdb_env
 from .chain import GENESIS, HASH_SIZE
 from .chain import digest, link
 from . import tree as merkle
-from .delta import _decoder
-from .errors import DecodeError, IntegrityError, StorageError
+from .delta import GenericDelta, _decoder, encode, referenced_ids
+from .errors import BraidlogError, DecodeError, IntegrityError, StorageError
 from .kind_schema import store_kinds
 from .kinds import REGISTRY, Registry
 from .lmdb_env import Env
@@ -44,18 +45,44 @@ from .store import (
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 2  # 2: the Merkle tree table ("tree") and issued checkpoint notes ("notes")
+FORMAT_VERSION = 3  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
+#                    3: the id-digest index ("idh"). An older store is upgraded on its first
+#                    writable open, in one transaction; read-only it opens as it is.
 DEFAULT_MAP_SIZE = 1 << 30
 MAX_MAP_SIZE = lmdb_env.MAX_MAP_SIZE
 CHUNK = 1024
+MAX_KEY = 511  # LMDB's longest key
 _U64 = 8
-_DBS = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces", "tree", "notes")
-_SINCE_2 = ("tree", "notes")  # the tables format 2 added (a format-1 store is upgraded on open)
+_DBS = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces", "tree", "notes", "idh")
 _DUPS = {"braid", "kind", "refs"}  # DUPSORT, not DUPFIXED: LMDB 0.9's compacting copy crashes on that
+_SINCE = {"tree": 2, "notes": 2, "idh": 3}  # tables an older store lacks until it is upgraded
 
 T = TypeVar("T")
 
 _decode = _decoder.decode  # the strict decoder; records are decoded only as callers pull them
+
+
+class _Keys(msgspec.Struct):
+    """The envelope fields an index is keyed by, decoded without the rest of the record."""
+
+    id: str
+    braid_id: str
+    kind: str
+
+
+_decode_keys = msgspec.msgpack.Decoder(_Keys).decode
+
+
+_REPAIR = ("The index is damaged, the log may be intact: run `braidlog verify`, then "
+           "`braidlog repair --indexes` to rebuild the indexes from the log")
+_FIELD = {"id": "id", "braid": "braid_id", "kind": "kind", "refers-to": "reference"}
+_INDEX = {"ids": "id", "braid": "braid", "kind": "kind", "refs": "refers-to"}
+
+
+def id_digest(delta_id: str) -> bytes:
+    """The key of a delta id in the id-digest index: the id index kept a second time, in a tree
+    of another shape, so that no single damaged page can hide an id from both."""
+    return hashlib.blake2b(delta_id.encode(), digest_size=16).digest()
 
 _open_stores: weakref.WeakSet[LmdbLog] = weakref.WeakSet()
 
@@ -100,30 +127,50 @@ def _open_tables(env: Env) -> None:
         if foreign:
             raise StorageError(f"{path} is not a braidlog store: it holds {', '.join(foreign)}, "
                                "which braidlog never writes", hint="give another path")
-        missing = [t for t in _DBS if t.encode() not in names
-                   and not (version < 2 and t in _SINCE_2)]
+        missing = [t for t in _DBS if t.encode() not in names and _SINCE.get(t, 1) <= version]
         if missing:  # never recreated empty: an empty id index would let a retry write twice
             raise StorageError(f"{path} lacks the table(s) {', '.join(missing)}: the store is "
                                "damaged, or was not written by braidlog",
                                hint="restore it from a backup")
     else:
         version = FORMAT_VERSION
-    present = [t for t in _DBS if not names or t.encode() in names]  # format 1: no tree, notes
+    present = [t for t in _DBS if not names or t.encode() in names]
     env.db = env.open_tables(present, _DUPS, create=not names and not env.readonly)
     if not names and not env.readonly:
         def stamp(txn):
             txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
             txn.put(b"engine", b"braidlog", db=env.db["meta"])
         env.write(stamp)
-    elif version < 2 and not env.readonly:  # upgrade in place: the tree over every record, one txn
-        def upgrade(txn):
-            tables = {t: env.env.open_db(t.encode(), txn=txn) for t in _SINCE_2}
-            _build_tree(txn, {**env.db, **tables})
-            txn.put(b"format", b"2", db=env.db["meta"])
-            return tables
-        env.db.update(env.write(upgrade))
-        version = 2
+    elif version < FORMAT_VERSION and not env.readonly:
+        version = _upgrade(env, version)
+    for t in _DBS:
+        env.db.setdefault(t, None)  # a read-only store of an older format lacks the newer tables
     env.format_version = version
+
+
+def _upgrade(env: Env, version: int) -> int:
+    """Bring a store of an older format up to this one, in one transaction: the tables it
+    lacks, built from the log."""
+    added = [t for t, since in _SINCE.items() if since > version]
+
+    def fn(txn):
+        tables = {t: env.env.open_db(t.encode(), txn=txn, dupsort=t in _DUPS) for t in added}
+        db = {**env.db, **tables}
+        if "tree" in tables:
+            _build_tree(txn, db)
+        if "idh" in tables:
+            _fill_idh(txn, db)
+        txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
+        return tables
+    env.db.update(env.write(fn))
+    return FORMAT_VERSION
+
+
+def _fill_idh(txn, db: dict[str, Any]) -> None:
+    """The id-digest index, from the log (the truth), not from the id index."""
+    rows = ((id_digest(_decode_keys(value[HASH_SIZE + _U64:]).id), bytes(key))
+            for key, value in txn.cursor(db["log"]))
+    txn.cursor(db["idh"]).putmulti(rows, overwrite=False)
 
 
 class LmdbLog(IndexScans):
@@ -254,9 +301,7 @@ class LmdbLog(IndexScans):
         cur = txn.cursor(braids)
 
         def lookup(delta_ids: list[str]) -> dict[str, tuple[int, bytes]]:
-            rows = txn.cursor(ids).getmulti([i.encode() for i in delta_ids])
-            return {bytes(k).decode(): (from_u64(v), bytes(txn.get(v, db=db["log"]))[HASH_SIZE:])
-                    for k, v in rows}
+            return self._stored(txn, delta_ids)
 
         def braid_version(braid_id: str) -> int:
             return cur.count() if cur.set_key(braid_id.encode()) else 0
@@ -274,6 +319,65 @@ class LmdbLog(IndexScans):
             self._put(txn, staged)
         return staged, seqs
 
+    def _stored(self, txn, delta_ids: list[str]) -> dict[str, tuple[int, bytes]]:
+        """(seq, stored body) of each of ``delta_ids`` already in the log. Both id indexes must
+        agree and the record they name must hold the id: a damaged entry raises IntegrityError
+        rather than let an idempotent retry write a delta a second time."""
+        db = self._db
+        by_id = {bytes(k).decode(): bytes(v) for k, v in txn.cursor(db["ids"]).getmulti(
+            [i.encode() for i in delta_ids])}
+        if db["idh"] is None:  # a read-only store of format 1 never appends; kept for clarity
+            by_digest = by_id
+        else:
+            digests = {id_digest(i): i for i in delta_ids}
+            by_digest = {digests[bytes(k)]: bytes(v)
+                         for k, v in txn.cursor(db["idh"]).getmulti(list(digests))}
+        found = {}
+        for delta_id in delta_ids:
+            seq, seq2 = by_id.get(delta_id), by_digest.get(delta_id)
+            if seq is None and seq2 is None:
+                continue
+            if seq != seq2:
+                where = lambda s: "no entry" if s is None else f"seq {from_u64(s)}"  # noqa: E731
+                raise IntegrityError(
+                    f"the id indexes disagree on delta {delta_id}: the id index has "
+                    f"{where(seq)}, the id-digest index {where(seq2)}; nothing was written. "
+                    f"{_REPAIR}", seq=from_u64(seq or seq2))
+            value = self._landed(txn, "id", delta_id, from_u64(seq))
+            found[delta_id] = (from_u64(seq), bytes(value[HASH_SIZE:]))
+        return found
+
+    def _landed(self, txn, index: str, key: str, seq: int) -> Any:
+        """The stored value of record ``seq``, which the ``index`` entry for ``key`` points at;
+        IntegrityError unless that record holds the key."""
+        value = txn.get(u64(seq), db=self._db["log"]) if 1 <= seq < 2**63 else None
+        if value is None:
+            raise IntegrityError(f"the {index} index maps {key!r} to seq {seq}, which the log "
+                                 f"does not hold. {_REPAIR}", seq=seq)
+        if index == "refers-to":
+            held = self._refers(self._decoded(seq, value).delta, key)
+        else:
+            try:
+                keys = _decode_keys(value[HASH_SIZE + _U64:])
+            except msgspec.MsgspecError:
+                raise DecodeError(f"the record at seq {seq} is not a delta") from None
+            held = getattr(keys, _FIELD[index]) == key
+        if not held:
+            raise IntegrityError(f"the {index} index maps {key!r} to seq {seq}, whose delta "
+                                 f"does not have that {_FIELD[index].replace('_', ' ')}. "
+                                 f"{_REPAIR}", seq=seq)
+        return value
+
+    def _refers(self, d: GenericDelta, key: str) -> bool:
+        """Whether ``d`` refers to ``key``, as the refers-to index was written. A kind this
+        process does not know names its payload's subjects only in its payload: look there."""
+        try:
+            if key in referenced_ids(d, self.registry):
+                return True
+        except (msgspec.MsgspecError, BraidlogError):
+            pass
+        return self.registry.get(d.kind) is None and key.encode() in encode(d)
+
     def _put(self, txn, staged: list[Staged]) -> None:
         db = self._db
         keys = [s.seq.to_bytes(_U64, "big") for s in staged]
@@ -286,6 +390,9 @@ class LmdbLog(IndexScans):
         deltas = [s.delta for s in staged]
         txn.cursor(db["ids"]).putmulti([(d.id.encode(), k) for d, k in zip(deltas, keys)],
                                        overwrite=False)
+        if db["idh"] is not None:
+            txn.cursor(db["idh"]).putmulti([(id_digest(d.id), k) for d, k in zip(deltas, keys)],
+                                           overwrite=False)
         txn.cursor(db["braid"]).putmulti([(d.braid_id.encode(), k) for d, k in zip(deltas, keys)],
                                          dupdata=True)
         txn.cursor(db["kind"]).putmulti([(d.kind.encode(), k) for d, k in zip(deltas, keys)],
@@ -316,8 +423,10 @@ class LmdbLog(IndexScans):
 
     def _record_in(self, txn, seq: int) -> Record | None:
         value = txn.get(u64(seq), db=self._db["log"]) if 1 <= seq < 2**63 else None
-        if value is None:
-            return None
+        return None if value is None else self._decoded(seq, value)
+
+    @staticmethod
+    def _decoded(seq: int, value: Any) -> Record:
         try:
             return Record(seq, bytes(value[:HASH_SIZE]), _decode(value[HASH_SIZE + _U64:]))
         except msgspec.MsgspecError as e:
@@ -325,13 +434,31 @@ class LmdbLog(IndexScans):
 
     def get(self, delta_id: str) -> Record | None:
         def fn(txn):
-            seq = txn.get(id_key(delta_id).encode(), db=self._db["ids"])
-            return None if seq is None else self._record_in(txn, from_u64(seq))
+            seq = self._seq_of_in(txn, delta_id)
+            return None if seq is None else self._record_in(txn, seq)
         return self._read(fn)
 
     def seq_of(self, delta_id: str) -> int | None:
-        raw = self._read(lambda txn: _copy(txn.get(id_key(delta_id).encode(), db=self._db["ids"])))
-        return None if raw is None else from_u64(raw)
+        return self._read(lambda txn: self._seq_of_in(txn, delta_id))
+
+    def _seq_of_in(self, txn, delta_id: str) -> int | None:
+        """The seq of a delta id, through the id index, checked against the record it names;
+        an id the id index lacks is looked up in the id-digest index too."""
+        key = id_key(delta_id)
+        raw = key.encode()
+        if not 0 < len(raw) <= MAX_KEY:
+            return None  # no stored id is empty or longer than an LMDB key
+        seq = txn.get(raw, db=self._db["ids"])
+        if seq is None:
+            idh = self._db["idh"]
+            other = None if idh is None else txn.get(id_digest(key), db=idh)
+            if other is not None:
+                raise IntegrityError(
+                    f"the id index has no entry for {key!r}, but the id-digest index maps it to "
+                    f"seq {from_u64(other)}. {_REPAIR}", seq=from_u64(other))
+            return None
+        self._landed(txn, "id", key, from_u64(seq))
+        return from_u64(seq)
 
     def body(self, seq: int) -> bytes:
         """The stored bytes of record ``seq`` (``hw || canonical delta``), as chained."""
@@ -407,7 +534,8 @@ class LmdbLog(IndexScans):
                         break
                     out.append(seq)
                     ok = cur.next_dup()
-            return [self._record_in(txn, seq) for seq in out]
+            name = _INDEX[index]
+            return [self._decoded(seq, self._landed(txn, name, key, seq)) for seq in out]
         return self._chunks(chunk, start, stop, reverse, limit)
 
     def _chunks(self, chunk, start, stop, reverse, limit, key=lambda r: r.seq, buffers=True):
@@ -446,7 +574,9 @@ class LmdbLog(IndexScans):
                 return BraidHead(0, 0)
             count = cur.count()
             cur.last_dup()
-            return BraidHead(count, from_u64(cur.value()))
+            seq = from_u64(cur.value())
+            self._landed(txn, "braid", braid_id, seq)
+            return BraidHead(count, seq)
         return self._read(fn)
 
     def braids(self) -> dict[str, BraidHead]:
@@ -458,6 +588,7 @@ class LmdbLog(IndexScans):
                 key, count = bytes(cur.key()).decode(), cur.count()
                 cur.last_dup()
                 out[key] = BraidHead(count, from_u64(cur.value()))
+                self._landed(txn, "braid", key, out[key].seq)
                 ok = cur.next_nodup()
             return out
         return self._read(fn)

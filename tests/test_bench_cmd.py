@@ -86,7 +86,8 @@ def test_every_workload_has_its_rows(report):
         assert systems(report, f"concurrent ×{k}") == {"braidlog", "braidlog + group commit"}
         assert metrics(report, f"concurrent ×{k}", "braidlog + group commit") == {
             "deltas/s", "commits/s", "p50 ms", "p99 ms"}
-    assert metrics(report, "scan", "braidlog") == {"scan+decode/s", "verify/s"}
+    assert metrics(report, "scan", "braidlog") == {"scan+decode/s", "index scan/s", "get by id/s",
+                                                   "verify/s"}
     assert metrics(report, "scan", "raw LMDB") == {"scan+decode/s", "verify/s"}
     assert "sqlite3" in systems(report, "scan")
     want_replay = {"braidlog", "braidlog · trivial fold"}
