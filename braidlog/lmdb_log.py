@@ -143,8 +143,6 @@ def _open_tables(env: Env) -> None:
         env.write(stamp)
     elif version < FORMAT_VERSION and not env.readonly:
         version = _upgrade(env, version)
-    for t in _DBS:
-        env.db.setdefault(t, None)  # a read-only store of an older format lacks the newer tables
     env.format_version = version
 
 
@@ -326,7 +324,7 @@ class LmdbLog(IndexScans):
         db = self._db
         by_id = {bytes(k).decode(): bytes(v) for k, v in txn.cursor(db["ids"]).getmulti(
             [i.encode() for i in delta_ids])}
-        if db["idh"] is None:  # a read-only store of format 1 never appends; kept for clarity
+        if "idh" not in db:  # a read-only store of an older format (it never appends)
             by_digest = by_id
         else:
             digests = {id_digest(i): i for i in delta_ids}
@@ -390,7 +388,7 @@ class LmdbLog(IndexScans):
         deltas = [s.delta for s in staged]
         txn.cursor(db["ids"]).putmulti([(d.id.encode(), k) for d, k in zip(deltas, keys)],
                                        overwrite=False)
-        if db["idh"] is not None:
+        if "idh" in db:  # not in a read-only store of an older format, which never appends
             txn.cursor(db["idh"]).putmulti([(id_digest(d.id), k) for d, k in zip(deltas, keys)],
                                            overwrite=False)
         txn.cursor(db["braid"]).putmulti([(d.braid_id.encode(), k) for d, k in zip(deltas, keys)],
@@ -450,7 +448,7 @@ class LmdbLog(IndexScans):
             return None  # no stored id is empty or longer than an LMDB key
         seq = txn.get(raw, db=self._db["ids"])
         if seq is None:
-            idh = self._db["idh"]
+            idh = self._db.get("idh")  # not in a read-only store of an older format
             other = None if idh is None else txn.get(id_digest(key), db=idh)
             if other is not None:
                 raise IntegrityError(
