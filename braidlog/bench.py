@@ -43,7 +43,7 @@ from blake3 import blake3
 from .braid import Braid
 from .audit import entity_at
 from .delta import BeadRef, GenericDelta, Provenance, Refs, encode, validate
-from .errors import BraidlogError, ValidationError
+from .errors import BraidlogError, MissingDependency, ValidationError
 from .group_commit import GroupCommitter
 from .kinds import REGISTRY
 from .lmdb_log import LmdbLog
@@ -633,11 +633,13 @@ class Config:
     only: tuple[str, ...] = WORKLOADS
     quick: bool = False
     dir: str | None = None
+    recall_size: int | None = None  # vectors in the recall workload (default: size, at most 20,000)
+    recall_dim: int = 128
 
     @classmethod
     def make(cls, *, quick: bool = False, size: int | None = None, seed: int = 7,
              repeat: int | None = None, only: Sequence[str] | None = None,
-             dir: str | None = None) -> Config:
+             dir: str | None = None, recall_size: int | None = None, recall_dim: int = 128) -> Config:
         """A config for a full run, or a quick one (under a minute), with overrides."""
         base = cls(size=5_000, repeat=3, single=200, appends=25, queries=60,
                    checkpoint_every=1_000, launches=3, quick=True) if quick else cls()
@@ -656,7 +658,11 @@ class Config:
                 raise ValidationError("only", f"unknown workload {bad[0]!r}; choose from "
                                       f"{', '.join(WORKLOADS)}")
             base = replace(base, only=tuple(w for w in WORKLOADS if w in only))
-        return replace(base, seed=seed, dir=dir, entities=min(10_000, max(10, base.size // 10)))
+        for name, value, low in (("recall_size", recall_size, 100), ("recall_dim", recall_dim, 2)):
+            if value is not None and (not isinstance(value, int) or value < low):
+                raise ValidationError(name, f"must be an int of at least {low}, got {value!r}")
+        return replace(base, seed=seed, dir=dir, entities=min(10_000, max(10, base.size // 10)),
+                       recall_size=recall_size, recall_dim=recall_dim)
 
 
 Step = Callable[[str], None]
@@ -1180,132 +1186,19 @@ def _time_travel(run: _Run) -> list[Sample]:
     return out
 
 
-# -- recall (braidlog.recall) ------------------------------------------------------------------------------
-
-RECALL_DIM = 128
-RECALL_K = 10
-
-
-def recall_vectors(n: int, seed: int, dim: int = RECALL_DIM) -> tuple[Any, Any]:
-    """``n`` unit vectors in clusters (as sentence embeddings are) and one query per 25 of them
-    (20 to 200), each a stored vector plus noise. Deterministic for a seed."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((max(8, n // 200), dim)).astype("f4")
-    data = centers[rng.integers(0, len(centers), n)] + 0.35 * rng.standard_normal((n, dim)).astype("f4")
-    data /= np.linalg.norm(data, axis=1, keepdims=True)
-    q = max(20, min(200, n // 25))
-    queries = data[rng.integers(0, n, q)] + 0.1 * rng.standard_normal((q, dim)).astype("f4")
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    return data.astype("f4"), queries.astype("f4")
-
-
-def _recall_setup(run: _Run) -> dict[str, Any] | None:
-    if "recall" in run.cache:
-        return run.cache["recall"]
-    try:
-        recall = importlib.import_module("braidlog.recall")
-    except ModuleNotFoundError as e:
-        if e.name != "braidlog.recall":
-            raise
-        run.skipped.append("recall: braidlog.recall does not exist yet, so there is no recall row")
-        run.cache["recall"] = None
-        return None
-    import hnswlib
-    import numpy as np
-
-    from .delta import Vector
-
-    n = min(run.config.size, 20_000)
-    run.step(f"recall · building {n:,} vectors, braidlog's index and raw hnswlib's")
-    data, queries = recall_vectors(n, run.config.seed)
-    path = run.path("recall-log")
-    log = LmdbLog(path, durable=False)
-    deltas = run.session.deltas(n, offset=30_000_000)
-    for at in range(0, n, BATCH):
-        log.append_batch([msgspec.structs.replace(d, vector=Vector.of(data[at + j]))
-                          for j, d in enumerate(deltas[at:at + BATCH])])
-    try:  # the recall module is another part's: if its API moved, say so instead of failing
-        index = recall.Recall(log, directory=False)
-        index.search(queries[0], RECALL_K, as_of=n, braid=run.session.braids[0])
-    except (TypeError, AttributeError) as e:
-        log.close()
-        run.skipped.append(f"recall: braidlog.recall's API is not the one this bench calls ({e})")
-        run.cache["recall"] = None
-        return None
-    braids = np.array([d.braid_id for d in deltas])
-    raw = hnswlib.Index(space="cosine", dim=data.shape[1])
-    raw.init_index(max_elements=n, M=16, ef_construction=100, random_seed=100)
-    raw.add_items(data, np.arange(n))
-    raw.set_ef(64)
-    rnd = random.Random(run.config.seed)
-    as_of = [rnd.randint(n // 4, n) for _ in range(len(queries))]  # seq i + 1 holds vector i
-    target = run.session.braids[0]
-    setup = {"index": index, "log": log, "data": data, "queries": queries, "raw": raw,
-             "as_of": as_of, "braid": target, "in_braid": braids == target, "n": n}
-    run.cache["recall"] = setup
-    return setup
-
-
-def _exact(data: Any, q: Any, k: int, eligible: Any | None) -> Any:
-    import numpy as np
-
-    scores = data @ q
-    if eligible is not None:
-        scores = np.where(eligible, scores, -np.inf)
-    top = np.argpartition(-scores, k)[:k]
-    return top[np.argsort(-scores[top])]
-
+# -- recall: braidlog/bench_recall.py holds the workload ----------------------------------------------
 
 def _recall(run: _Run) -> list[Sample]:
-    import numpy as np
-
-    setup = _recall_setup(run)
-    if setup is None:
+    try:
+        from . import bench_recall
+        from . import recall  # noqa: F401  (the recall extra)
+    except MissingDependency as e:
+        run.skipped.append(f"recall: {e}")
         return []
-    index, data, queries, raw = setup["index"], setup["data"], setup["queries"], setup["raw"]
-    n, k = setup["n"], RECALL_K
-    positions = np.arange(n)
-    modes = {
-        "unfiltered": [None] * len(queries),
-        "as of a seq": [positions < a for a in setup["as_of"]],
-        "filtered by braid": [setup["in_braid"]] * len(queries),
-    }
-    out: list[Sample] = []
-    for mode, eligible in modes.items():
-        W = f"recall {mode}"
-        truth = [set(_exact(data, q, k, e).tolist()) for q, e in zip(queries, eligible)]
-
-        def score(found: list[Any]) -> float:
-            return sum(len(truth[i] & set(map(int, f))) for i, f in enumerate(found)) / (k * len(found))
-
-        def braidlog_query(i: int) -> Any:
-            kw: dict[str, Any] = {}
-            if mode == "as of a seq":
-                kw["as_of"] = setup["as_of"][i]
-            elif mode == "filtered by braid":
-                kw["braid"] = setup["braid"]
-            seqs, _ = index.search(queries[i], k, **kw)
-            return [s - 1 for s in seqs.tolist()]
-
-        def raw_query(i: int) -> Any:
-            e = eligible[i]
-            labels, _ = raw.knn_query(queries[i], k=k, num_threads=1,
-                                      filter=None if e is None else (lambda label: bool(e[label])))
-            return labels[0].tolist()
-
-        def exact_query(i: int) -> Any:
-            return _exact(data, queries[i], k, eligible[i]).tolist()
-
-        for system, fn in (("braidlog", braidlog_query), ("raw hnswlib", raw_query),
-                           ("exact numpy", exact_query)):
-            run.step(f"recall {mode} · {system}")
-            found: list[Any] = []
-            seconds, _ = _timed(lambda: [found.append(fn(i)) for i in range(len(queries))])
-            out.append(Sample(W, system, "recall@10", score(found), "", "higher"))
-            out.append(Sample(W, system, "queries/s", len(queries) / seconds, "/s", "higher"))
-    return out
+    if "recall" not in run.cache:
+        n = run.config.recall_size or min(run.config.size, bench_recall.DEFAULT_SIZE)
+        run.cache["recall"] = bench_recall.setup(run, n, run.config.recall_dim)
+    return bench_recall.workload(run, run.cache["recall"])
 
 
 _RUNNERS: dict[str, Callable[[_Run], list[Sample]]] = {
@@ -1313,7 +1206,7 @@ _RUNNERS: dict[str, Callable[[_Run], list[Sample]]] = {
     "replay": _replay, "time_travel": _time_travel, "recall": _recall,
 }
 _STEPS = {"startup": 1, "append": 7, "single": 5, "concurrent": 2 * len(APPENDERS), "scan": 5, "replay": 4,
-          "time_travel": 2, "recall": 9}  # timed steps per repeat, for the progress bar
+          "time_travel": 2, "recall": 11}  # timed steps per repeat, for the progress bar
 
 
 # -- targets ------------------------------------------------------------------------------------------
@@ -1359,6 +1252,24 @@ TARGETS = (
             ("time travel", "braidlog", "at(seq) p99 ms"), None, "<=", 50, "ms"),
     _Target("entity as-of p50, random entities and seqs",
             ("time travel", "braidlog", "entity as-of p50 ms"), None, "<=", 1, "ms"),
+    _Target("recall peak anonymous memory vs raw hnswlib indexing the same vectors",
+            ("recall build", "braidlog", "peak anon MB"), ("recall build", "raw hnswlib", "peak anon MB"),
+            "<=", 1.3, "×"),
+    _Target("recall queries/s unfiltered vs raw hnswlib",
+            ("recall unfiltered", "braidlog", "queries/s"), ("recall unfiltered", "raw hnswlib", "queries/s"),
+            ">=", 0.9, "×"),
+    _Target("recall queries/s as of a seq vs unfiltered",
+            ("recall as of a seq", "braidlog", "queries/s"), ("recall unfiltered", "braidlog", "queries/s"),
+            ">=", 0.8, "×"),
+    _Target("recall queries/s filtered by braid vs unfiltered",
+            ("recall filtered by braid", "braidlog", "queries/s"),
+            ("recall unfiltered", "braidlog", "queries/s"), ">=", 0.8, "×"),
+    _Target("recall@10 unfiltered vs exact search",
+            ("recall unfiltered", "braidlog", "recall@10"), None, ">=", 0.95, ""),
+    _Target("recall@10 as of a seq vs exact search",
+            ("recall as of a seq", "braidlog", "recall@10"), None, ">=", 0.95, ""),
+    _Target("recall@10 filtered by braid vs exact search",
+            ("recall filtered by braid", "braidlog", "recall@10"), None, ">=", 0.95, ""),
 )
 
 
@@ -1495,7 +1406,7 @@ def _versions() -> dict[str, str]:
     from importlib import metadata
 
     out = {}
-    for dist in ("braidlog", "lmdb", "msgspec", "blake3", "python-ulid", "numpy", "hnswlib",
+    for dist in ("braidlog", "lmdb", "msgspec", "blake3", "python-ulid", "numpy", "hnswlib", "tantivy",
                  "rich", "eventsourcing"):
         try:
             out[dist] = metadata.version(dist)

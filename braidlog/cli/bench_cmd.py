@@ -33,6 +33,11 @@ def register(sub: Any) -> None:
     p.add_argument("--only", action="append", default=None, metavar="WORKLOAD",
                    help=f"run only these workloads (repeatable or comma-separated): "
                    f"{', '.join(bench.WORKLOADS)}")
+    p.add_argument("--recall-size", type=int, default=None, metavar="N",
+                   help="vectors in the recall workload (default: --size, at most 20,000); "
+                   "e.g. 1000000 with --recall-dim 128, or 200000 with --recall-dim 384")
+    p.add_argument("--recall-dim", type=int, default=128, metavar="D",
+                   help="dimensions of the recall workload's vectors (default 128)")
     p.add_argument("--dir", default=None, metavar="PATH",
                    help="where the temporary stores go (default: the system's temp dir); "
                    "the storage under it is part of what is measured")
@@ -44,7 +49,8 @@ def cmd_bench(args: Any, out: IO[str]) -> int:
     if args.only:
         only = [w.strip() for item in args.only for w in item.split(",") if w.strip()]
     config = bench.Config.make(quick=args.quick, size=args.size, seed=args.seed,
-                               repeat=args.repeat, only=only, dir=args.dir)
+                               repeat=args.repeat, only=only, dir=args.dir,
+                               recall_size=args.recall_size, recall_dim=args.recall_dim)
     with _progress() as (step, total):
         report = bench.run(config, step=step, total=total)
     if args.json:

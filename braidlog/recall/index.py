@@ -235,8 +235,9 @@ class Recall:
         if bodies:
             self._add(seqs, bodies)
             added = True
-        if added and grow:
-            self._grow_head(progress)
+        if added and grow:  # a long catch-up (an index built on open) uses every thread
+            many = self.count - self._head_count >= 4 * self.block
+            self._grow_head(progress, threads=self.threads if many else 1)
         self.covered_seq = stop
         self.covered_hash = last_hash
         self._dirty = True

@@ -4,8 +4,8 @@ Exact search (the positions not in a graph yet, the rest of an as-of cover, a fi
 and block builds read vectors from here: hnswlib's ``get_items`` copies through Python lists
 (about 35 ms for 4,096 × 128), far too slow for a query. Chunks of ``CHUNK`` rows never move
 once written, so growing the index never holds two copies (a doubling array would, briefly,
-for its whole size). ``CHUNK`` is a multiple of every block size a query's exact part spans,
-so such a part is one slice of one chunk.
+for its whole size). ``CHUNK`` is a multiple of the default block (4,096), so an exact part of a
+query (shorter than a block and aligned to one) is one slice of one chunk, a view.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 __all__ = ["Rows", "CHUNK"]
 
-CHUNK = 1 << 16
+CHUNK = 1 << 14  # 16,384 rows: at most one partly filled chunk (8 MB at 128 dimensions)
 
 
 class Rows:

@@ -1,0 +1,301 @@
+"""The recall workload of ``braidlog bench``: braidlog's recall index against raw hnswlib on the
+same clustered vectors, with the same graph parameters and threads.
+
+Figures, per size (``--recall-size N --recall-dim D``; default 20,000 × 128):
+
+- **build**: seconds to index the vectors: braidlog's ``Recall`` catching up from the log
+  (reading every delta, building the head graph) against hnswlib's ``add_items`` on an array
+  already in memory; and the peak memory of each, each measured in a fresh subprocess that does
+  only that (``python -m braidlog.bench_recall memory``), so neither pollutes the other: peak
+  resident set (``VmHWM``) and peak anonymous memory (``RssAnon``, sampled every 10 ms: the
+  memory the process itself holds, without the file pages of the mapped log).
+- **queries**: recall@10 against exact search and queries/s, unfiltered, as of a seq, and
+  filtered by braid (one braid in eight), for braidlog, raw hnswlib (filter callable) and exact
+  numpy.
+
+The vectors are unit vectors around ``n / 200`` centres (as sentence embeddings cluster), with
+one query per 25 of them (20 to 200), each a stored vector plus noise; deterministic per seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from .delta import Vector
+from .lmdb_log import LmdbLog
+
+__all__ = ["RECALL_DIM", "RECALL_K", "DEFAULT_SIZE", "recall_vectors", "build_store", "peak_memory", "workload"]
+
+RECALL_DIM = 128
+RECALL_K = 10
+DEFAULT_SIZE = 20_000
+M, EF_CONSTRUCTION, EF, SEED = 16, 100, 64, 100
+BATCH = 2_000
+PROGRESS_TICKS = 10  # build progress lines per index build
+
+
+def recall_vectors(n: int, seed: int, dim: int = RECALL_DIM) -> tuple[Any, Any]:
+    """``n`` unit float32 vectors in clusters and the queries (see the module's docstring)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((max(8, n // 200), dim), dtype=np.float32)
+    data = np.empty((n, dim), dtype=np.float32)
+    for lo in range(0, n, 1 << 16):  # in chunks: no n × dim float64 temporary
+        hi = min(n, lo + (1 << 16))
+        block = centers[rng.integers(0, len(centers), hi - lo)]
+        block += 0.35 * rng.standard_normal((hi - lo, dim), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        data[lo:hi] = block
+    q = max(20, min(200, n // 25))
+    queries = data[rng.integers(0, n, q)] + 0.1 * rng.standard_normal((q, dim), dtype=np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return data, queries.astype(np.float32)
+
+
+def build_store(path: str, session: Any, data: Any, offset: int = 30_000_000) -> tuple[LmdbLog, Any]:
+    """A store of ``len(data)`` agent deltas, the i-th carrying vector i (at seq i + 1); and the
+    braid id of each delta (a numpy array)."""
+    import numpy as np
+
+    log = LmdbLog(path, durable=False)
+    braids = []
+    it = session.iter(len(data), offset=offset)
+    for at in range(0, len(data), BATCH):
+        batch = []
+        for j in range(at, min(at + BATCH, len(data))):
+            d = next(it)
+            braids.append(d.braid_id)
+            batch.append(msgspec.structs.replace(d, vector=Vector(data[j].tobytes())))
+        log.append_batch(batch)
+    return log, np.array(braids)
+
+
+# -- peak memory, one subprocess per side ------------------------------------------------------
+
+def peak_memory(side: str, *, n: int, dim: int, seed: int, store: str | None = None,
+                threads: int | None = None) -> dict[str, float]:
+    """Index the vectors in a fresh interpreter (side "raw hnswlib" or "braidlog"); its peak
+    resident and anonymous memory and its baseline before indexing, in MB, and the build seconds."""
+    argv = [sys.executable, "-m", "braidlog.bench_recall", "memory", "raw" if side == "raw hnswlib" else "braidlog",
+            str(n), str(dim), str(seed), store or "-", str(threads or os.cpu_count() or 1)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=6 * 3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"the {side} memory run failed: {p.stderr.strip().splitlines()[-1:]}")
+    return json.loads(p.stdout)
+
+
+def _status() -> dict[str, int]:
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
+                out[key] = int(value.split()[0]) * 1024
+    return out
+
+
+class _Sampler:
+    """Samples the resident and anonymous memory every 10 ms; keeps the peaks (VmHWM is also
+    read at the end: a peak between two samples is not lost for the resident set)."""
+
+    def __init__(self) -> None:
+        now = _status()
+        self.peak_anon, self.peak_rss = now.get("RssAnon", 0), now["VmRSS"]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            now = _status()
+            self.peak_anon = max(self.peak_anon, now.get("RssAnon", 0))
+            self.peak_rss = max(self.peak_rss, now["VmRSS"])
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_anon = max(self.peak_anon, _status().get("RssAnon", 0))
+
+
+def _reset_peak() -> None:
+    """Start VmHWM afresh (Linux: writing 5 to clear_refs), so that making the data set does not count."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _memory_main(side: str, n: int, dim: int, seed: int, store: str, threads: int) -> dict[str, float]:
+    import hnswlib
+    import numpy as np
+
+    if side == "raw":
+        data, _ = recall_vectors(n, seed, dim)
+        del _
+        _reset_peak()
+        base = _status()
+        with _Sampler() as s:
+            t = time.perf_counter()
+            g = hnswlib.Index(space="cosine", dim=dim)
+            g.init_index(max_elements=n, M=M, ef_construction=EF_CONSTRUCTION, random_seed=SEED)
+            g.add_items(data, np.arange(n), num_threads=threads)
+            seconds = time.perf_counter() - t
+        count = g.get_current_count()
+    else:
+        from .recall import Recall
+
+        log = LmdbLog(store, readonly=True)
+        _reset_peak()
+        base = _status()
+        with _Sampler() as s:
+            t = time.perf_counter()
+            index = Recall(log, directory=False, M=M, ef_construction=EF_CONSTRUCTION, ef=EF,
+                           seed=SEED, threads=threads)
+            seconds = time.perf_counter() - t
+        count = index.count
+    end = _status()
+    mb = 1 / (1 << 20)
+    return {"count": count, "seconds": seconds, "peak_rss_mb": max(end["VmHWM"], s.peak_rss) * mb,
+            "peak_anon_mb": s.peak_anon * mb, "file_mb": end.get("RssFile", 0) * mb,
+            "baseline_rss_mb": base["VmRSS"] * mb, "baseline_anon_mb": base.get("RssAnon", 0) * mb}
+
+
+# -- the workload ---------------------------------------------------------------------------------
+
+def _exact(data: Any, q: Any, k: int, eligible: Any | None) -> Any:
+    import numpy as np
+
+    scores = data @ q
+    if eligible is not None:
+        scores = np.where(eligible, scores, -np.inf)
+    top = np.argpartition(-scores, k)[:k]
+    return top[np.argsort(-scores[top])]
+
+
+def _ticks(n: int, step: Callable[[str], None], label: str) -> Callable[[int], None]:
+    """A progress callback over seqs 1..n that reports each tenth as one bench step."""
+    state = {"next": 1}
+
+    def progress(seq: int) -> None:
+        while state["next"] <= PROGRESS_TICKS and seq >= n * state["next"] // PROGRESS_TICKS:
+            step(f"{label} {100 * state['next'] // PROGRESS_TICKS}%")
+            state["next"] += 1
+    return progress
+
+
+def setup(run: Any, n: int, dim: int) -> dict[str, Any]:
+    """Build the store, braidlog's index and raw hnswlib's (timed, with build progress), once per run."""
+    import hnswlib
+    import numpy as np
+
+    from .recall import Recall
+
+    threads = os.cpu_count() or 1
+    run.step(f"recall · {n:,} × {dim} clustered vectors and their store")
+    data, queries = recall_vectors(n, run.config.seed, dim)
+    path = run.path("recall-log")
+    log, braids = build_store(path, run.session, data)
+    t = time.perf_counter()
+    index = Recall(log, directory=False, M=M, ef_construction=EF_CONSTRUCTION, ef=EF, seed=SEED,
+                   threads=threads, progress=_ticks(n, run.step, f"recall · braidlog index of {n:,}"))
+    ours = time.perf_counter() - t
+    raw = hnswlib.Index(space="cosine", dim=dim)
+    raw.init_index(max_elements=n, M=M, ef_construction=EF_CONSTRUCTION, random_seed=SEED)
+    tick = _ticks(n, run.step, f"recall · raw hnswlib index of {n:,}")
+    t = time.perf_counter()
+    for lo in range(0, n, max(1, n // PROGRESS_TICKS)):
+        hi = min(n, lo + max(1, n // PROGRESS_TICKS))
+        raw.add_items(data[lo:hi], np.arange(lo, hi), num_threads=threads)
+        tick(hi)
+    theirs = time.perf_counter() - t
+    raw.set_ef(EF)
+    rnd = random.Random(run.config.seed)
+    as_of = [rnd.randint(n // 4, n) for _ in range(len(queries))]  # seq i + 1 holds vector i
+    target = run.session.braids[0]
+    run.step("recall · as-of blocks for the as-of queries")
+    for a in as_of:  # the blocks are built on first use; build them before timing queries
+        index.search(queries[0], RECALL_K, as_of=a)
+    return {"index": index, "log": log, "path": path, "data": data, "queries": queries, "raw": raw,
+            "as_of": as_of, "braid": target, "in_braid": braids == target, "n": n, "dim": dim,
+            "build": {"braidlog": ours, "raw hnswlib": theirs}, "parts": index.memory(), "threads": threads}
+
+
+def workload(run: Any, setup_: dict[str, Any]) -> list[Any]:
+    """The recall samples of one repeat: build time and peak memory of each side in a fresh
+    subprocess, then the queries on the indexes ``setup`` built."""
+    import numpy as np
+
+    from .bench import Sample
+
+    index, data, queries, raw = setup_["index"], setup_["data"], setup_["queries"], setup_["raw"]
+    n, k = setup_["n"], RECALL_K
+    out: list[Any] = []
+    W = "recall build"
+    for system in ("braidlog", "raw hnswlib"):
+        run.step(f"recall build · {system} indexing {n:,} in a fresh process (time, peak memory)")
+        m = peak_memory(system, n=n, dim=setup_["dim"], seed=run.config.seed, store=setup_["path"],
+                        threads=setup_["threads"])
+        out += [Sample(W, system, "build s", m["seconds"], "s", "lower"),
+                Sample(W, system, "peak RSS MB", m["peak_rss_mb"], "MB", "lower"),
+                Sample(W, system, "peak anon MB", m["peak_anon_mb"], "MB", "lower")]
+    positions = np.arange(n)
+    modes = {"unfiltered": [None] * len(queries),
+             "as of a seq": [positions < a for a in setup_["as_of"]],
+             "filtered by braid": [setup_["in_braid"]] * len(queries)}
+    for mode, eligible in modes.items():
+        W = f"recall {mode}"
+        truth = [set(_exact(data, q, k, e).tolist()) for q, e in zip(queries, eligible)]
+
+        def score(found: list[Any]) -> float:
+            return sum(len(truth[i] & set(map(int, f))) for i, f in enumerate(found)) / (k * len(found))
+
+        def braidlog_query(i: int, mode: str = mode) -> Any:
+            kw: dict[str, Any] = {}
+            if mode == "as of a seq":
+                kw["as_of"] = setup_["as_of"][i]
+            elif mode == "filtered by braid":
+                kw["braid"] = setup_["braid"]
+            seqs, _ = index.search(queries[i], k, **kw)
+            return [s - 1 for s in seqs.tolist()]
+
+        def raw_query(i: int, eligible: list[Any] = eligible) -> Any:
+            e = eligible[i]
+            labels, _ = raw.knn_query(queries[i], k=k, num_threads=1,
+                                      filter=None if e is None else (lambda label: bool(e[label])))
+            return labels[0].tolist()
+
+        def exact_query(i: int, eligible: list[Any] = eligible) -> Any:
+            return _exact(data, queries[i], k, eligible[i]).tolist()
+
+        for system, fn in (("braidlog", braidlog_query), ("raw hnswlib", raw_query),
+                           ("exact numpy", exact_query)):
+            run.step(f"recall {mode} · {system}")
+            found: list[Any] = []
+            t = time.perf_counter()
+            for i in range(len(queries)):
+                found.append(fn(i))
+            seconds = time.perf_counter() - t
+            out.append(Sample(W, system, "recall@10", score(found), "", "higher"))
+            out.append(Sample(W, system, "queries/s", len(queries) / seconds, "/s", "higher"))
+    return out
+
+
+if __name__ == "__main__":  # python -m braidlog.bench_recall memory SIDE N DIM SEED STORE THREADS
+    _, cmd, side, n, dim, seed, store, threads = sys.argv
+    assert cmd == "memory", cmd
+    print(json.dumps(_memory_main(side, int(n), int(dim), int(seed), store, int(threads))))
