@@ -35,12 +35,14 @@ from typing import Any
 import msgspec
 
 from .delta import GenericDelta, Provenance
-from .errors import CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError
+from .errors import (
+    BraidlogError, CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError,
+)
 from .kinds import REGISTRY, Registry
 from .projection import Boundary, Context, Decider, Projection
 from .replay import (
     decode_state, encode_state, fold, load_checkpoint, stale_checkpoints, state_at,
-    write_checkpoint,
+    write_checkpoint, write_encoded_checkpoint,
 )
 from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, Staged, resolve_point
 
@@ -98,8 +100,12 @@ class Braid:
         self.checkpoint_every = checkpoint_every
         self.retries = retries
         self.notices: list[str] = []
-        self._deferred: list[int] | None = None  # checkpoints to write once the writer lock is free
+        # Checkpoints taken while the writer lock is held, written once it is free: those the
+        # catch-up passed (of committed deltas), and those a batch being written passed (kept
+        # only if it commits). Each is (seq, [(projection, encoded state)]).
+        self._deferred: list[tuple[int, list[tuple[Projection, bytes]]]] | None = None
         self._folded = False  # a batch being written was folded into the live states
+        self._snapshots: list[tuple[int, list[tuple[Projection, bytes]]]] = []
         self._projections: dict[str, Projection] = {}
         for p in projections:
             if p.name in self._projections:
@@ -184,14 +190,21 @@ class Braid:
         return head
 
     def _checkpoint_all(self, seq: int) -> None:
+        """Checkpoint the states that stand at ``seq``; inside the writer lock, take them now and
+        write them once it is free."""
         if self.log_readonly:
             return
-        if self._deferred is not None:  # inside the writer lock: write after it is released
-            self._deferred.append(seq)
-            return
-        for p, state, at in zip(self._order, self._states, self._seqs):
-            if at == seq:  # a state that stands further on (added later, loaded ahead) is not at seq
-                write_checkpoint(self.log, p, seq, state)
+        taken = [(p, encode_state(state))
+                 for p, state, at in zip(self._order, self._states, self._seqs) if at == seq]
+        if self._deferred is not None:
+            self._deferred.append((seq, taken))
+        else:
+            self._write_checkpoints([(seq, taken)])
+
+    def _write_checkpoints(self, taken: list[tuple[int, list[tuple[Projection, bytes]]]]) -> None:
+        for seq, states in taken:
+            for p, data in states:
+                write_encoded_checkpoint(self.log, p, seq, data)
 
     def checkpoint(self) -> int:
         """Checkpoint every live state at the head now; the seq checkpointed."""
@@ -243,19 +256,27 @@ class Braid:
         """Run a store write whose ``admit`` is ``_admit``: checkpoints the fold reaches while
         the writer lock is held are written after it; a write that fails after its batch was
         folded into the live states (a refusal, a store error) reloads them."""
-        self._deferred, self._folded = [], False
+        self._deferred, self._folded, self._snapshots = [], False, []
+        committed = reloaded = False
         try:
-            return write()
+            result = write()
+            committed = True
+            return result
         except BaseException:
             if self._folded:  # evolve updated the states in place: take them back to the head
                 self._load()
-                self._deferred = None  # the lock is released: checkpoints are written now
-                self.catch_up()
+                reloaded = True
             raise
         finally:
-            pending, self._deferred, self._folded = self._deferred or [], None, False
-            if pending:  # boundaries passed while the lock was held: checkpoint where states stand
-                self._checkpoint_all(self.seq)
+            taken = self._deferred + (self._snapshots if committed else [])
+            self._deferred, self._folded, self._snapshots = None, False, []
+            if not self.log_readonly:
+                self._write_checkpoints(taken)
+            if reloaded:
+                try:
+                    self.catch_up()  # the lock is free: back to the head, without the batch
+                except BraidlogError:
+                    pass  # they catch up on next use; the error the caller sees is the write's
 
     def _admit(self, head: Head, staged: list[Staged]) -> None:
         """The boundary, inside the store's write transaction: check each new delta against
@@ -266,6 +287,7 @@ class Braid:
             return  # nothing here for a check: the live states follow the log as usual
         if self._folded or max(self._seqs, default=0) > head.seq:
             self._load()  # a write attempt ran again (the map grew): start from the checkpoints
+            self._snapshots = []
         self.catch_up()
         if self.seq != head.seq:
             raise ConflictError(f"the live states stand at seq {self.seq}, the head at {head.seq}",
@@ -296,10 +318,9 @@ class Braid:
             for i in who:
                 self._folded = True
                 states[i] = order[i].apply(states[i], d, s.seq)
-        last = staged[-1].seq
-        self._seqs = [last] * len(order)
-        if last // self.checkpoint_every > head.seq // self.checkpoint_every:
-            self._deferred.append(last)  # the batch crossed a checkpoint boundary: mark it here
+            if s.seq % self.checkpoint_every == 0:  # a checkpoint boundary: written if it commits
+                self._snapshots.append((s.seq, [(p, encode_state(st)) for p, st in zip(order, states)]))
+        self._seqs = [staged[-1].seq] * len(order)
 
     def execute(self, decider: Decider | str, command: Any, *, braid_id: str,
                 provenance: Provenance | str = "system", now: datetime | None = None,

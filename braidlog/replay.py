@@ -24,7 +24,7 @@ from .projection import Projection
 from .store import LogStore, Progress
 
 __all__ = ["Checkpoint", "encode_state", "decode_state", "fold", "write_checkpoint",
-           "load_checkpoint", "state_at", "stale_checkpoints"]
+           "write_encoded_checkpoint", "load_checkpoint", "state_at", "stale_checkpoints"]
 
 
 class Checkpoint(Struct, frozen=True):
@@ -161,7 +161,13 @@ def _any_ref(refs: Any, fields: tuple[str, ...]) -> bool:
 def write_checkpoint(store: LogStore, projection: Projection, seq: int, state: Any) -> None:
     """Store ``state`` as the checkpoint of ``projection`` at ``seq`` (unless that very blob is
     there already; a damaged one is replaced)."""
-    blob = _ckpt_encoder.encode(Checkpoint.make(seq, store.hash_at(seq), encode_state(state)))
+    write_encoded_checkpoint(store, projection, seq, encode_state(state))
+
+
+def write_encoded_checkpoint(store: LogStore, projection: Projection, seq: int, data: bytes) -> None:
+    """``write_checkpoint`` of a state already encoded (``encode_state``), e.g. taken while its
+    deltas were being written and stored once they are committed."""
+    blob = _ckpt_encoder.encode(Checkpoint.make(seq, store.hash_at(seq), data))
     if store.get_checkpoint(projection.name, projection.version, seq) != blob:
         store.put_checkpoint(projection.name, projection.version, seq, blob)
 

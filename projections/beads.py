@@ -16,6 +16,22 @@ Reasoning beads hold a first-person narrative (it must start with "I" or a contr
 "I think ...", "I'm ...") and structured fields. Their raw chain of thought is stored only when
 the decider is built with ``allow_raw_cot=True`` (a write carrying one is refused otherwise),
 and ``context_view`` leaves it out unless asked for by name.
+
+Rules (``check``, at the boundary, whatever path brings the delta; seed section "Beads"):
+
+- ``bead-version-immutable``: a ``bead_version_id`` is written once.
+- ``bead-type-fixed``: a bead keeps the type of its first version.
+- ``bead-versions-in-order``: a bead's versions are numbered 1, 2, 3 … in the order written.
+- ``memory-type-for-memory-beads``: a memory_bead has a memory_type (semantic, procedural,
+  episodic) and no other bead has one.
+- ``reasoning-for-reasoning-beads``: a reasoning_bead has reasoning (the narrative's "I ..." form
+  is its schema's) and no other bead has any.
+- ``raw-cot-behind-flag``: raw chain of thought is stored only on a projection built with
+  ``allow_raw_cot=True`` (seed: "optional behind a flag").
+- ``bead-write-names-a-version``: a ``bead_write`` activates a version written before it, of
+  that bead, with its type and number.
+- ``bead-ref-names-a-bead``: a ``bead_ref`` names a written bead (and, if pinned, one of its
+  versions).
 """
 
 from __future__ import annotations
@@ -29,7 +45,8 @@ from msgspec import Meta, Struct
 
 import braidlog
 from braidlog import (
-    BeadRef, BraidlogError, Context, Decider, GenericDelta, Refs, Rejected, ValidationError,
+    BeadRef, Boundary, BraidlogError, Context, Decider, GenericDelta, Refs, Rejected,
+    ValidationError, refuse,
 )
 
 from .trust import dream_confidence
@@ -38,7 +55,7 @@ __all__ = [
     "BEAD_TYPES", "MEMORY_TYPES", "NARRATIVE_PATTERN",
     "ReasoningFields", "Reasoning", "BeadVersioned", "BeadWritten", "BeadReferenced",
     "VersionRecord", "Activation", "Use", "Bead", "State", "evolve",
-    "WriteBead", "RefBead", "decide",
+    "WriteBead", "RefBead", "decide", "check",
     "active_version", "resolve", "versions", "version", "uses", "context_view",
     "decider", "PROJECTIONS",
 ]
@@ -254,6 +271,59 @@ def _use(state: State, d: GenericDelta, seq: int, bead_id: str, role: str,
         uses.append(use)
 
 
+# ---------------------------------------------------------------------------------------- rules
+
+def check(state: State, d: GenericDelta, at: Boundary, allow_raw_cot: bool = False) -> None:
+    """The bead rules (module doc), at the boundary: refuse ``d`` naming the rule it breaks.
+    Other kinds' ``refs.beads`` are uses, recorded as they come: no rule holds them."""
+    kind = d.kind
+    if kind == "bead_version":
+        _check_version(state, _read_version(d), allow_raw_cot)
+    elif kind == "bead_write":
+        p = _read_write(d)
+        v = state.versions.get(p.bead_version_id)
+        if v is None or v.body.bead_id != p.bead_id or v.body.bead_type != p.bead_type \
+                or v.body.version != p.version:
+            found = "no such version" if v is None else (
+                f"version {v.body.version} of {v.body.bead_type} {v.body.bead_id}")
+            raise refuse("bead-write-names-a-version", f"bead_write activates {p.bead_version_id!r} "
+                         f"as version {p.version} of {p.bead_type} {p.bead_id}, but the log holds "
+                         f"{found}; write the bead_version first (beads.WriteBead writes both)")
+    elif kind == "bead_ref":
+        p = _read_ref(d)
+        bead = state.beads.get(p.bead_id)
+        if bead is None or not bead.activations:
+            raise refuse("bead-ref-names-a-bead", f"no bead {p.bead_id!r}; write it first with WriteBead")
+        if p.bead_version_id is not None and p.bead_version_id not in bead.versions:
+            raise refuse("bead-ref-names-a-bead", f"{p.bead_version_id!r} is not a version of bead "
+                         f"{p.bead_id} (it has {', '.join(bead.versions)})")
+
+
+def _check_version(state: State, p: BeadVersioned, allow_raw_cot: bool) -> None:
+    if p.bead_version_id in state.versions:
+        raise refuse("bead-version-immutable", f"bead version {p.bead_version_id} already exists; "
+                     "a version is immutable: write the change as a new version with a new id")
+    bead = state.beads.get(p.bead_id)
+    if bead is not None and bead.bead_type != p.bead_type:
+        raise refuse("bead-type-fixed", f"bead {p.bead_id} is a {bead.bead_type}; a bead's type "
+                     f"never changes (write a new {p.bead_type} bead instead)")
+    expected = len(bead.versions) + 1 if bead is not None else 1
+    if p.version != expected:
+        raise refuse("bead-versions-in-order", f"bead {p.bead_id} has {expected - 1} version(s); "
+                     f"its next is version {expected}, not {p.version}")
+    if (p.bead_type == "memory_bead") != (p.memory_type is not None):
+        raise refuse("memory-type-for-memory-beads", f"a memory_bead needs a memory_type (one of "
+                     f"{', '.join(MEMORY_TYPES)}) and only a memory_bead has one; this "
+                     f"{p.bead_type} has {p.memory_type!r}")
+    if (p.bead_type == "reasoning_bead") != (p.reasoning is not None):
+        raise refuse("reasoning-for-reasoning-beads", "a reasoning_bead needs reasoning (a "
+                     "narrative \"I ...\" thought summary and structured fields) and only a "
+                     f"reasoning_bead has any; this is a {p.bead_type}")
+    if p.reasoning is not None and p.reasoning.raw_cot is not None and not allow_raw_cot:
+        raise refuse("raw-cot-behind-flag", "raw chain of thought is not stored on this braid: "
+                     "drop reasoning.raw_cot, or open the braid with beads.decider(allow_raw_cot=True)")
+
+
 # ------------------------------------------------------------------------------------- commands
 
 class WriteBead(braidlog.Command, frozen=True, kw_only=True):
@@ -307,18 +377,12 @@ def _check_reasoning(r: Reasoning, allow_raw_cot: bool) -> None:
             "reasoning.narrative",
             "must be a first-person narrative: start with \"I\" or a contraction of it "
             f"(\"I checked ...\", \"I'm ...\"), got {str(r.narrative)[:40]!r}")
-    if r.raw_cot is not None and not allow_raw_cot:
-        raise Rejected("raw chain of thought is not stored on this braid: drop reasoning.raw_cot, "
-                       "or open the braid with beads.decider(allow_raw_cot=True)")
 
 
 def _write(c: WriteBead, state: State, ctx: Context, allow_raw_cot: bool) -> list[GenericDelta]:
     bead = state.beads.get(c.bead_id) if c.bead_id is not None else None
     current = _active_record(state, bead) if bead is not None else None
-    if bead is not None and c.bead_type is not None and c.bead_type != bead.bead_type:
-        raise Rejected(f"bead {bead.bead_id} is a {bead.bead_type}; a bead's type never changes "
-                       f"(write a new {c.bead_type} bead instead)")
-    bead_type = bead.bead_type if bead is not None else c.bead_type
+    bead_type = c.bead_type if c.bead_type is not None else bead.bead_type if bead is not None else None
     if bead_type is None:
         raise ValidationError("bead_type", f"is required to create a bead: one of {', '.join(BEAD_TYPES)}")
     if bead_type not in BEAD_TYPES:
@@ -330,26 +394,12 @@ def _write(c: WriteBead, state: State, ctx: Context, allow_raw_cot: bool) -> lis
     content = c.content if c.content is not None else (prev.content if prev else {})
     memory_type = c.memory_type if c.memory_type is not None else (prev.memory_type if prev else None)
     reasoning = c.reasoning if c.reasoning is not None else (prev.reasoning if prev else None)
-    if bead_type == "memory_bead" and memory_type not in MEMORY_TYPES:
-        raise ValidationError("memory_type", f"a memory_bead needs one of {', '.join(MEMORY_TYPES)}, "
-                              f"got {memory_type!r}")
-    if bead_type != "memory_bead" and memory_type is not None:
-        raise ValidationError("memory_type", f"only a memory_bead has a memory_type, not a {bead_type}")
-    if bead_type == "reasoning_bead":
-        if reasoning is None:
-            raise ValidationError("reasoning", "a reasoning_bead needs reasoning: a narrative "
-                                  "\"I ...\" thought summary and structured fields")
-        if c.reasoning is not None:
-            _check_reasoning(c.reasoning, allow_raw_cot)
-    elif c.reasoning is not None:
-        raise ValidationError("reasoning", f"only a reasoning_bead has reasoning, not a {bead_type}")
-
+    if c.reasoning is not None:
+        _check_reasoning(c.reasoning, allow_raw_cot)
     if c.bead_version_id is not None and c.bead_version_id in state.versions:
         old = state.versions[c.bead_version_id].body
         if old.bead_id == c.bead_id and _same(old, name, content, memory_type, reasoning):
-            return []
-        raise Rejected(f"bead version {c.bead_version_id} already exists with other content; a "
-                       "version is immutable: write the change as a new version with a new id")
+            return []  # already written; other content under that id is the boundary's to refuse
     if c.expected_version is not None:
         actual = prev.version if prev else 0
         if actual != c.expected_version:
@@ -360,7 +410,7 @@ def _write(c: WriteBead, state: State, ctx: Context, allow_raw_cot: bool) -> lis
 
     bead_id = c.bead_id or ctx.new_id()
     version_id = c.bead_version_id or ctx.new_id()
-    number = (prev.version + 1) if prev else 1
+    number = len(bead.versions) + 1 if bead is not None else 1
     confidence = dream_confidence(ctx, c.confidence)
     body = _check("bead_version", msgspec.to_builtins(BeadVersioned(
         bead_id=bead_id, bead_version_id=version_id, bead_type=bead_type,  # type: ignore[arg-type]
@@ -387,12 +437,6 @@ def _plain(value: Any) -> Any:
 def _ref(c: RefBead, state: State, ctx: Context) -> list[GenericDelta]:
     if c.ref_id is not None and any(u.delta_id == c.ref_id for u in state.uses.get(c.bead_id, ())):
         return []
-    bead = state.beads.get(c.bead_id)
-    if bead is None or not bead.activations:
-        raise Rejected(f"no bead {c.bead_id!r}; write it first with WriteBead")
-    if c.bead_version_id is not None and c.bead_version_id not in bead.versions:
-        raise ValidationError("bead_version_id", f"{c.bead_version_id!r} is not a version of bead "
-                              f"{c.bead_id} (it has {', '.join(bead.versions)})")
     payload = _check("bead_ref", msgspec.to_builtins(BeadReferenced(
         bead_id=c.bead_id, role=c.role, bead_version_id=c.bead_version_id, note=c.note)))
     confidence = dream_confidence(ctx, c.confidence)
@@ -480,6 +524,7 @@ def decider(*, allow_raw_cot: bool = False) -> Decider:
     """The beads projection; ``allow_raw_cot=True`` lets reasoning beads store raw chain of thought."""
     return Decider(name="beads", version=2, initial=State(), evolve=evolve, state_type=State,
                    kinds=KINDS, refs=frozenset({"beads"}), positional=True, local=True,
+                   check=lambda state, d, at: check(state, d, at, allow_raw_cot),
                    decide=lambda command, state, ctx: decide(command, state, ctx, allow_raw_cot))
 
 

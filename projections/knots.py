@@ -6,13 +6,26 @@ Once tied a knot never changes. Every delta a command of this module appends is 
 knot in its provenance (``provenance.knot_id``); callers stamp the think pass's other deltas the
 same way (``Provenance("assistant", knot_id=...)``) so the knot collects them.
 
-Rules (decide): a knot id names one knot; one knot is open per braid at a time; the tie's
-``delta_range`` names two existing deltas of the knot's braid, start not after end, covering
-every delta stamped with the knot, and overlapping no earlier knot of the braid (checked against
-``ctx.log``, so TieKnot needs one). Two-pass: in the speak pass ``CallTool`` is refused and
-nothing is appended. A raw ``tool_call`` appended outside the deciders and stamped with a knot in
-its speak pass (or claiming ``knot_pass="speak"``) is a fact of the log: the fold records it as a
-``speak-pass-tool-call`` violation instead of raising.
+Rules (``check``, run at the boundary on every delta the projection reads, whatever path
+brings it; each refusal names its rule):
+
+- ``knot-id-once``: a knot id names one knot; opening it again is refused.
+- ``one-open-knot``: one knot is open per braid at a time.
+- ``speak-after-think``: the speak pass begins once, on a knot in its think pass.
+- ``knot-tied-once``: a knot is tied once (a tied knot is immutable), and only after it was
+  opened, in its own braid.
+- ``knot-range-exists``, ``knot-range-forward``, ``knot-range-contiguous``, ``knots-never-overlap``:
+  the tie's ``delta_range`` names two deltas of the knot's braid, start not after end, covers
+  every delta stamped with the knot, and overlaps no earlier knot of the braid.
+- ``thought-summary-reasoning-bead``: the tie's thought summary is a written reasoning bead.
+- ``knot-lists-name-their-kind``: ``arrivals_during``, ``executed_tools``, ``hypotheses`` and the
+  inbox watermark name deltas of the right kind in the knot's braid.
+- ``speak-pass-no-tools``: a ``tool_call`` stamped with a knot in its speak pass, or claiming
+  ``knot_pass="speak"``, is refused (the seed's two-pass rule); ``knot-immutable``: a tool call
+  stamped with a tied knot is refused.
+
+A delta that reached the log below the boundary (a bare store) is still a fact: the fold records
+the broken rule as a ``Violation`` instead of raising.
 
 When no primary episode is given a knot gets the default "session @ timecode" episode,
 ``default_episode_id(braid_id, ts)``: ``session:<braid_id>@<YYYYMMDDTHHMMSSZ>`` with ``ts`` the
@@ -32,8 +45,8 @@ from msgspec import Meta, Struct
 
 import braidlog
 from braidlog import (
-    BeadRef, BraidlogError, Context, Decider, GenericDelta, Provenance, Refs, Rejected,
-    ValidationError,
+    BeadRef, Boundary, BraidlogError, Context, Decider, GenericDelta, Provenance, Refs, Rejected,
+    ValidationError, refuse,
 )
 from braidlog.kinds import VERSION_KEY
 
@@ -44,7 +57,7 @@ __all__ = [
     "default_episode_id", "is_default_episode_id",
     "DeltaRange", "PlannedTool", "Metrics", "KnotOpened", "SpeakPassBegan", "KnotTied",
     "ToolUse", "Knot", "Violation", "State", "evolve",
-    "OpenKnot", "BeginSpeak", "Speak", "CallTool", "TieKnot", "decide",
+    "OpenKnot", "BeginSpeak", "Speak", "CallTool", "TieKnot", "decide", "check",
     "knot", "open_knot", "tied_knots", "violations", "resolve_at_knot", "thought_summary",
     "decider", "PROJECTIONS",
 ]
@@ -333,6 +346,64 @@ def _lifecycle(state: State, d: GenericDelta, seq: int) -> None:
         state.tied.setdefault(d.braid_id, []).append(p.knot_id)
 
 
+# ---------------------------------------------------------------------------------------- rules
+
+def check(state: State, d: GenericDelta, at: Boundary) -> None:
+    """The knot rules (module doc), at the boundary: refuse ``d`` naming the rule it breaks."""
+    if d.kind == "knot_lifecycle":
+        p = _typed(d)
+        if isinstance(p, KnotOpened):
+            _check_open(state, d, p, at)
+        elif isinstance(p, SpeakPassBegan):
+            k = state.knots.get(p.knot_id)
+            if k is None or k.braid_id != d.braid_id or k.stage != "think":
+                where = "no knot" if k is None else f"knot {p.knot_id} is {k.stage} in braid {k.braid_id!r}"
+                raise refuse("speak-after-think", f"the speak pass of knot {p.knot_id} begins once, "
+                             f"after its think pass; {where}")
+        elif isinstance(p, KnotTied):
+            _check_tie(state, d, p, at)
+    elif d.kind == "tool_call":
+        kid = d.provenance.knot_id
+        k = state.knots.get(kid) if kid else None
+        claimed = (getattr(_typed(d), "knot_pass", None) if VERSION_KEY in d.payload  # an upcast
+                   else d.payload.get("knot_pass"))
+        if claimed == "speak" or (k is not None and k.stage == "speak"):
+            raise refuse("speak-pass-no-tools", f"tool_call {d.id} is in the speak pass of knot "
+                         f"{kid or '(claimed)'}: the speak pass must not call tools (two-pass rule); "
+                         "call it in the think pass, before the speak pass, or in a new knot")
+        if k is not None and k.stage == "tied":
+            raise refuse("knot-immutable", f"knot {kid} is tied and immutable: a tool call cannot "
+                         "join it; open a new knot")
+
+
+def _check_open(state: State, d: GenericDelta, p: KnotOpened, at: Boundary) -> None:
+    k = state.knots.get(p.knot_id)
+    if k is not None:
+        raise refuse("knot-id-once", f"knot {p.knot_id} already exists (braid {k.braid_id!r}, "
+                     f"{k.stage}); a knot id names one knot: open a new knot with a new id")
+    other = state.open.get(d.braid_id)
+    if other is not None:
+        raise refuse("one-open-knot", f"knot {other} is still open in braid {d.braid_id!r}; tie it "
+                     "before opening another")
+    if p.inbox_watermark is not None:
+        _check_ids(at.log, (p.inbox_watermark,), INPUT_KINDS, "inbox_watermark", d.braid_id)
+
+
+def _check_tie(state: State, d: GenericDelta, p: KnotTied, at: Boundary) -> None:
+    k = state.knots.get(p.knot_id)
+    if k is None or k.braid_id != d.braid_id or k.stage == "tied":
+        what = ("was never opened" if k is None else f"belongs to braid {k.braid_id!r}"
+                if k.braid_id != d.braid_id else "is already tied")
+        raise refuse("knot-tied-once", f"knot {p.knot_id} {what}; a knot is tied once, after it "
+                     "was opened in its braid, and is immutable once tied: open a new knot")
+    log, braid = at.log, d.braid_id
+    _check_range(state, k, p.delta_range, log)
+    _check_thought(p.thought_summary_bead_ref, log)
+    _check_ids(log, p.arrivals_during, INPUT_KINDS, "arrivals_during", braid)
+    _check_ids(log, p.executed_tools, ("tool_result",), "executed_tools", braid)
+    _check_ids(log, p.hypotheses, ("hypothesis",), "hypotheses", braid)
+
+
 # ------------------------------------------------------------------------------------- commands
 
 class OpenKnot(braidlog.Command, frozen=True, kw_only=True):
@@ -401,10 +472,6 @@ def _knot(state: State, knot_id: str, ctx: Context) -> Knot:
     return k
 
 
-def _immutable(k: Knot, what: str) -> Rejected:
-    return Rejected(f"knot {k.knot_id} is tied and immutable: it cannot {what}; open a new knot")
-
-
 def decide(command: Any, state: State, ctx: Context) -> list[GenericDelta]:
     """Decide a knot command: [] when already done; Rejected/ValidationError to refuse."""
     if isinstance(command, OpenKnot):
@@ -424,20 +491,11 @@ def decide(command: Any, state: State, ctx: Context) -> list[GenericDelta]:
 def _open(c: OpenKnot, state: State, ctx: Context) -> list[GenericDelta]:
     kid = c.knot_id or ctx.new_id()
     k = state.knots.get(kid)
-    if k is not None:
-        if (k.stage == "think" and k.braid_id == ctx.braid_id
-                and c.primary_episode_id in (None, k.primary_episode_id)
-                and _plain(c.planned_tools) == _plain(k.planned_tools)):
-            return []
-        raise Rejected(f"knot {kid} already exists (braid {k.braid_id!r}, {k.stage}); a knot id "
-                       "names one knot: open a new knot with a new id")
-    other = state.open.get(ctx.braid_id)
-    if other is not None:
-        raise Rejected(f"knot {other} is still open in braid {ctx.braid_id!r}; tie it (TieKnot) "
-                       "before opening another")
+    if (k is not None and k.stage == "think" and k.braid_id == ctx.braid_id
+            and c.primary_episode_id in (None, k.primary_episode_id)
+            and _plain(c.planned_tools) == _plain(k.planned_tools)):
+        return []  # already open as asked; any other reuse of the id is the boundary's to refuse
     watermark = c.inbox_watermark if c.inbox_watermark is not None else state.last_input.get(ctx.braid_id)
-    if c.inbox_watermark is not None and ctx.log is not None:
-        _check_ids(ctx.log, (c.inbox_watermark,), INPUT_KINDS, "inbox_watermark", ctx.braid_id)
     episode = c.primary_episode_id or _default_episode(state, ctx)
     payload = _check("knot_lifecycle", msgspec.to_builtins(KnotOpened(
         knot_id=kid, primary_episode_id=episode, start_ts=ctx.now, inbox_watermark=watermark,
@@ -461,8 +519,6 @@ def _begin_speak(c: BeginSpeak, state: State, ctx: Context) -> list[GenericDelta
     k = _knot(state, c.knot_id, ctx)
     if k.stage == "speak":
         return []
-    if k.stage == "tied":
-        raise _immutable(k, "begin its speak pass")
     payload = _check("knot_lifecycle", msgspec.to_builtins(SpeakPassBegan(knot_id=k.knot_id)))
     return [ctx.delta("knot_lifecycle", payload, provenance=_stamp(ctx, k))]
 
@@ -471,8 +527,6 @@ def _speak(c: Speak, state: State, ctx: Context) -> list[GenericDelta]:
     k = _knot(state, c.knot_id, ctx)
     if c.message_id is not None and c.message_id in k.spoken:
         return []
-    if k.stage == "tied":
-        raise _immutable(k, "speak")
     out = _begin_speak(BeginSpeak(knot_id=k.knot_id), state, ctx)
     message = _check("message", {"text": c.text, "knot_pass": "speak"})
     d = ctx.delta("message", message, provenance=_stamp(ctx, k))
@@ -487,12 +541,6 @@ def _call_tool(c: CallTool, state: State, ctx: Context) -> list[GenericDelta]:
     k = _knot(state, c.knot_id, ctx)
     if c.call_id is not None and any(t.call_id == c.call_id for t in k.tool_calls):
         return []
-    if k.stage == "tied":
-        raise _immutable(k, "call a tool")
-    if k.stage == "speak":
-        raise Rejected(f"knot {k.knot_id} is in its speak pass: the speak pass must not call tools "
-                       f"(two-pass rule); call {c.tool!r} in the think pass, before BeginSpeak, "
-                       "or in a new knot")
     payload = {"tool": c.tool, "args": dict(c.args), "knot_pass": "think"}
     if c.call_id is not None:
         payload["call_id"] = c.call_id
@@ -501,21 +549,17 @@ def _call_tool(c: CallTool, state: State, ctx: Context) -> list[GenericDelta]:
 
 def _tie(c: TieKnot, state: State, ctx: Context) -> list[GenericDelta]:
     k = _knot(state, c.knot_id, ctx)
-    if k.stage == "tied":
-        if k.tied is not None and _tie_matches(k.tied, c):
-            return []
-        raise _immutable(k, "be tied again with other fields")
-    log = ctx.log
-    if log is None:
-        raise Rejected("TieKnot checks delta_range against the log, and ctx.log is None: run it "
-                       "through Braid.execute, or give the Context a log")
-    braid = k.braid_id
-    rng = c.delta_range or _default_range(state, k, log)
-    _check_range(state, k, rng, log)
-    _check_thought(c.thought_summary_bead_ref, log)
-    arrivals = _given(c.arrivals_during, k.arrivals, log, INPUT_KINDS, "arrivals_during", braid)
-    executed = _given(c.executed_tools, k.executed, log, ("tool_result",), "executed_tools", braid)
-    hypotheses = _given(c.hypotheses, k.hypotheses, log, ("hypothesis",), "hypotheses", braid)
+    if k.stage == "tied" and k.tied is not None and _tie_matches(k.tied, c):
+        return []
+    rng = c.delta_range
+    if rng is None:
+        if ctx.log is None:
+            raise Rejected("TieKnot without a delta_range takes the default range from the log, "
+                           "and ctx.log is None: run it through Braid.execute, or give a range")
+        rng = _default_range(state, k, ctx.log)
+    arrivals = _given(c.arrivals_during, k.arrivals)
+    executed = _given(c.executed_tools, k.executed)
+    hypotheses = _given(c.hypotheses, k.hypotheses)
     planned = tuple(c.planned_tools) if c.planned_tools is not None else _planned(k)
     metrics = c.metrics or Metrics()
     if metrics.latency_ms is None:
@@ -540,12 +584,8 @@ def _planned(k: Knot) -> tuple[PlannedTool, ...]:
     return tuple(out)
 
 
-def _given(given: tuple[str, ...] | None, collected: list[str], log: Any, kinds: tuple[str, ...],
-           field: str, braid: str) -> tuple[str, ...]:
-    if given is None:
-        return tuple(collected)
-    _check_ids(log, given, kinds, field, braid)
-    return tuple(given)
+def _given(given: tuple[str, ...] | None, collected: list[str]) -> tuple[str, ...]:
+    return tuple(collected) if given is None else tuple(given)
 
 
 def _check_ids(log: Any, ids: tuple[str, ...], kinds: tuple[str, ...], field: str, braid: str) -> None:
@@ -553,18 +593,18 @@ def _check_ids(log: Any, ids: tuple[str, ...], kinds: tuple[str, ...], field: st
         rec = log.get(delta_id)
         if rec is None or rec.delta.kind not in kinds or rec.delta.braid_id != braid:
             what = "no delta in the log" if rec is None else f"a {rec.delta.kind} of braid {rec.delta.braid_id!r}"
-            raise ValidationError(f"{field}[{i}]", f"must name a {' or '.join(kinds)} delta of braid "
-                                  f"{braid!r}; {delta_id!r} is {what}")
+            raise refuse("knot-lists-name-their-kind", f"{field}[{i}] must name a "
+                         f"{' or '.join(kinds)} delta of braid {braid!r}; {delta_id!r} is {what}")
 
 
 def _seq_in_braid(log: Any, delta_id: str, field: str, braid: str) -> int:
     rec = log.get(delta_id)
     if rec is None:
-        raise ValidationError(field, f"names no delta in the log ({delta_id!r}); a knot's range "
-                              "covers existing deltas of its braid")
+        raise refuse("knot-range-exists", f"{field} names no delta in the log ({delta_id!r}); a "
+                     "knot's range covers existing deltas of its braid")
     if rec.delta.braid_id != braid:
-        raise ValidationError(field, f"delta {delta_id} belongs to braid {rec.delta.braid_id!r}, not "
-                              f"{braid!r}; a knot covers only its own braid's deltas")
+        raise refuse("knot-range-exists", f"{field}: delta {delta_id} belongs to braid "
+                     f"{rec.delta.braid_id!r}, not {braid!r}; a knot covers only its own braid's deltas")
     return rec.seq
 
 
@@ -573,23 +613,23 @@ def _check_range(state: State, k: Knot, rng: DeltaRange, log: Any) -> None:
     start = _seq_in_braid(log, rng.start_delta_id, "delta_range.start_delta_id", braid)
     end = _seq_in_braid(log, rng.end_delta_id, "delta_range.end_delta_id", braid)
     if start > end:
-        raise ValidationError("delta_range", f"starts at seq {start} after it ends at seq {end}; "
-                              "start_delta_id must come first")
+        raise refuse("knot-range-forward", f"delta_range starts at seq {start} after it ends at "
+                     f"seq {end}; start_delta_id must come first")
     for rec in log.scan_refs(k.knot_id):
         d = rec.delta
         if d.provenance.knot_id == k.knot_id and d.braid_id == braid and not start <= rec.seq <= end:
-            raise ValidationError(
-                "delta_range", f"seqs {start}..{end} are not one contiguous range with knot "
-                f"{k.knot_id}'s own deltas: its {d.kind} {d.id} at seq {rec.seq} lies outside; "
-                "widen the range to cover every delta of the knot")
+            raise refuse(
+                "knot-range-contiguous", f"seqs {start}..{end} are not one contiguous range with "
+                f"knot {k.knot_id}'s own deltas: its {d.kind} {d.id} at seq {rec.seq} lies "
+                "outside; widen the range to cover every delta of the knot")
     for other_id in state.tied.get(braid, ()):
         t = state.knots[other_id].tied
         if t is None:
             continue
         o_start, o_end = log.seq_of(t.delta_range.start_delta_id), log.seq_of(t.delta_range.end_delta_id)
         if o_start is not None and o_end is not None and start <= o_end and o_start <= end:
-            raise Rejected(f"delta_range seqs {start}..{end} overlaps knot {other_id} (seqs "
-                           f"{o_start}..{o_end}); knots never overlap: start after seq {o_end}")
+            raise refuse("knots-never-overlap", f"delta_range seqs {start}..{end} overlaps knot "
+                         f"{other_id} (seqs {o_start}..{o_end}); start after seq {o_end}")
 
 
 def _default_range(state: State, k: Knot, log: Any) -> DeltaRange:
@@ -615,9 +655,7 @@ def _default_range(state: State, k: Knot, log: Any) -> DeltaRange:
 
 
 def _check_thought(ref: BeadRef, log: Any) -> None:
-    field = "thought_summary_bead_ref"
-    if not isinstance(ref, BeadRef):
-        raise ValidationError(field, f"must be a BeadRef to a reasoning_bead, got {type(ref).__name__}")
+    rule = "thought-summary-reasoning-bead"
     found = None
     if ref.bead_version_id is not None:
         for rec in log.scan_refs(ref.bead_version_id):
@@ -626,8 +664,9 @@ def _check_thought(ref: BeadRef, log: Any) -> None:
                 found = p
                 break
         if found is None or found.bead_id != ref.bead_id:
-            raise ValidationError(f"{field}.bead_version_id", f"{ref.bead_version_id!r} is no version "
-                                  f"of bead {ref.bead_id!r} in the log; write the reasoning bead first")
+            raise refuse(rule, f"thought_summary_bead_ref.bead_version_id {ref.bead_version_id!r} "
+                         f"is no version of bead {ref.bead_id!r} in the log; write the reasoning "
+                         "bead first")
     else:
         for rec in log.scan_refs(ref.bead_id, reverse=True):
             p = _typed(rec.delta) if rec.delta.kind == "bead_write" else None
@@ -635,10 +674,11 @@ def _check_thought(ref: BeadRef, log: Any) -> None:
                 found = p
                 break
         if found is None:
-            raise ValidationError(f"{field}.bead_id", f"names no written bead ({ref.bead_id!r}); "
-                                  "write the knot's reasoning bead first (beads.WriteBead)")
+            raise refuse(rule, f"thought_summary_bead_ref.bead_id names no written bead "
+                         f"({ref.bead_id!r}); write the knot's reasoning bead first (beads.WriteBead)")
     if found.bead_type != "reasoning_bead":
-        raise ValidationError(field, f"must refer to a reasoning_bead; {ref.bead_id} is a {found.bead_type}")
+        raise refuse(rule, f"thought_summary_bead_ref must refer to a reasoning_bead; {ref.bead_id} "
+                     f"is a {found.bead_type}")
 
 
 def _tie_matches(t: KnotTied, c: TieKnot) -> bool:
@@ -709,7 +749,7 @@ def decider() -> Decider:
     """The knots projection: lifecycles, and the tool calls, inputs, results and messages that
     join the open knot (``READS``), each with its log seq."""
     return Decider(name="knots", version=2, initial=State(), evolve=evolve, state_type=State,
-                   kinds=READS, positional=True, local=True, decide=decide)
+                   kinds=READS, positional=True, local=True, check=check, decide=decide)
 
 
 PROJECTIONS = [decider()]

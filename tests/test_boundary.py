@@ -188,7 +188,10 @@ def test_the_live_states_after_boundary_writes_equal_a_fresh_fold(tmp_path):
         live = [encode_state(b.state(n)) for n in ("claims", "counts")]
         fresh = [encode_state(p.fold(r.delta for r in b.log.scan())) for p in (CLAIMS, COUNTS)]
         assert live == fresh
-        assert b.log.checkpoint_seqs("claims", 1) == [6], "written where the batch crossing 4 ended"
+        assert b.log.checkpoint_seqs("claims", 1) == [4], "the state at 4, taken as the batch passed it"
+        from braidlog.replay import load_checkpoint
+        seq, at4 = load_checkpoint(b.log, CLAIMS, 4)
+        assert encode_state(at4) == encode_state(CLAIMS.fold(r.delta for r in b.log.scan(1, 5)))
     with braidlog.open(tmp_path / "s", projections=[CLAIMS, COUNTS]) as again:
         assert [encode_state(again.state(n)) for n in ("claims", "counts")] == fresh
 
@@ -272,3 +275,34 @@ def test_every_refusal_leaves_states_and_log_as_they_were(batches):
                 assert (snapshot(b), b.head()) == (before, head)
             fresh = CLAIMS.fold(r.delta for r in b.log.scan())
             assert encode_state(b.state("claims")) == encode_state(fresh)
+
+
+def test_cli_append_and_import_obey_the_store_s_projection_checks(tmp_path, capsys):
+    """The CLI opens the store with the projections it is used with (the shipped ones for a new
+    store): their rules hold on `append` and `import` as on Braid.append."""
+    from braidlog.cli import main
+
+    store = tmp_path / "cli"
+    assert main(["--store", str(store), "init"]) == 0
+    bead = {"braid_id": "b", "kind": "bead_version", "ts": "2026-01-01T00:00:00Z",
+            "provenance": {"kind": "assistant"}, "confidence": 0.8,
+            "payload": {"bead_id": "r1", "bead_version_id": "r1v1", "bead_type": "reasoning_bead",
+                        "version": 1, "name": "thought",
+                        "reasoning": {"narrative": "I thought.", "raw_cot": "step 1, step 2"}}}
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(bead))
+    capsys.readouterr()
+    assert main(["--store", str(store), "append", str(f)]) != 0
+    assert "raw-cot-behind-flag" in capsys.readouterr().err
+    with LmdbLog(store, create=False) as log:
+        assert log.head().seq == 0
+
+    src = tmp_path / "src"
+    with braidlog.open(src, projections=[]) as bare:  # a bare store takes it
+        bare.append(braidlog.from_json(json.dumps(bead).encode()))
+    export = tmp_path / "export.jsonl"
+    assert main(["--store", str(src), "export", str(export)]) == 0
+    capsys.readouterr()
+    assert main(["--store", str(tmp_path / "dst"), "import", str(export)]) != 0
+    assert "raw-cot-behind-flag" in capsys.readouterr().err
+    assert not (tmp_path / "dst").exists(), "a refused import into a new store leaves nothing"

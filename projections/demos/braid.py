@@ -35,14 +35,14 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
 
     # A knot: think (tool call + result + reasoning bead), speak, tie.
     t = timedelta(minutes=2)
-    braid.append(braidlog.delta(BRAID, "message", {"text": "What's the weather in Lisbon tomorrow?"},
+    braid.append(braidlog.delta(braid_id, "message", {"text": "What's the weather in Lisbon tomorrow?"},
                                 ts=start + t))
     me = Provenance("assistant", knot_id=knot_id)
     run("knots", knots.OpenKnot(knot_id=knot_id, planned_tools=(knots.PlannedTool(tool="web_search"),)),
         t + timedelta(seconds=1), "assistant")
     run("knots", knots.CallTool(knot_id=knot_id, tool="web_search", args={"q": "Lisbon weather tomorrow"},
                                 call_id="call-1"), t + timedelta(seconds=2), "assistant")
-    braid.append(braidlog.delta(BRAID, "tool_result", {"tool": "web_search", "call_id": "call-1",
+    braid.append(braidlog.delta(braid_id, "tool_result", {"tool": "web_search", "call_id": "call-1",
                                                        "output": "sunny, 19 C"},
                                 provenance=Provenance("tool", knot_id=knot_id), ts=start + t + timedelta(seconds=3)))
     used = run("beads", beads.RefBead(bead_id=tool_bead, role="used"), t + timedelta(seconds=4), me)
@@ -58,7 +58,8 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
         run("knots", knots.CallTool(knot_id=knot_id, tool="web_search", args={"q": "UV index"}),
             t + timedelta(seconds=7), "assistant")
     except Rejected as e:
-        lines.append(f"two-pass rule: a tool call in the speak pass was refused, nothing appended ({e.reason})")
+        rule = e.reason.split(": ")[1]  # "delta 0: <rule>: <detail>"
+        lines.append(f"two-pass rule: a tool call in the speak pass was refused, nothing appended ({rule})")
     run("knots", knots.TieKnot(knot_id=knot_id, summary="Answered the Lisbon weather question.",
                                thought_summary_bead_ref=BeadRef(thought_bead, "used")),
         t + timedelta(seconds=8), "assistant")

@@ -105,7 +105,7 @@ def test_a_retry_with_the_same_version_id_is_a_no_op_and_another_content_is_refu
     run(braid, cmd)
     assert run(braid, cmd, 1) == []
     refused(braid, WriteBead(bead_id="web", name="other", bead_version_id="v-1"), Rejected,
-            "version v-1 already exists with other content")
+            "^delta 0: bead-version-immutable: bead version v-1 already exists")
 
 
 def test_expected_version_guards_an_update(braid):
@@ -119,13 +119,13 @@ def test_expected_version_guards_an_update(braid):
     (WriteBead(name="x"), ValidationError, "bead_type: is required to create a bead"),
     (WriteBead(bead_type="magic_bead", name="x"), ValidationError, "bead_type: must be one of"),
     (WriteBead(bead_type="tool_bead"), ValidationError, "name: is required"),
-    (WriteBead(bead_type="memory_bead", name="m"), ValidationError, "memory_type: a memory_bead needs"),
+    (WriteBead(bead_type="memory_bead", name="m"), Rejected, "memory-type-for-memory-beads: a memory_bead needs"),
     (WriteBead(bead_type="memory_bead", name="m", memory_type="dreamy"), ValidationError, "memory_type"),
-    (WriteBead(bead_type="tool_bead", name="t", memory_type="semantic"), ValidationError,
-     "only a memory_bead has a memory_type"),
-    (WriteBead(bead_type="reasoning_bead", name="r"), ValidationError, "reasoning: a reasoning_bead needs"),
-    (WriteBead(bead_type="skill_bead", name="s", reasoning=THOUGHT), ValidationError,
-     "only a reasoning_bead has reasoning"),
+    (WriteBead(bead_type="tool_bead", name="t", memory_type="semantic"), Rejected,
+     "memory-type-for-memory-beads: .* this tool_bead has 'semantic'"),
+    (WriteBead(bead_type="reasoning_bead", name="r"), Rejected, "reasoning-for-reasoning-beads: a reasoning_bead needs"),
+    (WriteBead(bead_type="skill_bead", name="s", reasoning=THOUGHT), Rejected,
+     "reasoning-for-reasoning-beads: .* this is a skill_bead"),
     (WriteBead(bead_id="x" * 121, bead_type="tool_bead", name="t"), ValidationError, "payload.bead_id"),
 ])
 def test_bad_writes_are_refused_and_nothing_is_appended(braid, command, error, match):
@@ -175,8 +175,33 @@ def test_the_narrative_rule_also_holds_for_raw_appends(braid):
 def test_raw_chain_of_thought_is_refused_unless_the_flag_allows_it(braid):
     cot = Reasoning(narrative="I weighed A against B.", raw_cot="step 1 ... step 9")
     refused(braid, WriteBead(bead_id="r", bead_type="reasoning_bead", name="t", reasoning=cot), Rejected,
-            "raw chain of thought is not stored")
+            "^delta 0: raw-cot-behind-flag: raw chain of thought is not stored")
     assert "r" not in braid.state("beads").beads
+
+
+def test_raw_chain_of_thought_appended_raw_is_refused_too(braid):
+    payload = {"bead_id": "r", "bead_version_id": "r-v1", "bead_type": "reasoning_bead", "version": 1,
+               "name": "t", "reasoning": {"narrative": "I weighed it.", "raw_cot": "step 1"}}
+    head = braid.head()
+    with pytest.raises(Rejected, match="^delta 0: raw-cot-behind-flag"):
+        braid.append(braidlog.delta(B, "bead_version", payload, ts=T0))
+    assert braid.head() == head
+
+
+@pytest.mark.parametrize("payloads, rule", [
+    ([{"bead_id": "w", "bead_version_id": "w-1", "bead_type": "tool_bead", "version": 2, "name": "w"}],
+     "bead-versions-in-order"),
+    ([{"bead_id": "w", "bead_version_id": "w-1", "bead_type": "tool_bead", "version": 1, "name": "w"},
+      {"bead_id": "w", "bead_version_id": "w-2", "bead_type": "skill_bead", "version": 2, "name": "w"}],
+     "bead-type-fixed"),
+    ([{"bead_id": "w", "bead_version_id": "w-9", "bead_type": "tool_bead", "version": 1}],
+     "bead-write-names-a-version"),
+])
+def test_raw_bead_deltas_that_break_a_rule_are_refused(braid, payloads, rule):
+    kinds = ["bead_write" if "name" not in p else "bead_version" for p in payloads]
+    with pytest.raises(Rejected, match=f"^delta {len(payloads) - 1}: {rule}: "):
+        braid.append_batch([braidlog.delta(B, k, p, ts=T0) for k, p in zip(kinds, payloads)])
+    assert braid.head().seq == 0
 
 
 def test_raw_chain_of_thought_is_stored_with_the_flag_and_hidden_from_context_by_default(tmp_path):
@@ -240,12 +265,12 @@ def test_refs_on_any_delta_are_recorded_with_their_resolution(braid):
 
 
 def test_ref_refusals(braid):
-    refused(braid, RefBead(bead_id="ghost"), Rejected, "no bead 'ghost'; write it first")
+    refused(braid, RefBead(bead_id="ghost"), Rejected, "bead-ref-names-a-bead: no bead 'ghost'; write it first")
     run(braid, WriteBead(bead_id="web", bead_type="tool_bead", name="w"))
     run(braid, WriteBead(bead_id="map", bead_type="tool_bead", name="m"), 1)
     map_version = beads.active_version(braid.state("beads"), "map")
-    refused(braid, RefBead(bead_id="web", bead_version_id=map_version), ValidationError,
-            "bead_version_id: .* is not a version of bead web")
+    refused(braid, RefBead(bead_id="web", bead_version_id=map_version), Rejected,
+            "bead-ref-names-a-bead: .* is not a version of bead web")
     refused(braid, RefBead(bead_id="web", role=""), ValidationError, "payload.role")
     refused(braid, RefBead(bead_id="web", ref_id="not-a-ulid"), ValidationError, "ref_id: must be a ULID")
 

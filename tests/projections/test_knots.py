@@ -179,16 +179,17 @@ def test_opening_the_same_knot_twice_is_idempotent_while_open_and_refused_otherw
     head = braid.head()
     assert open_knot(braid, seconds=2) == []
     assert braid.head() == head
-    refused(braid, OpenKnot(knot_id="k1", primary_episode_id="ep-other"), Rejected, "knot k1 already exists")
-    refused(braid, OpenKnot(knot_id="k1"), Rejected, "knot k1 already exists", braid_id="b2")
+    refused(braid, OpenKnot(knot_id="k1", primary_episode_id="ep-other"), Rejected,
+            "knot-id-once: knot k1 already exists")
+    refused(braid, OpenKnot(knot_id="k1"), Rejected, "knot-id-once: knot k1 already exists", braid_id="b2")
     thought(braid, 3)
     run(braid, TieKnot(knot_id="k1", summary="s", thought_summary_bead_ref=BeadRef("thought", "used")), 4)
-    refused(braid, OpenKnot(knot_id="k1"), Rejected, r"knot k1 already exists \(braid 'b1', tied\)")
+    refused(braid, OpenKnot(knot_id="k1"), Rejected, r"knot-id-once: knot k1 already exists \(braid 'b1', tied\)")
 
 
 def test_one_open_knot_per_braid(braid):
     open_knot(braid, "k1")
-    refused(braid, OpenKnot(knot_id="k2"), Rejected, "knot k1 is still open in braid 'b1'; tie it")
+    refused(braid, OpenKnot(knot_id="k2"), Rejected, "one-open-knot: knot k1 is still open in braid 'b1'; tie it")
     assert run(braid, OpenKnot(knot_id="k3"), 2, braid_id="b2")  # other braids are independent
 
 
@@ -229,15 +230,36 @@ def test_a_tool_call_in_the_speak_pass_is_refused_and_nothing_is_appended(braid)
     open_knot(braid)
     run(braid, BeginSpeak(knot_id="k1"), 2)
     refused(braid, CallTool(knot_id="k1", tool="web_search", call_id="c9"), Rejected,
-            r"knot k1 is in its speak pass: the speak pass must not call tools \(two-pass rule\)")
+            r"^delta 0: speak-pass-no-tools: tool_call \w+ is in the speak pass of knot k1: the speak "
+            r"pass must not call tools \(two-pass rule\)")
     assert knots.knot(braid.state("knots"), "k1").tool_calls == []
 
 
-def test_a_raw_tool_call_in_the_speak_pass_is_recorded_as_a_violation(braid):
+def test_a_raw_tool_call_in_the_speak_pass_is_refused_at_the_boundary(braid):
     open_knot(braid)
     run(braid, BeginSpeak(knot_id="k1"), 2)
-    bad = append(braid, "tool_call", {"tool": "web_search"}, 3, Provenance("assistant", knot_id="k1"))
-    claimed = append(braid, "tool_call", {"tool": "calc", "knot_pass": "speak"}, 4)
+    head = braid.head()
+    with pytest.raises(Rejected, match="^delta 0: speak-pass-no-tools: .* knot k1"):
+        append(braid, "tool_call", {"tool": "web_search"}, 3, Provenance("assistant", knot_id="k1"))
+    with pytest.raises(Rejected, match=r"^delta 1: speak-pass-no-tools: .* knot \(claimed\)"):
+        braid.append_batch([braidlog.delta(B, "message", {"text": "fine"}, ts=at(4)),
+                            braidlog.delta(B, "tool_call", {"tool": "calc", "knot_pass": "speak"}, ts=at(4))])
+    assert braid.head() == head
+
+
+def below(b, kind, payload, seconds, provenance="user", braid_id=B):
+    """Append below the boundary (the bare store), as a replica or an old store would hold it."""
+    prov = provenance if isinstance(provenance, Provenance) else Provenance(provenance)
+    d = braidlog.delta(braid_id, kind, payload, provenance=prov, ts=at(seconds))
+    b.log.append(d)
+    return d
+
+
+def test_a_tool_call_in_the_speak_pass_below_the_boundary_is_recorded_as_a_violation(braid):
+    open_knot(braid)
+    run(braid, BeginSpeak(knot_id="k1"), 2)
+    bad = below(braid, "tool_call", {"tool": "web_search"}, 3, Provenance("assistant", knot_id="k1"))
+    claimed = below(braid, "tool_call", {"tool": "calc", "knot_pass": "speak"}, 4)
     s = braid.state("knots")
     assert [(v.delta_id, v.knot_id, v.rule) for v in knots.violations(s)] == [
         (bad.id, "k1", "speak-pass-tool-call"), (claimed.id, None, "speak-pass-tool-call")]
@@ -254,27 +276,42 @@ def test_a_tied_knot_is_immutable(braid):
     head = braid.head()
     assert run(braid, tie, 100) == []  # the same tie again is already done
     assert braid.head() == head
-    refused(braid, msgspec.structs.replace(tie, summary="rewritten"), Rejected, "knot k1 is tied and immutable")
-    refused(braid, msgspec.structs.replace(tie, metrics=Metrics(latency_ms=1.0)), Rejected, "tied and immutable")
-    refused(braid, BeginSpeak(knot_id="k1"), Rejected, "tied and immutable: it cannot begin its speak pass")
-    refused(braid, CallTool(knot_id="k1", tool="x"), Rejected, "tied and immutable: it cannot call a tool")
-    refused(braid, Speak(knot_id="k1", text="x"), Rejected, "tied and immutable: it cannot speak")
+    refused(braid, msgspec.structs.replace(tie, summary="rewritten"), Rejected,
+            "^delta 0: knot-tied-once: knot k1 is already tied; .* immutable once tied")
+    refused(braid, msgspec.structs.replace(tie, metrics=Metrics(latency_ms=1.0)), Rejected, "knot-tied-once")
+    refused(braid, BeginSpeak(knot_id="k1"), Rejected, "speak-after-think: .* knot k1 is tied")
+    refused(braid, CallTool(knot_id="k1", tool="x"), Rejected, "knot-immutable: knot k1 is tied and immutable")
+    refused(braid, Speak(knot_id="k1", text="x"), Rejected, "speak-after-think")
 
 
-def test_raw_lifecycle_anomalies_are_violations_not_errors(braid):
+def test_a_second_write_to_a_knot_id_is_refused_whatever_the_path(braid):
+    full_knot(braid, "k1")
+    tied = braid.log.read(braid.head().seq).delta
+    head = braid.head()
+    for payload in ({**tied.payload, "summary": "changed"},
+                    {"type": "KnotOpened", "knot_id": "k1", "primary_episode_id": "e",
+                     "start_ts": "2026-01-01T00:01:00Z"}):
+        with pytest.raises(Rejected, match="knot-tied-once|knot-id-once"):
+            append(braid, "knot_lifecycle", payload, 50)
+    with pytest.raises(Rejected, match="^delta 0: knot-tied-once: knot k-orphan was never opened"):
+        append(braid, "knot_lifecycle", {**tied.payload, "knot_id": "k-orphan"}, 53)
+    assert braid.head() == head
+
+
+def test_lifecycle_anomalies_below_the_boundary_are_violations_not_errors(braid):
     full_knot(braid, "k1")
     tied = braid.log.read(braid.head().seq).delta
     again = braidlog.delta(B, "knot_lifecycle", {**tied.payload, "summary": "changed"}, ts=at(50))
-    braid.append(again)
-    reopen = append(braid, "knot_lifecycle", {"type": "KnotOpened", "knot_id": "k1", "primary_episode_id": "e",
+    braid.log.append(again)
+    reopen = below(braid, "knot_lifecycle", {"type": "KnotOpened", "knot_id": "k1", "primary_episode_id": "e",
                                               "start_ts": "2026-01-01T00:01:00Z"}, 51)
-    speak = append(braid, "knot_lifecycle", {"type": "SpeakPassBegan", "knot_id": "ghost"}, 52)
-    orphan = append(braid, "knot_lifecycle", {**tied.payload, "knot_id": "k-orphan"}, 53)
-    two = append(braid, "knot_lifecycle", {"type": "KnotOpened", "knot_id": "k5", "primary_episode_id": "e",
+    speak = below(braid, "knot_lifecycle", {"type": "SpeakPassBegan", "knot_id": "ghost"}, 52)
+    orphan = below(braid, "knot_lifecycle", {**tied.payload, "knot_id": "k-orphan"}, 53)
+    two = below(braid, "knot_lifecycle", {"type": "KnotOpened", "knot_id": "k5", "primary_episode_id": "e",
                                            "start_ts": "2026-01-01T00:01:00Z"}, 54)
-    three = append(braid, "knot_lifecycle", {"type": "KnotOpened", "knot_id": "k6", "primary_episode_id": "e",
+    three = below(braid, "knot_lifecycle", {"type": "KnotOpened", "knot_id": "k6", "primary_episode_id": "e",
                                              "start_ts": "2026-01-01T00:01:00Z"}, 55)
-    foreign = append(braid, "knot_lifecycle", {**tied.payload, "knot_id": "k5"}, 56, braid_id="b2")
+    foreign = below(braid, "knot_lifecycle", {**tied.payload, "knot_id": "k5"}, 56, braid_id="b2")
     s = braid.state("knots")
     assert [(v.delta_id, v.rule) for v in knots.violations(s)] == [
         (again.id, "knot-retied"), (reopen.id, "knot-reopened"), (speak.id, "out-of-order"),
@@ -285,9 +322,11 @@ def test_raw_lifecycle_anomalies_are_violations_not_errors(braid):
     assert knots.knot(s, "k6").stage == "think" and two.braid_id == B
 
 
-def test_a_tool_call_after_the_tie_is_a_violation(braid):
+def test_a_tool_call_after_the_tie_is_refused_and_below_the_boundary_a_violation(braid):
     full_knot(braid, "k1")
-    late = append(braid, "tool_call", {"tool": "x"}, 50, Provenance("assistant", knot_id="k1"))
+    with pytest.raises(Rejected, match="^delta 0: knot-immutable: knot k1 is tied"):
+        append(braid, "tool_call", {"tool": "x"}, 50, Provenance("assistant", knot_id="k1"))
+    late = below(braid, "tool_call", {"tool": "x"}, 50, Provenance("assistant", knot_id="k1"))
     assert [(v.delta_id, v.rule) for v in knots.violations(braid.state("knots"))] == [(late.id, "tool-call-after-tie")]
 
 
@@ -309,29 +348,47 @@ def _tie(rng=None, **kw):
 
 def test_a_range_naming_an_unknown_delta_is_refused(braid):
     first, _ = _ready(braid)
-    refused(braid, _tie(DeltaRange(start_delta_id=first.id, end_delta_id="nope")), ValidationError,
-            "delta_range.end_delta_id: names no delta in the log")
-    refused(braid, _tie(DeltaRange(start_delta_id=braidlog.new_id(), end_delta_id=first.id)), ValidationError,
-            "delta_range.start_delta_id: names no delta in the log")
+    refused(braid, _tie(DeltaRange(start_delta_id=first.id, end_delta_id="nope")), Rejected,
+            "knot-range-exists: delta_range.end_delta_id names no delta in the log")
+    refused(braid, _tie(DeltaRange(start_delta_id=braidlog.new_id(), end_delta_id=first.id)), Rejected,
+            "knot-range-exists: delta_range.start_delta_id names no delta in the log")
 
 
 def test_a_range_naming_deltas_of_another_braid_is_refused(braid):
     first, other = _ready(braid)
-    refused(braid, _tie(DeltaRange(start_delta_id=first.id, end_delta_id=other.id)), ValidationError,
-            "delta_range.end_delta_id: delta .* belongs to braid 'b2', not 'b1'")
+    refused(braid, _tie(DeltaRange(start_delta_id=first.id, end_delta_id=other.id)), Rejected,
+            "knot-range-exists: delta_range.end_delta_id: delta .* belongs to braid 'b2', not 'b1'")
 
 
 def test_a_backwards_range_is_refused(braid):
     first, _ = _ready(braid)
     last = braid.log.read(braid.head().seq).delta
-    refused(braid, _tie(DeltaRange(start_delta_id=last.id, end_delta_id=first.id)), ValidationError,
-            "delta_range: starts at seq .* after it ends")
+    refused(braid, _tie(DeltaRange(start_delta_id=last.id, end_delta_id=first.id)), Rejected,
+            "knot-range-forward: delta_range starts at seq .* after it ends")
 
 
 def test_a_range_that_leaves_out_the_knots_own_deltas_is_not_contiguous(braid):
     first, _ = _ready(braid)
-    refused(braid, _tie(DeltaRange(start_delta_id=first.id, end_delta_id=first.id)), ValidationError,
-            "delta_range: seqs 1..1 are not one contiguous range with knot k1's own deltas")
+    refused(braid, _tie(DeltaRange(start_delta_id=first.id, end_delta_id=first.id)), Rejected,
+            "knot-range-contiguous: seqs 1..1 are not one contiguous range with knot k1's own deltas")
+
+
+def test_a_raw_tie_over_a_backwards_or_broken_range_is_refused_at_the_boundary(braid):
+    first, _ = _ready(braid)
+    last = braid.log.read(braid.head().seq).delta
+    tie = run(braid, _tie(DeltaRange(start_delta_id=first.id, end_delta_id=last.id)), 3)[0].delta
+    # the same tie, written raw into a second store that has the same history up to it
+    with braidlog.open(None, projections=ALL) as other:
+        other.append_batch([r.delta for r in braid.log.scan(1, tie and braid.head().seq)])
+        for rng, rule in (({"start_delta_id": last.id, "end_delta_id": first.id}, "knot-range-forward"),
+                          ({"start_delta_id": first.id, "end_delta_id": first.id}, "knot-range-contiguous")):
+            bad = braidlog.delta(B, "knot_lifecycle", {**tie.payload, "delta_range": rng},
+                                 provenance=tie.provenance, ts=tie.ts)
+            with pytest.raises(Rejected, match=f"^delta 0: {rule}: "):
+                other.append(bad)
+        assert other.head().seq == braid.head().seq - 1
+        other.append(tie)
+        assert knots.knot(other.state("knots"), "k1").stage == "tied"
 
 
 def test_a_range_overlapping_an_earlier_knot_is_refused(braid):
@@ -343,7 +400,7 @@ def test_a_range_overlapping_an_earlier_knot_is_refused(braid):
     rng = DeltaRange(start_delta_id=t1.delta_range.end_delta_id,
                      end_delta_id=braid.log.read(braid.head().seq).delta.id)
     refused(braid, TieKnot(knot_id="k2", summary="s", thought_summary_bead_ref=BeadRef("thought-k2", "used"),
-                           delta_range=rng), Rejected, "overlaps knot k1 .*knots never overlap")
+                           delta_range=rng), Rejected, "knots-never-overlap: delta_range seqs .* overlaps knot k1")
     assert run(braid, TieKnot(knot_id="k2", summary="s", thought_summary_bead_ref=BeadRef("thought-k2", "used")), 23)
     t2 = knots.knot(braid.state("knots"), "k2").tied
     assert braid.log.seq_of(t2.delta_range.start_delta_id) > braid.log.seq_of(t1.delta_range.end_delta_id)
@@ -361,8 +418,8 @@ def test_tie_needs_the_log():
     c = Context(now=T0, braid_id=B, provenance=Provenance("assistant"))
     for seq, d in enumerate(knots.decide(OpenKnot(knot_id="k1"), s, c), 1):
         s = knots.evolve(s, d, seq)
-    with pytest.raises(Rejected, match="TieKnot checks delta_range against the log, and ctx.log is None"):
-        knots.decide(_tie(), s, c)
+    with pytest.raises(Rejected, match="TieKnot without a delta_range takes the default range from the log"):
+        knots.decide(TieKnot(knot_id="k1", summary="s", thought_summary_bead_ref=BeadRef("t", "used")), s, c)
 
 
 # ---------------------------------------------------------------------------- thought summary ref
@@ -371,13 +428,14 @@ def test_the_thought_summary_must_be_a_written_reasoning_bead(braid):
     _ready(braid)
     run(braid, beads.WriteBead(bead_id="tool", bead_type="tool_bead", name="t"), 3, decider="beads")
     refused(braid, TieKnot(knot_id="k1", summary="s", thought_summary_bead_ref=BeadRef("tool", "used")),
-            ValidationError, "thought_summary_bead_ref: must refer to a reasoning_bead; tool is a tool_bead")
+            Rejected, "thought-summary-reasoning-bead: thought_summary_bead_ref must refer to a "
+            "reasoning_bead; tool is a tool_bead")
     refused(braid, TieKnot(knot_id="k1", summary="s", thought_summary_bead_ref=BeadRef("ghost", "used")),
-            ValidationError, r"thought_summary_bead_ref.bead_id: names no written bead")
+            Rejected, r"thought-summary-reasoning-bead: thought_summary_bead_ref.bead_id names no written bead")
     tool_version = beads.active_version(braid.state("beads"), "tool")
     refused(braid, TieKnot(knot_id="k1", summary="s",
                            thought_summary_bead_ref=BeadRef("thought", "used", tool_version)),
-            ValidationError, "thought_summary_bead_ref.bead_version_id: .* is no version of bead 'thought'")
+            Rejected, "thought_summary_bead_ref.bead_version_id .* is no version of bead 'thought'")
     refused(braid, TieKnot(knot_id="k1", summary="", thought_summary_bead_ref=BeadRef("thought", "used")),
             ValidationError, "payload.summary")
 
@@ -405,14 +463,14 @@ def test_an_unpinned_thought_ref_resolves_to_the_version_active_at_the_tie(braid
 
 def test_explicit_lists_must_name_deltas_of_the_right_kind(braid):
     first, other = _ready(braid)
-    refused(braid, _tie(executed_tools=(first.id,)), ValidationError,
-            r"executed_tools\[0\]: must name a tool_result delta of braid 'b1'")
-    refused(braid, _tie(hypotheses=("nope",)), ValidationError, r"hypotheses\[0\]: .* is no delta in the log")
-    refused(braid, _tie(arrivals_during=(other.id,)), ValidationError, r"arrivals_during\[0\]: .*braid 'b2'")
-    refused(braid, OpenKnot(knot_id="k9", inbox_watermark=first.id), ValidationError,
-            r"inbox_watermark\[0\]: must name a message or observation delta of braid 'b2'", braid_id="b2")
+    refused(braid, _tie(executed_tools=(first.id,)), Rejected,
+            r"knot-lists-name-their-kind: executed_tools\[0\] must name a tool_result delta of braid 'b1'")
+    refused(braid, _tie(hypotheses=("nope",)), Rejected, r"hypotheses\[0\] .* is no delta in the log")
+    refused(braid, _tie(arrivals_during=(other.id,)), Rejected, r"arrivals_during\[0\] .*braid 'b2'")
+    refused(braid, OpenKnot(knot_id="k9", inbox_watermark=first.id), Rejected,
+            r"inbox_watermark\[0\] must name a message or observation delta of braid 'b2'", braid_id="b2")
     call = run(braid, CallTool(knot_id="k1", tool="x"), 3)[0].delta
-    refused(braid, OpenKnot(knot_id="k9", inbox_watermark=call.id), ValidationError, "inbox_watermark",
+    refused(braid, OpenKnot(knot_id="k9", inbox_watermark=call.id), Rejected, "inbox_watermark",
             braid_id="b2")
 
 
@@ -423,7 +481,7 @@ def test_state_round_trips_and_equals_a_fresh_fold(tmp_path):
         full_knot(b, "k1", 0)
         open_knot(b, "k2", 20)
         run(b, BeginSpeak(knot_id="k2"), 21)
-        append(b, "tool_call", {"tool": "x"}, 22, Provenance("assistant", knot_id="k2"))
+        below(b, "tool_call", {"tool": "x"}, 22, Provenance("assistant", knot_id="k2"))
         s = b.state("knots")
         assert roundtrip(s) == s
         assert b.projection("knots").fold(r.delta for r in b.log.scan()) == s
@@ -460,6 +518,17 @@ def test_the_demo_is_deterministic_given_start(tmp_path):
             outs.append((kinds, [line for line in lines if "dream hypothesis" not in line and "promotion" not in line
                                  and "v1 stays addressable" not in line]))
     assert outs[0] == outs[1]
+
+
+def test_the_demo_writes_every_delta_into_the_braid_it_is_given(tmp_path):
+    from braidlog.projections.demos import braid as demo
+
+    with braidlog.open(tmp_path / "s", projections=ALL) as b:
+        lines = demo.write(b, datetime(2026, 3, 1, 9, tzinfo=timezone.utc), braid_id="mine")
+        assert {r.delta.braid_id for r in b.log.scan()} == {"mine"}
+        k = next(iter(b.state("knots").knots.values()))
+        assert len(k.tied.executed_tools) == 1, "the tool result joined the knot of its braid"
+        assert any("nothing appended (speak-pass-no-tools)" in line for line in lines)
 
 
 def test_an_unknown_command_is_refused():
