@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import threading
 import time
@@ -412,3 +413,45 @@ def test_a_rechained_forgery_is_refused_where_a_signed_checkpoint_contradicts_it
     # a replica that applied the forgery before the checkpoint came finds out when it does
     with pytest.raises(IntegrityError, match="the 8 this replica applied give"):
         Replica(fooled.store, copy, checkpoints=trusted).catch_up(timeout=10)
+
+
+# -- arbitrary input at the boundary ----------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_header_names = st.sampled_from([HDR_SEQ, HDR_HASH, HDR_COMMIT, HDR_EPOCH, "Nats-Msg-Id", "X"])
+_header_values = st.one_of(st.text(max_size=70), st.integers(-3, 3).map(str),
+                           st.binary(min_size=32, max_size=32).map(bytes.hex))
+
+
+@pytest.fixture(scope="module")
+def one_stream(nats_server):
+    stream = Stream(nats_server.urls[0], f"ANY{os.getpid()}")
+    yield stream
+    stream.close()
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(headers=st.dictionaries(_header_names, _header_values, max_size=5),
+       body=st.binary(max_size=120))
+def test_a_replica_refuses_any_malformed_message_with_an_integrity_error(one_stream, headers,
+                                                                          body):
+    from braidlog import MemoryLog
+
+    stream = one_stream
+    store = MemoryLog()
+    replica = Replica(store, stream)
+    with pytest.raises(IntegrityError, match="record seq 1 refused") as err:
+        replica._accept(1, headers, body)
+    assert err.value.seq == 1 and replica.error is err.value and store.head().seq == 0
+
+
+@given(replicas=st.one_of(st.integers(), st.floats(), st.text(max_size=3), st.booleans()))
+def test_a_bad_replication_factor_is_refused_before_connecting(replicas):
+    if type(replicas) is int and 1 <= replicas <= 5:
+        return
+    from braidlog import ValidationError as VE
+
+    with pytest.raises(VE, match="replicas: must be 1 to 5"):
+        Stream("nats://127.0.0.1:1", "S", replicas=replicas)

@@ -38,14 +38,14 @@ class Promotion(NamedTuple):
 
 
 def _moving(stream: Stream, first: int, until: float) -> tuple[int, int]:
-    """Watch the stream's last seq until ``until``; (first seen, last seen)."""
-    last = first
+    """Watch the stream's last seq until ``until`` (at least one look); (first, last seen)."""
     while True:
         left = until - time.monotonic()
-        if left <= 0:
-            return first, last
-        time.sleep(min(left, 0.1))
+        if left > 0:
+            time.sleep(min(left, 0.1))
         last = stream.info()["last_seq"]
+        if last != first or time.monotonic() >= until:
+            return first, last
 
 
 def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet: float = 2.0,
