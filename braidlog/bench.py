@@ -58,7 +58,8 @@ __all__ = [
 ]
 
 #: Workload names, in the order a run does them (``--only`` takes these).
-WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall")
+WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall",
+             "proofs")
 START = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
 BATCH = 1_000
 BRAID_FOLLOWING = "braidlog + shipped projections following, checks off"
@@ -1203,6 +1204,88 @@ def _time_travel(run: _Run) -> list[Sample]:
     return out
 
 
+# -- proofs (braidlog.proofs): the Merkle tree's cost on append, proofs and checkpoints ----------------
+
+NO_TREE = "braidlog without the Merkle tree"
+
+
+@contextlib.contextmanager
+def _without_tree() -> Iterator[None]:
+    """Appends that skip the Merkle tree (the tree table is left behind: a bench-only store)."""
+    from . import lmdb_log
+
+    real = lmdb_log._put_tree
+    lmdb_log._put_tree = lambda *a: None
+    try:
+        yield
+    finally:
+        lmdb_log._put_tree = real
+
+
+def _proofs(run: _Run) -> list[Sample]:
+    from .cli import main as cli
+    from .proofs import consistency_proof, inclusion_proof
+    from .proofs.keys import generate, write_key
+
+    cfg, W = run.config, "proofs"
+    n = cfg.size
+    batches = [run.deltas(n)[i:i + BATCH] for i in range(0, n, BATCH)]
+    run.step("proofs · batched append with and without the tree, batches interleaved")
+    with_path, without_path = run.path("tree"), run.path("no-tree")
+    with_tree, without = LmdbLog(with_path, durable=True), LmdbLog(without_path, durable=True)
+    spent = {True: 0.0, False: 0.0}
+    try:
+        with _quiet_heap():
+            for i, b in enumerate(batches):  # alternate which goes first: load swings hit both
+                for tree in ((True, False) if i % 2 else (False, True)):
+                    if tree:
+                        t = time.perf_counter()
+                        with_tree.append_batch(b)
+                    else:
+                        with _without_tree():
+                            t = time.perf_counter()
+                            without.append_batch(b)
+                    spent[tree] += time.perf_counter() - t
+    finally:
+        without.close()
+        _rm(without_path)
+    out = [Sample(W, "braidlog", "append deltas/s", n / spent[True], "/s", "higher"),
+           Sample(W, NO_TREE, "append deltas/s", n / spent[False], "/s", "higher")]
+    try:
+        rnd = random.Random(cfg.seed * 31 + n)
+        seqs = [rnd.randint(1, n) for _ in range(cfg.queries * 5)]
+        run.step("proofs · inclusion proofs of random records in the head's tree")
+        lat = _each(lambda seq: inclusion_proof(with_tree, seq, n), seqs)
+        out += [Sample(W, "braidlog", "inclusion proof p50 ms", percentile(lat, 50) * 1000, "ms", "lower"),
+                Sample(W, "braidlog", "inclusion proof p99 ms", percentile(lat, 99) * 1000, "ms", "lower")]
+        run.step("proofs · consistency proofs from random sizes to the head")
+        lat = _each(lambda old: consistency_proof(with_tree, old, n), seqs)
+        out += [Sample(W, "braidlog", "consistency proof p50 ms", percentile(lat, 50) * 1000, "ms", "lower"),
+                Sample(W, "braidlog", "consistency proof p99 ms", percentile(lat, 99) * 1000, "ms", "lower")]
+        try:
+            key = generate("bench.example/log")
+        except BraidlogError:
+            run.skipped.append("proofs · checkpoint: pip install 'braidlog[proofs]'")
+            return out
+        key_path = run.path("log.key")
+        write_key(key, key_path)
+        run.step("proofs · `braidlog checkpoint` (the command, in process)")
+        devnull = open(os.devnull, "w")
+        try:
+            with contextlib.redirect_stdout(devnull):
+                def checkpoint(_: int) -> None:
+                    if cli(["--store", with_path, "checkpoint", "--key", key_path]) != 0:
+                        raise BraidlogError("`braidlog checkpoint` failed in the bench")
+                lat = _each(checkpoint, range(max(10, cfg.queries // 4)))
+        finally:
+            devnull.close()
+        out += [Sample(W, "braidlog", "checkpoint p50 ms", percentile(lat, 50) * 1000, "ms", "lower")]
+    finally:
+        with_tree.close()
+        _rm(with_path)
+    return out
+
+
 # -- recall: braidlog/bench_recall.py holds the workload ----------------------------------------------
 
 def _recall(run: _Run) -> list[Sample]:
@@ -1220,10 +1303,10 @@ def _recall(run: _Run) -> list[Sample]:
 
 _RUNNERS: dict[str, Callable[[_Run], list[Sample]]] = {
     "startup": _startup, "append": _append, "single": _single, "concurrent": _concurrent, "scan": _scan,
-    "replay": _replay, "time_travel": _time_travel, "recall": _recall,
+    "replay": _replay, "time_travel": _time_travel, "recall": _recall, "proofs": _proofs,
 }
 _STEPS = {"startup": 1, "append": 7, "single": 5, "concurrent": 2 * len(APPENDERS), "scan": 5, "replay": 4,
-          "time_travel": 2, "recall": 11}  # timed steps per repeat, for the progress bar
+          "time_travel": 2, "recall": 11, "proofs": 4}  # timed steps per repeat, for the progress bar
 
 
 # -- targets ------------------------------------------------------------------------------------------
@@ -1267,6 +1350,15 @@ TARGETS = (
             ("time travel", "braidlog", "at(seq) p50 ms"), None, "<=", 20, "ms"),
     _Target("at(seq) p99, random seqs",
             ("time travel", "braidlog", "at(seq) p99 ms"), None, "<=", 50, "ms"),
+    _Target("batched append with the Merkle tree vs without it",
+            ("proofs", "braidlog", "append deltas/s"), ("proofs", NO_TREE, "append deltas/s"),
+            ">=", 0.9, "×"),
+    _Target("inclusion proof p50, random records",
+            ("proofs", "braidlog", "inclusion proof p50 ms"), None, "<=", 1, "ms"),
+    _Target("consistency proof p50, random sizes",
+            ("proofs", "braidlog", "consistency proof p50 ms"), None, "<=", 1, "ms"),
+    _Target("`braidlog checkpoint` p50",
+            ("proofs", "braidlog", "checkpoint p50 ms"), None, "<=", 50, "ms"),
     _Target("entity as-of p50, random entities and seqs",
             ("time travel", "braidlog", "entity as-of p50 ms"), None, "<=", 1, "ms"),
     _Target("recall peak anonymous memory vs raw hnswlib indexing the same vectors",

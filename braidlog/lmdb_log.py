@@ -782,9 +782,7 @@ def _put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes]) -> N
         if value is None:
             raise IntegrityError(f"the Merkle tree lacks its peak ({level}, {index})", seq=size)
         hashes.append(merkle.leaf_hash(value) if level == 0 else bytes(value))
-    frontier = merkle.Frontier(size, hashes)
-    rows = [(u64(merkle.position((level, index))), h)
-            for body in bodies for level, index, h in frontier.push(merkle.leaf_hash(body))]
+    rows = merkle.Frontier(size, hashes).extend(bodies)
     if rows and cur.putmulti(rows, append=True, overwrite=False)[1] != len(rows):
         raise StorageError("tree append was refused: a node already exists",
                            hint="the store is damaged; run `braidlog verify`")

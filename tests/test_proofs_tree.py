@@ -309,3 +309,84 @@ def test_a_large_lmdb_store_matches_the_reference(tmp_path):
             old = rnd.randrange(1, size + 1)
             assert consistency_proof(store, old, size).path == ref.consistency(old, size)
         assert store.verify().seq == 20_000
+
+
+def test_extend_gives_the_nodes_push_gives_numbered_as_stored():
+    rnd = random.Random(11)
+    bodies = [rnd.randbytes(rnd.randrange(0, 50)) for _ in range(700)]
+    by_push, by_extend = merkle.Frontier(), merkle.Frontier()
+    i = 0
+    while i < len(bodies):
+        n = rnd.randrange(1, 40)
+        want = [(merkle.position((lv, ix)).to_bytes(8, "big"), h)
+                for b in bodies[i:i + n] for lv, ix, h in by_push.push(leaf_hash(b))]
+        assert by_extend.extend(bodies[i:i + n]) == want
+        assert by_extend.stack == by_push.stack and by_extend.size == by_push.size
+        i += n
+
+
+# RFC 6962's known answers, as transparency-dev/merkle publishes them (testonly/constants.go,
+# reference_test.go): SHA-256 over eight fixed leaf inputs. With SHA-256 swapped in, braidlog's
+# path construction and the verifier's RFC algorithms must give them byte for byte; with BLAKE3
+# nothing but the hash changes.
+CT_LEAVES = ["", "00", "10", "2021", "3031", "40414243", "5051525354555657",
+             "606162636465666768696a6b6c6d6e6f"]
+CT_ROOTS = [
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+    "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
+    "aeb6bcfe274b70a14fb067a5e5578264db0fa9b51af5e0ba159158f329e06e77",
+    "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+    "4e3bbb1f7b478dcfe71fb631631519a3bca12c9aefca1612bfce4c13a86264d4",
+    "76e67dadbcdf1e10e1b74ddc608abd2f98dfb16fbce75277b5232a127f2087ef",
+    "ddb89be403809e325750d3d263cd78929c2942b7942a34b77e122c9594a74c8c",
+    "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
+]
+_A, _B = "96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7", \
+    "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"
+_C, _D = "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e", \
+    "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b"
+_E, _F = "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0", \
+    "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"
+CT_INCLUSION = [
+    (0, 1, []), (0, 2, [_A]), (1, 2, [_B]),
+    (2, 3, ["fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125"]),
+    (1, 5, [_B, _C, _D]),
+    (0, 8, [_A, _C, "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"]),
+    (5, 8, [_D, _E, _F]),
+]
+CT_CONSISTENCY = [
+    (1, 1, []), (1, 8, [_A, _C, "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"]),
+    (2, 5, [_C, _D]),
+    (6, 8, ["0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a", _E, _F]),
+]
+
+
+def test_rfc_6962_known_answers_with_sha256_swapped_in(monkeypatch):
+    import hashlib
+
+    from braidlog.proofs import verify as v
+
+    def sha_node(left, right):
+        return hashlib.sha256(b"\x01" + left + right).digest()
+    monkeypatch.setattr(merkle, "node_hash", sha_node)
+    monkeypatch.setattr(v, "node_hash", sha_node)
+    monkeypatch.setattr(merkle, "EMPTY_ROOT", hashlib.sha256(b"").digest())
+    leaves = [hashlib.sha256(b"\x00" + bytes.fromhex(x)).digest() for x in CT_LEAVES]
+    nodes = NodeStore(leaves)
+    assert [nodes.root(n).hex() for n in range(9)] == CT_ROOTS
+    for index, size, want in CT_INCLUSION:
+        path = nodes.inclusion(index, size)
+        assert [h.hex() for h in path] == want
+        v.verify_inclusion(index, size, leaves[index], path, bytes.fromhex(CT_ROOTS[size]))
+    for old, new, want in CT_CONSISTENCY:
+        path = nodes.consistency(old, new) if old < new else []
+        assert [h.hex() for h in path] == want
+        v.verify_consistency(old, new, bytes.fromhex(CT_ROOTS[old]), bytes.fromhex(CT_ROOTS[new]), path)
+    for size in range(1, 9):  # every proof of the eight, both ways
+        for index in range(size):
+            v.verify_inclusion(index, size, leaves[index], nodes.inclusion(index, size),
+                               bytes.fromhex(CT_ROOTS[size]))
+        for old in range(1, size):
+            v.verify_consistency(old, size, bytes.fromhex(CT_ROOTS[old]), bytes.fromhex(CT_ROOTS[size]),
+                                 nodes.consistency(old, size))
