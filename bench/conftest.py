@@ -48,6 +48,8 @@ RATIOS = [
      "verify:braidlog", "verify:raw LMDB", ">=", 0.5),
     ("replay vs eventsourcing SQLite aggregate read",
      "replay:braidlog", "replay:eventsourcing SQLite", ">=", 8),
+    ("batched append with the Merkle tree vs without it, 1,000/commit",
+     "append-1000:braidlog with tree", "append-1000:braidlog without tree", ">=", 0.9),
     ("group commit vs direct appends, 8 appenders",
      "concurrent-8:group commit", "concurrent-8:braidlog", ">=", None),
 ]

@@ -715,12 +715,22 @@ class LmdbLog(IndexScans):
         key = u64(size) + digest(note)[:8]
         self._write(lambda txn: txn.put(key, note, db=self._db["notes"]))
 
-    def notes(self) -> list[tuple[int, bytes]]:
-        """Every checkpoint note kept, as (tree size, note), smallest size first."""
+    def notes(self, *, last: bool = False) -> list[tuple[int, bytes]]:
+        """Every checkpoint note kept, as (tree size, note), smallest size first; with ``last``,
+        only those of the largest size."""
         if "notes" not in self._db:  # a format-1 store opened read-only
             return []
-        return self._read(lambda txn: [(from_u64(bytes(k)[:_U64]), bytes(v))
-                                       for k, v in txn.cursor(self._db["notes"])])
+
+        def fn(txn):
+            cur = txn.cursor(self._db["notes"])
+            if last:
+                if not cur.last():
+                    return []
+                prefix = bytes(cur.key())[:_U64]
+                cur.set_range(prefix)
+            rows = [(from_u64(bytes(k)[:_U64]), bytes(v)) for k, v in cur]
+            return rows
+        return self._read(fn)
 
     # -- operating -----------------------------------------------------------------------------
     def stat(self) -> dict[str, int]:

@@ -201,7 +201,7 @@ class LogStore(Protocol):
     def use_projections(self, names: Iterable[str]) -> None: ...
     def tree_hashes(self, nodes: list[tuple[int, int]]) -> list[bytes]: ...
     def put_note(self, size: int, note: bytes) -> None: ...
-    def notes(self) -> list[tuple[int, bytes]]: ...
+    def notes(self, *, last: bool = False) -> list[tuple[int, bytes]]: ...
     def close(self) -> None: ...
 
 
@@ -595,9 +595,11 @@ class MemoryLog(IndexScans):
         """Keep a checkpoint note issued for tree size ``size`` (the same note twice is kept once)."""
         self._notes[(size, digest(note)[:8])] = bytes(note)
 
-    def notes(self) -> list[tuple[int, bytes]]:
-        """Every checkpoint note kept, as (tree size, note), smallest size first."""
-        return [(size, note) for (size, _), note in sorted(self._notes.items())]
+    def notes(self, *, last: bool = False) -> list[tuple[int, bytes]]:
+        """Every checkpoint note kept, as (tree size, note), smallest size first; with ``last``,
+        only those of the largest size."""
+        rows = [(size, note) for (size, _), note in sorted(self._notes.items())]
+        return [r for r in rows if r[0] == rows[-1][0]] if last and rows else rows
 
     def close(self) -> None:
         pass

@@ -273,6 +273,9 @@ def test_checkpoint_notes_are_kept_by_tree_size(log):
     log.put_note(2, b"a note\n")
     log.put_note(5, b"b note\n")
     assert log.notes() == [(2, b"a note\n"), (5, b"b note\n")]
+    log.put_note(5, b"c note\n")
+    assert sorted(log.notes(last=True)) == [(5, b"b note\n"), (5, b"c note\n")]
+    assert len(log.notes()) == 3
 
 
 def test_admit_sees_the_head_and_the_staged_records_and_a_raise_writes_nothing(log):

@@ -32,9 +32,9 @@ def sign_note(text: str, key: SigningKey) -> str:
     return f"{text}\n{v.EM_DASH} {key.name} {base64.b64encode(signature).decode()}\n"
 
 
-def _kept(store: LogStore) -> list[tuple[int, v.Checkpoint]]:
+def _kept(store: LogStore, *, last: bool = False) -> list[tuple[int, v.Checkpoint]]:
     out = []
-    for size, note in store.notes():
+    for size, note in store.notes(last=last):
         text = note.decode("utf-8", errors="replace")
         split = text.rfind("\n\n")
         try:
@@ -49,11 +49,12 @@ def _kept(store: LogStore) -> list[tuple[int, v.Checkpoint]]:
     return out
 
 
-def check_notes(store: LogStore) -> list[v.Checkpoint]:
-    """Every checkpoint the store issued, each checked: the log still holds its records and
-    their root is the one signed. IntegrityError names the first that does not hold."""
+def check_notes(store: LogStore, *, last: bool = False) -> list[v.Checkpoint]:
+    """Every checkpoint the store issued (with ``last``, those of the largest size), each
+    checked: the log still holds its records and their root is the one signed. IntegrityError
+    names the first that does not hold."""
     out = []
-    for size, cp in _kept(store):
+    for size, cp in _kept(store, last=last):
         check_tree_extends(store, size, cp.root, f"the checkpoint {cp.origin} at size {size}")
         out.append(cp)
     return out
@@ -62,8 +63,11 @@ def check_notes(store: LogStore) -> list[v.Checkpoint]:
 def issue(store: LogStore, key: SigningKey, *, keep: bool = True) -> str:
     """A signed checkpoint note of the store's head, kept in the store unless ``keep=False``.
 
-    Refuses (IntegrityError) when the log no longer extends a checkpoint it issued before."""
-    check_notes(store)
+    Refuses (IntegrityError) when the log no longer extends the last checkpoint it issued.
+    That one suffices: each checkpoint was issued only over a tree that extended the one before,
+    so the tree that extends the last extends them all (``check_notes`` checks every one, and
+    ``verify`` that the tree's nodes are those of the records)."""
+    check_notes(store, last=True)
     size = store.head().seq
     text = v.Checkpoint(key.name, size, root(store, size)).text()
     note = sign_note(text, key)
