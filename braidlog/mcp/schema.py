@@ -47,18 +47,19 @@ def described(tp: Any, description: str) -> Any:
 
 def arguments(name: str, *parts: type[Struct] | Iterable[tuple[str, Any, Any]],
               omit: Collection[str] = (), only: Collection[str] | None = None,
-              defaults: Mapping[str, Any] | None = None,
+              defaults: Mapping[str, Any] | None = None, types: Mapping[str, Any] | None = None,
               describe: Mapping[str, str] | None = None, doc: str | None = None) -> type[Struct]:
     """A Struct for a tool's arguments: the fields of each part in order, then no others.
 
     A part is a Struct (its fields are taken as declared, with their types, constraints and
     defaults) or ``(name, type, default)`` triples; ``only`` keeps just the named fields of the
     Struct parts, ``omit`` drops fields the server sets itself, ``defaults`` gives a default to
-    a field that has none, ``describe`` adds descriptions. Two parts may not share a field name.
+    a field that has none, ``types`` replaces a field's type, ``describe`` adds descriptions.
+    Two parts may not share a field name.
     """
     fields: list[tuple[str, Any, Any]] = []
     seen: set[str] = set()
-    defaults, describe = dict(defaults or {}), dict(describe or {})
+    defaults, types, describe = dict(defaults or {}), dict(types or {}), dict(describe or {})
     for part in parts:
         if isinstance(part, type) and issubclass(part, Struct):
             triples = []
@@ -76,11 +77,13 @@ def arguments(name: str, *parts: type[Struct] | Iterable[tuple[str, Any, Any]],
             seen.add(field)
             if field in defaults:
                 default = defaults.pop(field)
+            if field in types:
+                tp = types.pop(field)
             if field in describe:
                 tp = described(tp, describe.pop(field))
             fields.append((field, tp) if default is _REQUIRED else (field, tp, default))
-    if defaults or describe:
-        raise TypeError(f"tool arguments {name}: no field {sorted({*defaults, *describe})}")
+    if defaults or types or describe:
+        raise TypeError(f"tool arguments {name}: no field {sorted({*defaults, *types, *describe})}")
     cls = msgspec.defstruct(name, fields, kw_only=True, forbid_unknown_fields=True,
                             module=__name__)
     cls.__doc__ = doc

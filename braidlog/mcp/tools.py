@@ -7,6 +7,7 @@ read calls; results are Structs whose JSON Schema is each tool's output schema. 
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
 from itertools import islice
@@ -16,12 +17,11 @@ import msgspec
 from msgspec import Meta, Struct
 
 from .. import audit
-from ..delta import GenericDelta, delta
+from ..delta import GenericDelta, Provenance, delta
 from ..errors import IntegrityError, ValidationError
-from ..kinds import REGISTRY
 from ..store import Head, Record
 from .backend import Backend, parse_point
-from .schema import ToolSpec, arguments, described
+from .schema import ToolSpec, arguments, described, json_schema
 
 __all__ = ["log_tools", "DeltaOut", "record_out", "POINT", "POINT_OR_HEAD"]
 
@@ -59,7 +59,7 @@ class Appended(Struct):
     embedded: bool
 
 
-class VerifyOut(Struct, omit_defaults=True):
+class VerifyOut(Struct):
     """The chain recomputed: ``ok`` with the seq verified up to, or the first bad seq."""
 
     ok: bool
@@ -78,7 +78,7 @@ class BraidDeltas(Struct):
     records: list[DeltaOut]
 
 
-class HistoryOut(Struct, omit_defaults=True):
+class HistoryOut(Struct):
     """An entity's history (``entity``), or a braid's deltas (``braid``), as of ``seq``."""
 
     seq: int
@@ -97,7 +97,7 @@ class ExplainOut(Struct):
     text: str
 
 
-class StateOut(Struct, omit_defaults=True):
+class StateOut(Struct):
     """A projection's state (or one entity of it) as of ``seq``."""
 
     projection: str
@@ -135,10 +135,14 @@ def _head(h: Head) -> HeadOut:
 # ------------------------------------------------------------------------------------ append
 
 _ENVELOPE = {"braid_id", "kind", "payload", "confidence", "tags", "refs", "provenance"}
+# The envelope's fields with the constraints every append checks (the engine's strict form of
+# GenericDelta); the payload is any JSON object here: its schema is its kind's (the `kinds` tool).
+_STRICT = getattr(importlib.import_module("braidlog.delta"), "_StrictDelta", GenericDelta)
 
 AppendArgs = arguments(
-    "AppendArgs", GenericDelta, [("embed", bool, True)], only=_ENVELOPE,
+    "AppendArgs", _STRICT, [("embed", bool, True)], only=_ENVELOPE,
     defaults={"confidence": 1.0, "provenance": None},
+    types={"payload": dict[str, Any], "provenance": Provenance | None},
     describe={
         "braid_id": "the braid (stream) the delta belongs to",
         "kind": "the delta's kind; the `kinds` tool lists them with their payload schemas",
@@ -314,12 +318,16 @@ KindsArgs = arguments("KindsArgs", [("kind", described(str | None, "only this ki
 
 
 def _kinds(b: Backend, a: Any) -> KindsOut:
-    names = [a.kind] if a.kind is not None else list(REGISTRY)
+    with b.read() as braid:
+        registry = braid.log.registry  # the process's kinds and those declared in the log
+        specs = [registry[a.kind]] if a.kind is not None else registry.specs()
     out = []
-    for name in names:
-        spec = REGISTRY[name]
-        schema = msgspec.json.schema(spec.schema) if spec.schema is not None else {"type": "object"}
-        out.append(KindOut(kind=name, owner=spec.owner, version=spec.version, payload_schema=schema))
+    for spec in specs:
+        declared = (getattr(spec, "json_schemas", None) or {}).get(spec.version)
+        schema = (dict(declared) if declared is not None else json_schema(spec.schema)
+                  if spec.schema is not None else {"type": "object"})
+        out.append(KindOut(kind=spec.kind, owner=spec.owner, version=spec.version,
+                           payload_schema=schema))
     return KindsOut(out)
 
 

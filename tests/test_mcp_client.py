@@ -1,0 +1,288 @@
+"""The MCP test harness (a real SDK client driven from synchronous tests), and the parts of
+``braidlog mcp`` that need no running server: schemas derived from the Structs, argument
+conversion, the CLI's refusals and its install hint.
+
+The servers themselves are driven in test_mcp_stdio.py (a subprocess over stdio) and
+test_mcp_http.py (a subprocess over streamable HTTP with a bearer token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP SDK is the braidlog[mcp] extra (the test extra has it)")
+
+import msgspec  # noqa: E402
+from anyio.from_thread import start_blocking_portal  # noqa: E402
+from jsonschema import Draft202012Validator  # noqa: E402
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from braidlog.cli import main  # noqa: E402
+
+READ_TOOLS = {"head", "verify", "show", "history", "diff", "explain", "state_at", "recall", "kinds",
+              "search_decisions", "get_field", "list_memories", "episodes", "knots", "forks", "trust"}
+WRITE_TOOLS = {"append", "record_decision", "supersede_decision", "draft_proposal",
+               "accept_proposal", "reject_proposal", "revise_field", "add_memory"}
+
+
+# ---------------------------------------------------------------------------------- harness
+
+class Session:
+    """One SDK ``Client``, connected through a real transport, called from synchronous code.
+
+    The client lives in an event loop on a thread of its own (anyio's blocking portal), so
+    tests stay plain functions and a module can share one server process. ``transport`` is a
+    zero-argument function making what ``Client`` takes (built inside the loop)."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+
+    def __enter__(self) -> Session:
+        self._stack = ExitStack()
+        try:
+            self.portal = self._stack.enter_context(start_blocking_portal())
+            client = self.portal.call(lambda: Client(self._transport()))
+            self.client = self._stack.enter_context(self.portal.wrap_async_context_manager(client))
+            self.tools = {t.name: t for t in self.portal.call(self.client.list_tools).tools}
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.close()
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        """The CallToolResult (the client has checked structured content against the tool's
+        output schema)."""
+        return self.portal.call(self.client.call_tool, name, arguments or {})
+
+    def ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The structured result of a call that must succeed."""
+        result = self.call(name, arguments)
+        assert not result.is_error, result.content[0].text
+        assert json.loads(result.content[0].text) == result.structured_content
+        return result.structured_content
+
+    def error(self, name: str, arguments: dict[str, Any] | None = None) -> str:
+        """The text of a call that must fail as a tool error."""
+        result = self.call(name, arguments)
+        assert result.is_error, f"{name} succeeded: {result.structured_content}"
+        assert result.structured_content is None
+        return result.content[0].text
+
+    def read(self, uri: str) -> Any:
+        contents = self.portal.call(self.client.read_resource, uri).contents
+        return json.loads(contents[0].text)
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """Run an async function in this session's event loop."""
+        return self.portal.call(fn, *args)
+
+
+def stdio(store: str | Path, *flags: str) -> Session:
+    """A session with ``braidlog --store STORE mcp FLAGS`` started as a subprocess over stdio."""
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "braidlog", "--store", str(store), "mcp", *flags])
+    return Session(lambda: params)
+
+
+def seed(path: str | Path) -> str:
+    """The demo session written into a new store, plus a namespace whose decisions are
+    HUMAN_ONLY; the demo's braid id."""
+    from braidlog import open as open_braid
+    from braidlog.demo import run_demo
+    from braidlog.projections import decisions
+
+    braid_id, _, _ = run_demo(str(path))
+    with open_braid(str(path)) as braid:
+        braid.execute("decisions", decisions.SetTrustBoundary(
+            boundary=decisions.TrustBoundary.HUMAN_ONLY, namespace="guarded"),
+            braid_id=braid_id, provenance="user")
+    return braid_id
+
+
+class HttpServer:
+    """``braidlog mcp --http 127.0.0.1:0`` in a subprocess; ``url`` once it listens."""
+
+    def __init__(self, store: str | Path, *flags: str, token: str | None = None) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "BRAIDLOG_MCP_TOKEN"}
+        if token is not None:
+            env["BRAIDLOG_MCP_TOKEN"] = token
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "braidlog", "--store", str(store), "mcp", "--http", "127.0.0.1:0",
+             *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while True:
+            line = self.proc.stderr.readline()
+            found = re.search(r"serving (http://\S+)", line)
+            if found:
+                self.url = found.group(1)
+                break
+            if not line and self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"the server did not start: {line}{self.proc.stderr.read()}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stderr.close()
+
+    def session(self, token: str | None) -> Session:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        url = self.url
+
+        def transport() -> Any:
+            http = httpx2.AsyncClient(headers=headers, timeout=60)
+            return _Owned(http, streamable_http_client(url, http_client=http))
+        return Session(transport)
+
+
+class _Owned:
+    """A transport that closes the HTTP client it was given when it closes (the SDK does not
+    close a client it did not create)."""
+
+    def __init__(self, http: Any, transport: Any) -> None:
+        self.http, self.transport = http, transport
+
+    async def __aenter__(self) -> Any:
+        return await self.transport.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        try:
+            return await self.transport.__aexit__(*exc)
+        finally:
+            await self.http.aclose()
+
+
+# ----------------------------------------------------------------------- schemas, in process
+
+def test_tool_schemas_are_the_structs_schemas(tmp_path):
+    """Every input schema is a valid JSON Schema whose properties are the command Struct's
+    fields (less what the server stamps) plus braid_id and provenance_kind; every tool has an
+    output schema; read-only servers list no write tool."""
+    from braidlog.mcp import Backend, build_server
+    from braidlog.projections import decisions, fields, memories
+
+    backend = Backend(str(tmp_path / "s.lmdb"))
+    try:
+        server = build_server(backend)
+        tools = {t.name: t for t in server._tool_manager.list_tools()}
+    finally:
+        backend.close()
+    assert set(tools) == READ_TOOLS | WRITE_TOOLS
+    for name, tool in tools.items():
+        Draft202012Validator.check_schema(tool.parameters)
+        Draft202012Validator.check_schema(tool.output_schema)
+        assert tool.parameters["type"] == "object" and tool.output_schema["type"] == "object", name
+        assert tool.parameters.get("additionalProperties") is False, name
+    for name, cls, stamped in (("record_decision", decisions.RecordDecision, set()),
+                               ("supersede_decision", decisions.SupersedeDecision, set()),
+                               ("accept_proposal", decisions.AcceptProposal, set()),
+                               ("reject_proposal", decisions.RejectProposal, set()),
+                               ("draft_proposal", decisions.DraftProposal, set()),
+                               ("revise_field", fields.ReviseField, {"provenance"}),
+                               ("add_memory", memories.AddMemory, set())):
+        props = tools[name].parameters["properties"]
+        assert set(props) == (set(cls.__struct_fields__) - stamped) | {"braid_id", "provenance_kind"}
+        required = {f.name for f in msgspec.structs.fields(cls) if f.required} - stamped
+        assert set(tools[name].parameters.get("required", [])) == required, name
+    assert tools["record_decision"].parameters["properties"]["target"]["minLength"] == 3
+    assert tools["search_decisions"].parameters["properties"]["mode"]["enum"] == ["audit", "balanced", "strict"]
+    envelope = tools["append"].parameters["properties"]
+    assert set(envelope) == {"braid_id", "kind", "payload", "confidence", "tags", "refs", "provenance", "embed"}
+    assert set(tools["append"].parameters["required"]) == {"braid_id", "kind", "payload"}
+    assert envelope["confidence"]["maximum"] == 1.0 or "anyOf" in envelope["confidence"]
+
+
+def test_recall_carries_the_options_recall_accepts():
+    """The recall tool's arguments follow ``Recall.recall``'s signature: k, the filters, and
+    any plain keyword option (a search mode once recall has one)."""
+    import inspect
+
+    from braidlog.mcp.tools import recall_args
+    from braidlog.recall import Recall
+
+    params = set(inspect.signature(Recall.recall).parameters)
+    fields = set(recall_args().__struct_fields__)
+    assert {"query", "k", "as_of", "space", "braid", "kinds", "tags", "namespace", "workspace"} <= fields
+    assert ("mode" in fields) == ("mode" in params)
+    assert fields - {"query", "as_of", "space"} <= params
+
+
+@pytest.mark.parametrize("arguments, field, rule", [
+    ({"title": "t", "target": "abc"}, "rationale", "is required"),
+    ({"title": "t", "target": "abc", "rationale": "long enough here", "colour": "red"}, "colour",
+     "is not an argument"),
+    ({"title": "t", "target": "ab", "rationale": "long enough here"}, "target", "length >= 3"),
+    ({"title": "t", "target": "abc", "rationale": "long enough here", "intent": {"rationale": "x"}},
+     "intent.resolution_type", "is required"),
+])
+def test_a_bad_argument_is_a_validation_error_naming_it(arguments, field, rule):
+    from braidlog import ValidationError
+    from braidlog.mcp.projection_tools import projection_tools
+    from braidlog.mcp.schema import parse
+
+    spec = next(s for s in projection_tools() if s.name == "record_decision")
+    with pytest.raises(ValidationError) as e:
+        parse(spec.args, arguments)
+    assert e.value.field == field and rule in e.value.rule
+
+
+def test_objects_sent_as_json_strings_are_decoded():
+    """Some clients send a nested object as a JSON string; it is decoded, a plain string is not."""
+    from braidlog.mcp.schema import parse
+    from braidlog.mcp.tools import AppendArgs
+
+    a = parse(AppendArgs, {"braid_id": "b", "kind": "message", "payload": '{"text": "hi"}'})
+    assert a.payload == {"text": "hi"}
+    a = parse(AppendArgs, {"braid_id": '{"x": 1}', "kind": "message", "payload": {}})
+    assert a.braid_id == '{"x": 1}'
+
+
+# -------------------------------------------------------------------------------- the CLI
+
+def test_binding_beyond_loopback_needs_a_token(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("BRAIDLOG_MCP_TOKEN", raising=False)
+    store = tmp_path / "s.lmdb"
+    assert main(["--store", str(store), "mcp", "--http", "0.0.0.0:0"]) == 1
+    err = capsys.readouterr().err
+    assert "--http: 0.0.0.0 is reachable from other machines" in err and "BRAIDLOG_MCP_TOKEN" in err
+    assert not store.exists()  # refused before anything was opened
+    assert main(["--store", str(store), "mcp", "--token", "t"]) == 1
+    assert "--token: a token guards HTTP only" in capsys.readouterr().err
+
+
+def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    for name in [m for m in sys.modules if m == "mcp" or m.startswith(("mcp.", "braidlog.mcp"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now fails as if not installed
+    assert main(["--store", str(tmp_path / "s.lmdb"), "mcp"]) == 1
+    err = capsys.readouterr().err
+    assert err == "braidlog: error: braidlog mcp needs the MCP SDK: pip install 'braidlog[mcp]'\n"
+    assert not (tmp_path / "s.lmdb").exists()
+
+
+def test_the_cli_imports_the_sdk_only_when_the_command_runs():
+    code = ("import sys, braidlog.cli; braidlog.cli.build_parser(); "
+            "print(any(m == 'mcp' or m.startswith(('mcp.', 'braidlog.mcp')) for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
