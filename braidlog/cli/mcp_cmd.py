@@ -58,7 +58,7 @@ def cmd_mcp(args: Any, out: IO[str]) -> int:
     allowed = set(DEFAULT_ALLOWED) | set(args.allow_provenance or ())
     try:
         serve(store_path(args), http=args.http, token=token, read_only=args.read_only,
-              allow_provenance=allowed, log_level=args.log_level)
+              allow_provenance=allowed, apps=getattr(args, "app", None), log_level=args.log_level)
     except KeyboardInterrupt:
         pass
     return 0

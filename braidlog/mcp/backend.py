@@ -9,6 +9,7 @@ and appended in one write transaction (``Braid.execute``).
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -17,7 +18,6 @@ from typing import Any
 import msgspec
 
 from ..braid import Braid, Point
-from ..braid import open as open_braid
 from ..delta import PROVENANCE_KINDS, Provenance
 from ..errors import StorageError, ValidationError
 from ..store import resolve_point
@@ -52,11 +52,31 @@ def parse_point(value: int | str | None, field: str = "at") -> Point | None:
     return when
 
 
+def _open(path: str, read_only: bool, apps: Iterable[str] | None) -> Braid:
+    """The store with the projections it is used with (as ``braidlog.open`` finds them), and
+    those of the application modules ``apps`` (``--app``); a recorded projection that cannot be
+    found is named on standard error."""
+    from ..apps import APP_ENV, discover, for_store
+    from ..lmdb_log import LmdbLog
+
+    store = LmdbLog(path, readonly=read_only, create=not read_only)
+    try:
+        projections, missing = for_store(discover(apps), store.projections_used())
+        if missing:
+            sys.stderr.write(f"braidlog mcp: note: the store is used with {', '.join(map(repr, missing))}, "
+                             f"not found here; name the application with --app MODULE or {APP_ENV}\n")
+        return Braid(store, projections)
+    except BaseException:
+        store.close()
+        raise
+
+
 class Backend:
     """The store a server serves, opened once; ``read()`` and ``write()`` lend its Braid."""
 
     def __init__(self, path: str, *, read_only: bool = False,
-                 allow_provenance: Iterable[str] = DEFAULT_ALLOWED) -> None:
+                 allow_provenance: Iterable[str] = DEFAULT_ALLOWED,
+                 apps: Iterable[str] | None = None) -> None:
         allowed = frozenset(allow_provenance) | {DEFAULT_KIND}
         unknown = sorted(allowed - set(PROVENANCE_KINDS))
         if unknown:
@@ -67,7 +87,7 @@ class Backend:
         self.allowed = allowed
         self._lock = threading.RLock()
         self._recall: dict[str, Any] = {}
-        self.braid: Braid = open_braid(path, readonly=read_only, create=not read_only)
+        self.braid: Braid = _open(path, read_only, apps)
 
     # -- access ----------------------------------------------------------------------------------
     @contextlib.contextmanager
