@@ -186,7 +186,7 @@ def test_a_human_only_namespace_refuses_an_agent_and_writes_nothing(mcp):
     decision = {"title": "Drop the audit chain", "target": "audit-chain",
                 "rationale": "It costs a hash per append.", "namespace": "guarded"}
     text = mcp.error("record_decision", decision)
-    assert ("trust boundary: namespace 'guarded' is HUMAN_ONLY, so recording a decision needs "
+    assert ("namespace 'guarded' is HUMAN_ONLY, so recording a decision needs "
             "provenance 'user', not 'assistant'") in text
     text = mcp.error("record_decision", {**decision, "provenance_kind": "user"})
     assert "provenance_kind: this server does not let a caller claim provenance 'user'" in text
