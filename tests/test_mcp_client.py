@@ -286,3 +286,35 @@ def test_the_cli_imports_the_sdk_only_when_the_command_runs():
             "print(any(m == 'mcp' or m.startswith(('mcp.', 'braidlog.mcp')) for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_without_the_recall_extra_the_rest_is_served(tmp_path):
+    """With hnswlib missing (as without braidlog[recall]), the server lists no recall and no
+    decision search, appends without a vector by default, and says why when asked for one."""
+    code = f"""
+import sys
+sys.modules["hnswlib"] = None  # `import hnswlib` fails, as without the recall extra
+import anyio
+from mcp import Client
+from braidlog.mcp import Backend, build_server
+
+backend = Backend({str(tmp_path / 's.lmdb')!r})
+async def main():
+    async with Client(build_server(backend)) as c:
+        names = {{t.name for t in (await c.list_tools()).tools}}
+        print(sorted({{"recall", "search_decisions"}} & names), "append" in names)
+        r = await c.call_tool("append", {{"braid_id": "b", "kind": "message", "payload": {{"text": "hi"}}}})
+        print(r.structured_content["embedded"])
+        r = await c.call_tool("append", {{"braid_id": "b", "kind": "message", "payload": {{"text": "hi"}}, "embed": True}})
+        print(r.content[0].text)
+try:
+    anyio.run(main)
+finally:
+    backend.close()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["[] True", "False"]
+    assert lines[2] == ("Error executing tool append: embed: needs braidlog's recall extra (pip install "
+                        "'braidlog[recall]' where the server runs); pass embed false")

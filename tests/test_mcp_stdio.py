@@ -274,6 +274,11 @@ def test_recall_by_meaning_with_filters_and_as_of(mcp, store):
     assert only and all(h["delta"]["braid_id"] == store[1] for h in only)
     before = mcp.ok("recall", {"query": "billing database migration", "as_of": out["seq"] - 1, "k": 5})
     assert before["as_of"] == out["seq"] - 1 and out["id"] not in [h["delta_id"] for h in before["hits"]]
+    if "mode" in mcp.tools["recall"].input_schema["properties"]:  # keyword and hybrid recall
+        for mode in ("keyword", "hybrid"):
+            hits = mcp.ok("recall", {"query": "billing migration Friday", "mode": mode, "k": 3})["hits"]
+            assert hits[0]["delta_id"] == out["id"], mode
+        assert "mode: Invalid enum value" in mcp.error("recall", {"query": "x", "mode": "psychic"})
 
 
 def test_kinds_lists_payload_schemas(mcp):

@@ -22,7 +22,7 @@ from ..delta import PROVENANCE_KINDS, Provenance
 from ..errors import StorageError, ValidationError
 from ..store import resolve_point
 
-__all__ = ["Backend", "SOURCE", "DEFAULT_KIND", "DEFAULT_ALLOWED", "parse_point"]
+__all__ = ["Backend", "SOURCE", "DEFAULT_KIND", "DEFAULT_ALLOWED", "parse_point", "recall_installed"]
 
 #: ``provenance.source`` of every delta written over MCP.
 SOURCE = "mcp"
@@ -31,6 +31,16 @@ DEFAULT_KIND = "assistant"
 #: The kinds a call may claim unless the server allows more: none that a human or the system
 #: would be trusted with ("user" passes a HUMAN_ONLY trust boundary, "system" is the engine's).
 DEFAULT_ALLOWED = frozenset({"assistant", "tool", "perception", "dream"})
+
+
+def recall_installed() -> bool:
+    """Whether the ``recall`` extra is installed: the recall and search tools and embedding on
+    append need it; without it the server serves the rest."""
+    try:
+        import braidlog.recall  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def parse_point(value: int | str | None, field: str = "at") -> Point | None:

@@ -20,7 +20,7 @@ from msgspec import Meta, Struct
 
 from ..delta import ProvenanceKind
 from ..errors import ValidationError
-from .backend import DEFAULT_KIND, SOURCE, Backend
+from .backend import DEFAULT_KIND, SOURCE, Backend, recall_installed
 from .schema import ToolSpec, arguments, described
 from .tools import POINT_OR_HEAD
 
@@ -109,7 +109,7 @@ def _decision_tools() -> list[ToolSpec]:
 
     md = decisions.MemoryDecision
     note = "Refused (nothing written) where the namespace's trust boundary is HUMAN_ONLY and the caller is not a human."
-    return [
+    tools = [
         _write_tool("record_decision", "decisions", decisions.RecordDecision, md, outcome,
                     title="Record a decision", doc=note),
         _write_tool("supersede_decision", "decisions", decisions.SupersedeDecision, md, outcome,
@@ -120,10 +120,13 @@ def _decision_tools() -> list[ToolSpec]:
                     title="Accept a proposal", doc=note),
         _write_tool("reject_proposal", "decisions", decisions.RejectProposal, md, outcome,
                     title="Reject a proposal", doc=note),
-        ToolSpec("search_decisions", search_args, SearchOut, search, title="Search decisions",
-                 description="Search decisions and proposals (modes strict, balanced, audit), as "
-                 "of a point when `at` is given."),
     ]
+    if recall_installed():  # search embeds the query and the records
+        tools.append(ToolSpec("search_decisions", search_args, SearchOut, search,
+                              title="Search decisions",
+                              description="Search decisions and proposals (modes strict, balanced, "
+                              "audit), as of a point when `at` is given."))
+    return tools
 
 
 def _search_function() -> Any:

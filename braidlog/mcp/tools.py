@@ -20,7 +20,7 @@ from .. import audit
 from ..delta import GenericDelta, Provenance, delta
 from ..errors import IntegrityError, ValidationError
 from ..store import Head, Record
-from .backend import Backend, parse_point
+from .backend import Backend, parse_point, recall_installed
 from .schema import ToolSpec, arguments, described, json_schema
 
 __all__ = ["log_tools", "DeltaOut", "record_out", "POINT", "POINT_OR_HEAD"]
@@ -140,7 +140,7 @@ _ENVELOPE = {"braid_id", "kind", "payload", "confidence", "tags", "refs", "prove
 _STRICT = getattr(importlib.import_module("braidlog.delta"), "_StrictDelta", GenericDelta)
 
 AppendArgs = arguments(
-    "AppendArgs", _STRICT, [("embed", bool, True)], only=_ENVELOPE,
+    "AppendArgs", _STRICT, [("embed", bool, recall_installed())], only=_ENVELOPE,
     defaults={"confidence": 1.0, "provenance": None},
     types={"payload": dict[str, Any], "provenance": Provenance | None},
     describe={
@@ -151,7 +151,8 @@ AppendArgs = arguments(
         "provenance": "who wrote it: kind (default assistant) and optionally model, tool, "
                       "episode_id, knot_id; source is stamped 'mcp'",
         "embed": "store a vector of the payload's text (offline hashing embedder) so that "
-                 "`recall` finds the delta; a payload with no text is stored without one",
+                 "`recall` finds the delta; a payload with no text is stored without one "
+                 "(needs the recall extra; the default when it is installed)",
     },
     doc="A delta to append to the log.")
 
@@ -161,6 +162,9 @@ def _append(b: Backend, a: Any) -> Appended:
               confidence=a.confidence, refs=a.refs, tags=tuple(a.tags))
     embedded = False
     if a.embed:
+        if not recall_installed():
+            raise ValidationError("embed", "needs braidlog's recall extra (pip install "
+                                  "'braidlog[recall]' where the server runs); pass embed false")
         from ..recall import embed_delta
 
         try:
@@ -404,7 +408,8 @@ def _recall(b: Backend, a: Any) -> RecallOut:
 
 
 def log_tools() -> list[ToolSpec]:
-    return [
+    """The log's tools; ``recall`` only with the recall extra installed."""
+    tools = [
         ToolSpec("append", AppendArgs, Appended, _append, writes=True, title="Append a delta",
                  description="Append one delta (an immutable change) to the log; its provenance "
                  "records that it came over MCP. Returns its seq, id and chain hash."),
@@ -429,11 +434,15 @@ def log_tools() -> list[ToolSpec]:
         ToolSpec("state_at", StateAtArgs, StateOut, _state_at, title="Projection state at a point",
                  description="A projection's state (or one entity of it) as of a seq, a delta "
                  "id or a time: exactly a fresh fold of the deltas up to that point."),
-        ToolSpec("recall", recall_args(), RecallOut, _recall, title="Recall",
-                 description="The deltas closest in meaning to a text, best first, as of a point "
-                 "when given, with filters applied before the top k is cut."),
         ToolSpec("kinds", KindsArgs, KindsOut, _kinds, title="Kinds",
                  description="The kinds the store accepts, each with its owning projection and "
                  "the JSON Schema of its payload (what `append` checks)."),
     ]
+    if recall_installed():
+        tools.insert(8, ToolSpec(
+            "recall", recall_args(), RecallOut, _recall, title="Recall",
+            description="The deltas that best match a text, best first (by meaning, by keyword "
+            "or both when `mode` offers it), as of a point when given, with filters applied "
+            "before the top k is cut."))
+    return tools
 
