@@ -48,6 +48,9 @@ def test_the_server_lists_every_tool_and_resource(mcp):
     for name in WRITE_TOOLS:
         assert mcp.tools[name].annotations.read_only_hint is False, name
         assert mcp.tools[name].annotations.destructive_hint is False, name  # append-only
+    assert mcp.tools["record_decision"].annotations.idempotent_hint is True  # [] once done
+    assert mcp.tools["add_memory"].annotations.idempotent_hint is False  # a repeat may reinforce
+    assert mcp.tools["append"].annotations.idempotent_hint is False
     resources = mcp.run(mcp.client.list_resources).resources
     templates = mcp.run(mcp.client.list_resource_templates).resource_templates
     assert [str(r.uri) for r in resources] == ["braidlog://head"]

@@ -63,9 +63,11 @@ def _command(cls: type[Struct], a: Any, **stamped: Any) -> Any:
 
 
 def _write_tool(name: str, projection: str, cls: type[Struct], result: Any, outcome: Any, *,
-                title: str, stamped: dict[str, Any] | None = None, doc: str = "") -> ToolSpec:
-    """A tool that runs command ``cls`` on ``projection``; ``outcome(braid_state, records,
-    command)`` is the tool's result."""
+                title: str, stamped: dict[str, Any] | None = None, doc: str = "",
+                idempotent: bool = True) -> ToolSpec:
+    """A tool that runs command ``cls`` on ``projection``; ``outcome(braid, records, command)``
+    is the tool's result. ``idempotent``: the command repeated changes nothing more (the
+    projection decides [] once it is done)."""
     stamped = stamped or {}
     args = arguments(f"{cls.__name__}Args", cls, _ACTING, omit=stamped, doc=cls.__doc__)
 
@@ -79,7 +81,7 @@ def _write_tool(name: str, projection: str, cls: type[Struct], result: Any, outc
                 result=_copy(outcome(braid, records, command)))
 
     description = " ".join((cls.__doc__ or name).split())
-    return ToolSpec(name, args, CommandOut[result], run, writes=True, title=title, idempotent=True,
+    return ToolSpec(name, args, CommandOut[result], run, writes=True, title=title, idempotent=idempotent,
                     description=description + (" " + doc if doc else ""))
 
 
@@ -218,7 +220,7 @@ def _memory_tools() -> list[ToolSpec]:
 
     return [
         _write_tool("add_memory", "memories", typedmem.AddMemory, typedmem.Memory | None, outcome,
-                    title="Add a memory",
+                    title="Add a memory", idempotent=False,  # a repeat may reinforce the slot
                     doc="Returns the record that holds it (the incoming one, or the one its "
                     "slot's policy merged it into)."),
         ToolSpec("list_memories", list_args, MemoriesOut, list_, title="List memories",
