@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import numbers
 import os
 import sys
 import warnings
@@ -34,7 +35,8 @@ from typing import Any
 
 import msgspec
 
-from .delta import GenericDelta, Provenance
+from .command import command_fault
+from .delta import PROVENANCE_KINDS, GenericDelta, Provenance
 from .errors import (
     BraidlogError, CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError,
 )
@@ -94,8 +96,18 @@ class Braid:
 
     def __init__(self, store: LogStore, projections: Iterable[Projection] = (), *,
                  checkpoint_every: int = 5000, retries: int = 2, lazy: bool = False) -> None:
-        if checkpoint_every < 1:
-            raise ValidationError("checkpoint_every", "must be at least 1")
+        for name, value, least in (("checkpoint_every", checkpoint_every, 1), ("retries", retries, 0)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+                raise ValidationError(name, f"must be a whole number, at least {least}, not "
+                                      f"{value if isinstance(value, numbers.Integral) else type(value).__name__}")
+        if isinstance(projections, (str, bytes, Mapping)) or not isinstance(projections, Iterable):
+            raise ValidationError("projections", "must be a list of Projection, not "
+                                  f"{type(projections).__name__}")
+        projections = list(projections)
+        for p in projections:
+            if not isinstance(p, Projection):
+                raise ValidationError("projections", f"must be a list of Projection; it holds a "
+                                      f"{type(p).__name__}")
         self.log = store
         self.checkpoint_every = checkpoint_every
         self.retries = retries
@@ -333,7 +345,11 @@ class Braid:
         if isinstance(decider, str):
             decider = self.projection(decider)  # type: ignore[assignment]
         if not isinstance(decider, Decider):
-            raise ValidationError("decider", f"{decider!r} is not a Decider")
+            if isinstance(decider, Projection):
+                raise ValidationError("decider", f"projection {decider.name!r} is not a Decider: "
+                                      "it folds the log but decides no commands")
+            raise ValidationError("decider", f"must be a Decider or the name of a projection of "
+                                  f"this braid, not {type(decider).__name__}")
         if decider.name not in self._projections:
             raise ValidationError("decider", f"{decider.name!r} is not a projection of this braid")
         if isinstance(provenance, str):
@@ -341,15 +357,34 @@ class Braid:
                 provenance = msgspec.convert({"kind": provenance}, Provenance)
             except msgspec.ValidationError:
                 raise ValidationError("provenance.kind", f"unknown provenance kind {provenance!r}") from None
-        if now is not None and now.tzinfo is None:
-            raise ValidationError("now", "must be a timezone-aware datetime")
+        elif not isinstance(provenance, Provenance):
+            raise ValidationError("provenance", f"must be a provenance kind ({', '.join(PROVENANCE_KINDS)}) "
+                                  f"or a Provenance, not {type(provenance).__name__}")
+        if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+            raise ValidationError("now", "must be a timezone-aware datetime"
+                                  + ("" if isinstance(now, datetime) else f", not {type(now).__name__}"))
+        if not isinstance(braid_id, str):
+            raise ValidationError("braid_id", f"must be a string, not {type(braid_id).__name__}")
+        if not isinstance(confidence, numbers.Real) or isinstance(confidence, bool):
+            raise ValidationError("confidence", f"must be a number in [0, 1], not {type(confidence).__name__}")
         i = self._index(decider.name)
 
         def decide(head: int) -> list[GenericDelta]:
             ctx = Context(now=now or datetime.now(timezone.utc), braid_id=braid_id,
                           provenance=provenance, confidence=confidence, head=head,
                           log=ReadView(self.log, head))
-            return decider.decide(command, self._states[i], ctx)
+            try:
+                return decider.decide(command, self._states[i], ctx)
+            except BraidlogError:
+                raise
+            except Exception as e:
+                # A command whose fields do not match their declared types can crash a decide
+                # that trusted them: blame the command then; a well-formed one that crashes
+                # decide is a bug, and goes through as it is.
+                fault = command_fault(command)
+                if fault is None:
+                    raise
+                raise fault from e
 
         for _ in range(self.retries):
             head = self.catch_up()

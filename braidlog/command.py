@@ -16,13 +16,19 @@ lone surrogate, which no store can encode)::
 A projection author derives each command from ``Command`` instead of ``msgspec.Struct`` (its
 Struct options stay as they were). The values of the fields are checked where the rules live:
 by ``decide`` and by the payload schemas of the kinds the command appends, at the boundary every
-delta passes. Decoding a command (``msgspec.convert``, JSON from the command line or MCP)
-checks its field types and refuses unknown fields, as for any Struct.
+delta passes. A ``decide`` that trusted a field's declared type and crashed on another is met by
+``command_fault``: ``Braid.execute`` then raises the ValidationError naming the field that does
+not match its declaration, and lets the crash through only when the command is well formed (a
+bug to fix, not bad input). Decoding a command (``msgspec.convert``, JSON from the command line
+or MCP) checks its field types and refuses unknown fields, as for any Struct.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import re
+import uuid
 from typing import Any
 
 import msgspec
@@ -31,8 +37,12 @@ from msgspec import Struct, StructMeta
 from .delta import _bad_text, _find
 from .errors import ValidationError
 
-__all__ = ["Command", "CommandMeta"]
+__all__ = ["Command", "CommandMeta", "command_fault"]
 
+_BUILTIN = (bytes, bytearray, memoryview, datetime.datetime, datetime.date, datetime.time,
+            datetime.timedelta, uuid.UUID, decimal.Decimal)
+
+_TOO_DEEP = "a field nests too deep, or contains itself"
 _ARGUMENT = re.compile(r"(Missing required|Unexpected keyword) argument '([^']+)'"
                        r"|Argument '([^']+)' given by name and position|Extra positional arguments provided")
 
@@ -48,6 +58,8 @@ class CommandMeta(StructMeta):
             if error is None:
                 raise
             raise error from None
+        except RecursionError:  # a __post_init__ that walks its fields met a cycle
+            raise ValidationError(cls.__name__, _TOO_DEEP) from None
         return _checked(cls, command)
 
 
@@ -90,3 +102,40 @@ def _checked(cls: type, command: Any) -> Any:
     if fault is not None:
         raise ValidationError(fault[0].lstrip("."), fault[1])
     return command
+
+
+def command_fault(command: Any) -> ValidationError | None:
+    """Why ``command`` does not match what its class declares (each field's type and
+    constraints), as a ValidationError naming the field; None when it matches."""
+    if not isinstance(command, Struct):
+        return ValidationError("command", f"must be a command (a braidlog.Command), not "
+                               f"{type(command).__name__}")
+    cls = type(command)
+    name = cls.__name__
+    try:
+        plain = msgspec.to_builtins(command, builtin_types=_BUILTIN)
+        msgspec.convert(plain, cls)
+    except (TypeError, msgspec.EncodeError) as e:
+        unsupported = re.search(r"objects of type (\S+) is unsupported", str(e))
+        field = _first_field(command, lambda v: msgspec.to_builtins(v, builtin_types=_BUILTIN))
+        return ValidationError(field or name, f"must be plain data (text, numbers, booleans, None, "
+                               f"lists, dicts, times or Structs), not "
+                               f"{unsupported.group(1) if unsupported else 'this value'} ({name})")
+    except msgspec.ValidationError as e:
+        rule, sep, path = str(e).rpartition(" - at `$")
+        if not sep:
+            rule, path = str(e), ""
+        return ValidationError(path.rstrip("`").lstrip(".") or name, f"{rule} ({name})")
+    except RecursionError:
+        return ValidationError(name, _TOO_DEEP)
+    return None
+
+
+def _first_field(command: Any, check: Any) -> str | None:
+    """The first field of ``command`` whose value ``check`` refuses."""
+    for field in command.__struct_fields__:
+        try:
+            check(getattr(command, field))
+        except Exception:  # noqa: BLE001 - only which field fails matters here
+            return field
+    return None

@@ -511,7 +511,11 @@ def _encoding_error(d: GenericDelta, e: Exception, index: int | None) -> Validat
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    """``value`` for a message: its repr, cut to 60 characters."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deep to show"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -34,7 +34,7 @@ from .chain import GENESIS, HASH_SIZE
 from .chain import digest, link
 from . import tree as merkle
 from .delta import GenericDelta, _decoder, encode, referenced_ids
-from .errors import BraidlogError, DecodeError, IntegrityError, StorageError
+from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, ValidationError
 from .kind_schema import store_kinds
 from .kinds import REGISTRY, Registry
 from .lmdb_env import Env
@@ -171,6 +171,22 @@ def _fill_idh(txn, db: dict[str, Any]) -> None:
     txn.cursor(db["idh"]).putmulti(rows, overwrite=False)
 
 
+def _store_path(path: Any) -> Path:
+    """``path`` as a Path, refused when it cannot name a directory on this system."""
+    try:
+        p = Path(path)
+        os.fsencode(p)
+    except TypeError:
+        raise ValidationError("path", "must be a str or os.PathLike naming the store's directory, "
+                              f"not {type(path).__name__}") from None
+    except UnicodeEncodeError as e:
+        raise ValidationError("path", f"cannot be a file name here: {e.object[e.start]!r} at index "
+                              f"{e.start} is not encodable ({e.reason})") from None
+    if "\x00" in str(p):
+        raise ValidationError("path", "must not contain a NUL character")
+    return p
+
+
 class LmdbLog(IndexScans):
     """The log in an LMDB environment at ``path`` (a directory).
 
@@ -182,7 +198,11 @@ class LmdbLog(IndexScans):
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = True, create: bool = True,
                  readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
                  registry: Registry = REGISTRY, check_head: bool = True) -> None:
-        self.path = Path(path)
+        self.path = _store_path(path)
+        if isinstance(map_size, bool) or not isinstance(map_size, int) or not 0 < map_size <= MAX_MAP_SIZE:
+            got = map_size if isinstance(map_size, int) else type(map_size).__name__
+            raise ValidationError("map_size", f"must be a number of bytes from 1 to {MAX_MAP_SIZE} "
+                                  f"(the store grows it as it fills), not {got}")
         self.registry = store_kinds(registry, self)
         self.durable = durable
         self.readonly = readonly

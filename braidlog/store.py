@@ -252,7 +252,11 @@ def _batch(deltas: Any) -> Iterable[Any]:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    """``value`` for a message: its repr, cut to 60 characters."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deep to show"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
