@@ -318,3 +318,69 @@ finally:
     assert lines[:2] == ["[] True", "False"]
     assert lines[2] == ("Error executing tool append: embed: needs braidlog's recall extra (pip install "
                         "'braidlog[recall]' where the server runs); pass embed false")
+
+
+#: A valid call of every tool; the property test below starts from these and breaks them.
+EXAMPLES = {
+    "append": {"braid_id": "b", "kind": "message", "payload": {"text": "hello there"}},
+    "head": {}, "verify": {}, "show": {"ref": 1}, "kinds": {"kind": "message"},
+    "history": {"braid_id": "b"}, "diff": {"a": 0}, "explain": {"entity_id": "t/f"},
+    "state_at": {"projection": "fields", "at": 1}, "recall": {"query": "hello"},
+    "record_decision": {"title": "A title", "target": "tgt", "rationale": "a long enough reason"},
+    "supersede_decision": {"title": "A title", "target": "tgt", "rationale": "a long enough reason",
+                           "old_decision_ids": ["01J0000000000000000000000Z"]},
+    "draft_proposal": {"proposal": {"title": "P", "target": "ptg", "rationale": "a long enough reason"}},
+    "accept_proposal": {"proposal_id": "01J0000000000000000000000Z"},
+    "reject_proposal": {"proposal_id": "01J0000000000000000000000Z", "reason": "no"},
+    "search_decisions": {"query": "title"},
+    "revise_field": {"topic_id": "t", "field": "f", "value": "v"},
+    "get_field": {"topic_id": "t", "field": "f", "history": True},
+    "add_memory": {"memory": {"type": "fact", "content": "water is wet", "subject": "water"}},
+    "list_memories": {}, "episodes": {"braid_id": "b"}, "knots": {"braid_id": "b"},
+    "forks": {"braid_id": "b"}, "trust": {"subject_id": "x"},
+}
+
+
+def test_any_arguments_give_a_result_or_a_braidlog_error(tmp_path_factory):
+    """Every tool's valid example, with any of its arguments (or a stray one) given any JSON
+    value, ends in a result or a BraidlogError, which the client reads as the field and the
+    rule: never another exception, which the client would see only as "Error executing tool"."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from braidlog import BraidlogError
+    from braidlog.mcp import Backend
+    from braidlog.mcp.projection_tools import projection_tools
+    from braidlog.mcp.schema import encode, json_schema, parse
+    from braidlog.mcp.tools import log_tools
+
+    specs = {s.name: s for s in [*log_tools(), *projection_tools()]}
+    assert set(specs) == set(EXAMPLES)
+    json_values = st.recursive(
+        st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=30),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3),
+        max_leaves=8)
+    names = {n: sorted(json_schema(s.args).get("properties", {})) + ["stray"] for n, s in specs.items()}
+
+    def broken(name: str):
+        changes = st.dictionaries(st.sampled_from(names[name]), json_values, max_size=2)
+        return st.tuples(st.just(name), changes.map(lambda c: {**EXAMPLES[name], **c}))
+    calls = st.sampled_from(sorted(specs)).flatmap(broken)
+    backend = Backend(str(tmp_path_factory.mktemp("mcp-any") / "s.lmdb"))
+    seen = {"ok": 0, "refused": 0}
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(calls)
+    def check(call):
+        name, arguments = call
+        try:
+            encode(specs[name].run(backend, parse(specs[name].args, arguments)))
+            seen["ok"] += 1
+        except BraidlogError:
+            seen["refused"] += 1
+
+    try:
+        check()
+    finally:
+        backend.close()
+    assert seen["ok"] >= 15 and seen["refused"] >= 15, seen  # both paths were exercised
