@@ -258,3 +258,17 @@ def test_signing_without_cryptography_says_how_to_install(monkeypatch):
         generate("x")
     with pytest.raises(v.VerificationError, match=r"pip install 'braidlog\[proofs\]'"):
         v.open_checkpoint(GO_NOTE, GO_VKEY)
+
+
+def test_the_verifier_module_imports_only_stdlib_blake3_and_cryptography():
+    import ast
+    import sys
+
+    tree = ast.parse(open(v.__file__, encoding="utf-8").read())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module}
+    relative = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
+    assert not relative
+    assert imported - set(sys.stdlib_module_names) == {"blake3", "cryptography"}
