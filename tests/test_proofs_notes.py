@@ -8,6 +8,8 @@ import os
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from braidlog import BraidlogError, IntegrityError, LmdbLog, MemoryLog, Projection, Refs, BeadRef
 from braidlog import ValidationError
@@ -272,3 +274,50 @@ def test_the_verifier_module_imports_only_stdlib_blake3_and_cryptography():
     relative = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
     assert not relative
     assert imported - set(sys.stdlib_module_names) == {"blake3", "cryptography"}
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=70),
+                     lambda inner: st.lists(inner, max_size=4)
+                     | st.dictionaries(st.text(max_size=12), inner, max_size=5), max_leaves=12)
+_KEY = generate("example.com/log")
+
+
+@settings(max_examples=300, deadline=None)
+@given(note=st.one_of(st.binary(max_size=300), st.text(max_size=300)),
+       vkey=st.one_of(st.text(max_size=90), st.just(GO_VKEY)))
+def test_arbitrary_notes_and_keys_raise_only_verification_errors(note, vkey):
+    for key in (vkey, str(_KEY.verifier())):
+        try:
+            v.open_checkpoint(note, key)
+        except v.VerificationError:
+            pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(proof=_json, body=st.none() | st.binary(max_size=20))
+def test_arbitrary_proofs_raise_only_verification_errors(proof, body):
+    cp = v.Checkpoint("example.com/log", 5, bytes(32))
+    for p in (proof, {"leaf_hash": proof, "tree_size": 5, "seq": proof, "path": proof, "root": "00" * 32},
+              {"old_size": proof, "new_size": 5, "old_root": proof, "new_root": "00" * 32, "path": []},
+              {"records": proof, "at": 3, "tree_size": 5, "root": "00" * 32}):
+        try:
+            v.check_proof(p, [cp], None if body is None else {1: body})
+        except v.VerificationError:
+            pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(seq=st.one_of(st.integers(), st.booleans(), st.text(max_size=5), st.none(), st.floats()),
+       size=st.one_of(st.integers(), st.none(), st.text(max_size=3)))
+def test_arbitrary_proof_arguments_raise_only_validation_errors(seq, size):
+    store = _SMALL
+    for call in (lambda: inclusion_proof(store, seq, size), lambda: root(store, size),
+                 lambda: __import__("braidlog.proofs").proofs.consistency_proof(store, seq, size)):
+        try:
+            call()
+        except ValidationError:
+            pass
+
+
+_SMALL = MemoryLog()
+_SMALL.append_batch([make_delta(i) for i in range(9)])

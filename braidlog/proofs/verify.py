@@ -479,9 +479,10 @@ def check_proof(proof: dict[str, Any], checkpoints: list[Checkpoint],
                                     f"are for {sorted(c.size for c in checkpoints)}")
         body = None
         if bodies is not None:
-            body = bodies.get(proof.get("seq"))  # type: ignore[arg-type]
+            seq = _int(proof.get("seq"), "seq")
+            body = bodies.get(seq)
             if body is None:
-                raise VerificationError(f"the export has no record at seq {proof.get('seq')}")
+                raise VerificationError(f"the export has no record at seq {seq}")
         check_inclusion_proof(proof, cp, body)
         what = "and its bytes are the export's" if body is not None else ""
         return {"kind": "inclusion", "seq": proof["seq"], "tree_size": size,
