@@ -166,8 +166,11 @@ class AgentSession:
             entity = rnd.randrange(self.entities)
             payload, prov, refs = makers[kind](rnd, i, entity)
             ms = self._start_ms + i * 250
+            delta_id = _ulid(ms, rnd.getrandbits(80))
+            if "decision_id" in payload:  # a decision's id is the id of the delta recording it
+                payload["decision_id"] = delta_id
             yield GenericDelta(
-                id=_ulid(ms, rnd.getrandbits(80)), braid_id=self.braids[i % len(self.braids)],
+                id=delta_id, braid_id=self.braids[i % len(self.braids)],
                 kind=kind, ts=self.start + timedelta(milliseconds=i * 250), provenance=prov,
                 confidence=round(0.5 + rnd.random() / 2, 3), payload=payload, refs=refs,
                 tags=(f"topic-{entity:05d}",),
@@ -229,7 +232,7 @@ class AgentSession:
 
     def _decision_recorded(self, rnd, i, entity):
         payload = {"decision_id": f"dec-{entity:05d}-{i}", "title": self._text(rnd, 4),
-                   "target": f"service/{rnd.choice(_WORDS)}/{entity:05d}",
+                   "target": f"service/{rnd.choice(_WORDS)}/{entity:05d}-{i}",
                    "rationale": self._text(rnd, 8),
                    "keywords": [rnd.choice(_WORDS) for _ in range(3)]}
         return payload, Provenance("assistant", model=rnd.choice(_MODELS)), None

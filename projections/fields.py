@@ -12,7 +12,8 @@ An unknown ``field_type`` is stored as ``string``, as MemState's TopicField coer
 type asked for is kept in the revision (``requested_type``).
 
 Rules: every delta of this projection's kinds obeys the checks in the "rules" section below
-(``check``), run where deltas enter the store and by ``decide`` on what it builds.
+(``check``), which the boundary runs inside the write transaction for every delta entering a
+store opened with this projection (``Braid.append``, ``append_batch``, ``execute``, the CLI).
 
 Ids: a topic id is the caller's (1..60 characters, no "/"); a field's id is
 ``f"{topic_id}/{field_name}"`` (``field_id``); a revision's id is the id of the delta that
@@ -481,15 +482,8 @@ def check(state: State, delta: GenericDelta, at: Any = None) -> None:
 # ------------------------------------------------------------------------------------- decide
 
 def decide(command: Any, state: State, ctx: Context) -> list[GenericDelta]:
-    """The deltas that carry out ``command`` against ``state``; [] when already done. Each obeys
-    ``check`` (the deltas of one command touch different topics, so each is checked on ``state``)."""
-    deltas = _decide(command, state, ctx)
-    for d in deltas:
-        check(state, d)
-    return deltas
-
-
-def _decide(command: Any, state: State, ctx: Context) -> list[GenericDelta]:
+    """The deltas that carry out ``command`` against ``state``; [] when already done. Their
+    rules are ``check``'s, which the boundary runs on every delta entering the store."""
     if isinstance(command, ReviseField):
         return _revise(command, state, ctx)
     if isinstance(command, BumpSalience):
@@ -702,7 +696,7 @@ def fields_decider(max_field_history: int = DEFAULT_MAX_FIELD_HISTORY, *,
     return Decider(name=name, version=2, initial=State(),
                    evolve=evolve if max_field_history == DEFAULT_MAX_FIELD_HISTORY
                    else _evolver(max_field_history),
-                   kinds=KINDS, state_type=State, local=True, decide=decide)
+                   kinds=KINDS, state_type=State, local=True, decide=decide, check=check)
 
 
 def entity(state: State, entity_id: str) -> TopicView | FieldView | None:

@@ -1,9 +1,12 @@
 """``decide``: the deltas a decisions command appends, against the state it is decided on.
 
 A handler works out what a command means (an intent's ids, the accepted proposal's fields, the
-registered name of the target) and whether it is already done (then ``[]``); the rules it must
-obey are ``rules``'s, run on the deltas it built (``rules.check_batch``), the same checks the
-boundary runs for a raw append. Time and ids come from the ``Context``.
+registered name of the target) and whether it is already done (then ``[]``). The rules its
+deltas must obey are ``rules``'s: ``DECIDER.check``, which the boundary runs inside the write
+transaction on every delta entering a store opened with this projection, ``execute``'s
+included. A handler calls a rule itself only where it needs the answer to build its deltas (the
+proposal it accepts) or where a refusal must come before "already done" (the trust boundary).
+Time and ids come from the ``Context``.
 """
 
 from __future__ import annotations
@@ -216,10 +219,9 @@ def decide(command: Command, state: State, ctx: Context) -> list[GenericDelta]:
         names = ", ".join(c.__name__ for c in _HANDLERS)
         raise ValidationError("command", f"{type(command).__name__} is not a decisions command; "
                                          f"use one of {names}")
-    deltas = handler(command, state, ctx)
-    rules.check_batch(state, deltas)
-    return deltas
+    return handler(command, state, ctx)
 
 
-DECIDER = Decider("decisions", version=2, initial=State(), evolve=evolve, decide=decide, state_type=State)
+DECIDER = Decider("decisions", version=2, initial=State(), evolve=evolve, decide=decide, state_type=State,
+                  check=rules.check)
 PROJECTIONS = [DECIDER]

@@ -33,7 +33,10 @@ def encoded(state: D.State) -> bytes:
 
 
 class Session:
-    """decide + evolve without a store; every delta is validated as the log would."""
+    """decide + the boundary + evolve without a store: every delta a command makes is validated
+    and checked as the log would (``DECIDER.check`` against the state with the command's earlier
+    deltas folded in), and a refused command appends nothing. ``append`` is a bare fold (a log
+    written before the rules)."""
 
     def __init__(self) -> None:
         self.state = D.DECIDER.start()
@@ -49,7 +52,13 @@ class Session:
             assert encoded(self.state) == before, "a refusal must not touch the state"
             raise
         assert encoded(self.state) == before, "decide must not touch the state"
-        for d in deltas:
+        stored = [braidlog.validate(d)[0] for d in deltas]
+        try:
+            D.check_batch(self.state, stored)
+        except (Rejected, ValidationError):
+            assert encoded(self.state) == before, "a check must not touch the state"
+            raise
+        for d in stored:
             self.append(d)
         return deltas
 
@@ -363,6 +372,47 @@ def test_every_rule_refuses_a_raw_delta_that_breaks_it():
         D.check(s.state, braidlog.validate(d)[0])
 
 
+@pytest.mark.parametrize("store", ["memory", "lmdb"])
+def test_raw_appends_that_break_a_rule_are_refused_with_nothing_of_the_batch_written(tmp_path, store):
+    """The boundary: Braid.append and append_batch run the same rules as the commands."""
+    path = None if store == "memory" else tmp_path / "store.lmdb"
+    with braidlog.open(path, projections=D.PROJECTIONS) as braid:
+        old = D.execute(braid, RecordDecision(title="Use PostgreSQL", target="database", rationale=RATIONALE),
+                        braid_id="b1", provenance="user", now=T0).metadata["decision_id"]
+        (pid,) = [r.delta.id for r in braid.execute(D.DECIDER, DraftProposal(proposal=ProposalContent(
+            title="Shard", target="queue", rationale=RATIONALE)), braid_id="b1", provenance="user", now=day(0.1))]
+        head = braid.head()
+        decision = {"title": "Use SQLite", "target": "DataBase", "rationale": RATIONALE}
+        fine = raw("message", {"text": "an unrelated delta first"}, at=1)
+        for bad, message in [
+            (raw("decision_recorded", decision, own_id="decision_id", at=1),
+             "one_active_decision_per_target: CONFLICT: target 'DataBase' \\(registered as 'database'\\)"),
+            (raw("decision_recorded", {**decision, "target": "queue", "rationale": "too short"},
+                 own_id="decision_id", at=1), "rationale"),
+            (raw("proposal_accepted", {"proposal_id": pid, "decision_id": old}, at=1),
+             "accepted_as_its_decision: "),
+            (raw("proposal_rejected", {"proposal_id": pid, "reason": "no"}, at=1, who=HUMAN), None),
+        ]:
+            if message is None:  # a draft may be rejected once; the status then cannot jump again
+                braid.append(bad)
+                head = braid.head()
+                bad = raw("proposal_accepted", {"proposal_id": pid, "decision_id": old}, at=2)
+                message = "proposal_status_flow: cannot accept proposal .*: it is rejected"
+            with pytest.raises((Rejected, ValidationError), match=message):
+                braid.append(bad)
+            with pytest.raises((Rejected, ValidationError), match=message):
+                braid.append_batch([fine, bad])
+            assert braid.head() == head  # nothing of the batch was written
+            assert braid.log.get(fine.id) is None
+        state = braid.state("decisions")
+        assert D.active_decisions(state, "database") == [old]
+        # with the intent, the same raw decision enters
+        ok = raw("decision_recorded", {**decision, "supersedes": [old]}, own_id="decision_id", at=3)
+        braid.append_batch([fine, ok])
+        assert D.active_decisions(braid.state("decisions"), "DATABASE") == [ok.id]
+        assert braid.state("decisions").decisions[old].superseded_by == ok.id
+
+
 def test_an_accepted_proposal_names_the_decision_recorded_from_it():
     s = Session()
     (drafted,) = s.run(DraftProposal(proposal=ProposalContent(title="p", target="queue", rationale=RATIONALE)))
@@ -471,6 +521,16 @@ def test_an_alias_through_the_cli_append(tmp_path, capsys):
         md = D.execute(braid, RecordDecision(title="Use SQLite", target="primary_store", rationale=RATIONALE),
                        braid_id="b1", provenance="user", now=day(1))
         assert not md.should_persist and "a ResolutionIntent is required" in md.reason
+        head = braid.head()
+    # the CLI's append passes the same boundary: a second active decision through the alias is refused
+    clash = raw("decision_recorded", {"title": "Use SQLite", "target": "PRIMARY_STORE", "rationale": RATIONALE},
+                own_id="decision_id", at=2)
+    src.write_bytes(braidlog.to_json(clash))
+    capsys.readouterr()
+    assert main(["--store", str(path), "append", str(src)]) != 0
+    assert "one_active_decision_per_target: CONFLICT" in capsys.readouterr().err
+    with braidlog.open(path, projections=D.PROJECTIONS) as braid:
+        assert braid.head() == head
 
 
 def test_requests_become_commands():

@@ -22,10 +22,23 @@ T0 = datetime(2026, 2, 1, 9, 0, tzinfo=timezone.utc)
 
 
 class Given(Harness):
-    """The shared harness with this family's decider by default."""
+    """The shared harness with this family's decider by default; the deltas a command makes pass
+    the boundary's checks (``decider.check``) before they are kept, as in a store."""
 
     def __init__(self, decider=None):
         super().__init__(decider or F.fields_decider(), start=T0)
+
+    def when(self, command, *, at=None):
+        state, kept = self.state, len(self.deltas)
+        out = super().when(command, at=at)
+        try:
+            for d in out:
+                self.decider.check(state, d, None)
+                state = self.decider.apply(state, d, 0)
+        except BaseException:
+            del self.deltas[kept:]
+            raise
+        return out
 
 
 def revise(topic="atlas", field="owner", value="Aya", **kw) -> ReviseField:
@@ -171,6 +184,33 @@ def test_an_unknown_type_is_stored_as_string_with_the_requested_type_kept():
     with pytest.raises(ValidationError, match="must be a type name"):
         g.when(revise(value="x", field_type=""))
     assert F.stored_type("json") == ("json", None) and F.stored_type("money") == ("string", "money")
+
+
+def test_raw_appends_that_break_a_fields_rule_are_refused_with_nothing_written(braid):
+    execute(braid, revise(field="count", value=3, field_type="int"))
+    head = braid.head()
+
+    def raw(payload, kind="field_revised"):
+        return braidlog.GenericDelta(braid_id="agent-1", kind=kind, ts=T0 + timedelta(hours=1),
+                                     provenance=braidlog.Provenance("user"), confidence=1.0, payload=payload)
+
+    fine = raw({"topic_id": "atlas", "field": "owner", "field_type": "string", "value": "Aya", "provenance": "ui"})
+    for bad, message in [
+        (raw({"topic_id": "atlas", "field": "count", "field_type": "string", "value": "3", "provenance": "ui"}),
+         "field_type_never_changes"),
+        (raw({"topic_id": "atlas", "field": "count", "field_type": "int", "value": "3", "provenance": "ui"}),
+         "value_matches_field_type"),
+        (raw({"topic_id": "nope"}, kind="topic_restored"), "topic_known"),
+    ]:
+        with pytest.raises((ValidationError, Rejected), match=message):
+            braid.append(bad)
+        with pytest.raises((ValidationError, Rejected), match=message):
+            braid.append_batch([fine, bad])
+        assert braid.head() == head and braid.log.get(fine.id) is None
+    # an unknown type, stored as string with the requested type kept, enters raw as well
+    braid.append(raw({"topic_id": "atlas", "field": "sku", "field_type": "string", "value": "A1",
+                      "provenance": "ui", "requested_type": "sku_code"}))
+    assert F.get_field(braid.state("fields"), "atlas", "sku").requested_type == "sku_code"
 
 
 def test_every_fields_rule_refuses_a_raw_delta_that_breaks_it():
