@@ -40,7 +40,7 @@ from .kinds import REGISTRY, Registry
 from .lmdb_env import Env
 from .store import (
     Admit, BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage,
-    ts_micros, verify_bodies,
+    ts_micros,
 )
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
@@ -433,11 +433,19 @@ class LmdbLog(IndexScans):
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, seq: int) -> Record:
-        """The record at ``seq``; IndexError when there is none."""
-        rec = self._read(lambda txn: self._record_in(txn, seq))
-        if rec is None:
-            raise IndexError(f"no delta at seq {seq}; the log holds 1..{self.head().seq}")
-        return rec
+        """The record at ``seq``; IndexError when there is none, IntegrityError when the log
+        holds ``seq`` (it is at or below the head) but a read cannot find it."""
+        def fn(txn):
+            rec = self._record_in(txn, seq)
+            if rec is None:
+                head = self._head_in(txn)[0].seq
+                if 1 <= seq <= head:
+                    raise IntegrityError(
+                        f"seq {seq} is within the log (1..{head}) but a read of it finds nothing: "
+                        "the store is damaged; run `braidlog verify`", seq=seq)
+                raise IndexError(f"no delta at seq {seq}; the log holds 1..{head}")
+            return rec
+        return self._read(fn)
 
     def _record_in(self, txn, seq: int) -> Record | None:
         value = txn.get(u64(seq), db=self._db["log"]) if 1 <= seq < 2**63 else None
@@ -636,8 +644,18 @@ class LmdbLog(IndexScans):
 
     def verify(self, start: int = 1, stop: int | None = None, *,
                progress: Progress | None = None) -> Head:
-        """Recompute the chain over [start, stop); the head of the range, or IntegrityError."""
-        return verify_bodies(self, start, stop, progress)
+        """Recompute the chain over [start, stop), reading each record through the B-tree as
+        reads do; over the whole log (the default) also check every index against the log both
+        ways, both meta pages and the file's B-tree (lmdb_check.py). The head of the range, or
+        IntegrityError naming the first damage and the remedy."""
+        from .lmdb_check import verify
+        return verify(self, start, stop, progress)
+
+    def repair_indexes(self, progress: Progress | None = None) -> dict[str, int]:
+        """Rebuild every index (and the Merkle tree) from the log in one write transaction,
+        after verifying the log's chain; the entries written per table."""
+        from .lmdb_check import repair_indexes
+        return repair_indexes(self, progress)
 
     def counts(self, index: str) -> dict[str, int]:
         """Number of deltas per key of an index ("braid" or "kind")."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 __all__ = ["Meta", "FileFinding", "read_metas", "picked", "short_file", "meta_findings",
-           "last_key"]
+           "table_db", "last_key"]
 
 MAGIC = 0xBEEFC0DE
 _E = "<" if sys.byteorder == "little" else ">"
@@ -201,9 +201,8 @@ class _Reader:
         raise FileFinding(f"the main tree under page {root} is deeper than its depth {depth}")
 
 
-def last_key(fd: int, hdr: int, meta: Meta, table: bytes) -> bytes | None:
-    """The last key of the named table in the commit ``meta`` names (None for an empty one),
-    read from the file. Raises FileFinding where a page is not what the tree says."""
+def table_db(fd: int, hdr: int, meta: Meta, table: bytes) -> Db:
+    """The MDB_db record of the named table in the commit ``meta`` names, read from the file."""
     r = _Reader(fd, hdr, meta.psize, meta.last_pgno)
     if meta.main.root == P_INVALID:
         raise FileFinding(f"meta page {meta.page} names no main tree")
@@ -211,7 +210,14 @@ def last_key(fd: int, hdr: int, meta: Meta, table: bytes) -> bytes | None:
     size, flags, ksize, _ = r.node(buf, off, pgno)
     if not flags & F_SUBDATA or size != 48 or off + 8 + ksize + 48 > len(buf):
         raise FileFinding(f"the main tree's entry {table.decode(errors='replace')!r} is not a table")
-    db = Db(*(_DB.unpack_from(buf, off + 8 + ksize)[i] for i in (1, 2, 6, 7)))
+    return Db(*(_DB.unpack_from(buf, off + 8 + ksize)[i] for i in (1, 2, 6, 7)))
+
+
+def last_key(fd: int, hdr: int, meta: Meta, table: bytes) -> bytes | None:
+    """The last key of the named table in the commit ``meta`` names (None for an empty one),
+    read from the file. Raises FileFinding where a page is not what the tree says."""
+    r = _Reader(fd, hdr, meta.psize, meta.last_pgno)
+    db = table_db(fd, hdr, meta, table)
     if db.root == P_INVALID:
         return None
     leaf, off, pgno, _ = r.last_leaf_node(db.root, db.depth)

@@ -647,8 +647,13 @@ def _compare_nodes(store: LogStore, made: list[tuple[int, int, bytes]]) -> None:
                 seq=last, expected=expected, found=found)
 
 
-def verify_bodies(store: LogStore, start: int, stop: int | None, progress: Progress | None) -> Head:
-    """Recompute the chain of ``store`` over [start, stop): shared by every store's ``verify``."""
+def verify_bodies(store: LogStore, start: int, stop: int | None, progress: Progress | None, *,
+                  rows: Callable[[int, int], Iterator[tuple[int, bytes, bytes]]] | None = None
+                  ) -> Head:
+    """Recompute the chain of ``store`` over [start, stop): shared by every store's ``verify``.
+    ``rows(start, stop)`` reads the records (default ``store.scan_bodies``); a store passes its
+    own to read them the way its reads do."""
+    source = store.scan_bodies if rows is None else rows
     start = max(start, 1)
     end = store.head().seq if stop is None else min(stop - 1, store.head().seq)
     prev = store.hash_at(start - 1)
@@ -657,7 +662,7 @@ def verify_bodies(store: LogStore, start: int, stop: int | None, progress: Progr
 
     def walk() -> Iterator[tuple[int, bytes, bytes]]:
         nonlocal expect, done
-        for seq, h, body in store.scan_bodies(start, end + 1):
+        for seq, h, body in source(start, end + 1):
             if seq != expect:
                 raise IntegrityError(f"seq {expect} is missing from the log (next found: {seq})",
                                      seq=expect)

@@ -1,4 +1,4 @@
-"""Core commands: init, append, log, show, head, verify, state, rebuild, demo."""
+"""Core commands: init, append, log, show, head, verify, repair, state, rebuild, demo."""
 
 from __future__ import annotations
 
@@ -65,13 +65,24 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(handler=cmd_head)
 
-    p = sub.add_parser("verify", help="recompute the hash chain",
-                       description="Recompute the hash chain over the whole log and report the "
-                       "first seq that does not match.")
+    p = sub.add_parser("verify", help="check the chain, every index and the file",
+                       description="Read every record through the B-tree as reads do and "
+                       "recompute the hash chain and the Merkle tree, check every index against "
+                       "the log both ways, both LMDB meta pages and the file's B-tree; report "
+                       "the first damage (seq, index entry or page) and what to do.")
     p.add_argument("--against", metavar="SEQ:HASH",
                    help="also prove the first SEQ deltas are those of a head taken earlier")
     p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(handler=cmd_verify)
+
+    p = sub.add_parser("repair", help="rebuild the indexes from the log",
+                       description="Rebuild every index (id, id-digest, braid, kind, refers-to, "
+                       "vector spaces) and the Merkle tree from the log, in one transaction, "
+                       "after checking the log's chain; then verify the store.")
+    p.add_argument("--indexes", action="store_true", required=True,
+                   help="rebuild the indexes (the only repair there is: the log is the truth)")
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(handler=cmd_repair)
 
     p = sub.add_parser("state", help="projection state as of a point",
                        description="Print projection states as of a seq, delta id or time.")
@@ -345,7 +356,10 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
         total = stop - 1
         try:
             with progress_bar("verifying", total, enabled=total >= 100_000) as update:
-                checked = store.verify(1, stop, progress=update)
+                # --against proves a prefix of the chain; otherwise the whole store is checked:
+                # every record, every index both ways, the meta pages and the B-tree
+                checked = (store.verify(1, stop, progress=update) if against is not None
+                           else store.verify(progress=update))
             if against is not None and checked.hash != against.hash:
                 raise IntegrityError(
                     f"--against: the first {against.seq} deltas differ from the head given: "
@@ -371,6 +385,20 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
     if issued and not args.json:
         out.write(f"ok: the log extends all {len(issued)} checkpoint(s) it signed (last at size "
                   f"{issued[-1].size})\n")
+    return 0
+
+
+def cmd_repair(args: Any, out: IO[str]) -> int:
+    with open_store(args, readonly=False, check_head=False) as store:
+        with progress_bar("checking the log", store.head().seq) as update:
+            written = store.repair_indexes(progress=update)
+        checked = store.verify()
+    if args.json:
+        write_json(out, {"ok": True, "written": written, "verified": checked.seq,
+                         "head": str(checked)})
+    else:
+        out.write("rebuilt from the log: " + ", ".join(f"{t} {n}" for t, n in written.items())
+                  + f" entries\nok: {checked.seq} deltas verified; head {checked}\n")
     return 0
 
 

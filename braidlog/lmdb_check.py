@@ -1,0 +1,289 @@
+"""``verify`` and ``repair_indexes`` of an LmdbLog: everything it writes, checked against the log.
+
+``LmdbLog.verify()`` over the whole log runs, in this order, stopping at the first damage:
+
+1. **records**: every seq from 1 to the head is looked up through the log's B-tree, exactly as
+   ``read``/``get`` reach it (a cursor walk over the leaves would miss a damaged branch page),
+   and the hash chain and the Merkle tree are recomputed over them. An LMDB error on the way
+   (MDB_CORRUPTED, a page LMDB cannot find) names the last seq read intact.
+2. **indexes**, against the log both ways: every record has its entry in the id index, the
+   id-digest index, the braid, kind and refers-to indexes (and its vector space its dimension in
+   ``spaces``), and each table holds no other entry (its entry count equals the expected one; when
+   it does not, its entries are walked to name the first whose record lacks the key).
+3. **meta pages**: both of LMDB's meta pages, read from the file (mdb_file.py).
+4. **tree**: py-lmdb's structural check of every page of the file (lmdb_env.py).
+
+``repair_indexes`` rebuilds every derived table from the log in one write transaction, after
+checking the log's chain: the log is the truth, and an index is only rebuilt from an intact one.
+Nothing here imports ``lmdb``: the transactions come from the LmdbLog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .chain import HASH_SIZE
+from .delta import referenced_ids
+from .errors import BraidlogError, IntegrityError, StorageError
+from .mdb_file import meta_findings
+from .store import Head, Progress, verify_bodies
+
+if TYPE_CHECKING:
+    from .lmdb_log import LmdbLog
+
+__all__ = ["verify", "repair_indexes", "INDEXES"]
+
+CHUNK = 1024
+#: The derived tables ``verify`` checks and ``repair_indexes`` rebuilds, with their names in messages.
+INDEXES = {"ids": "id", "idh": "id-digest", "braid": "braid", "kind": "kind", "refs": "refers-to",
+           "spaces": "vector-space"}
+_REMEDY = "run `braidlog repair --indexes` to rebuild the indexes from the log"
+_RESTORE = ("Restore the store from a backup, or salvage the seqs before it with "
+            "`braidlog export --stop SEQ`")
+
+
+def verify(log: LmdbLog, start: int, stop: int | None, progress: Progress | None) -> Head:
+    checked = verify_bodies(log, start, stop, progress, rows=_by_lookup(log))
+    if start <= 1 and stop is None:  # the whole log: the store-wide checks too
+        _check_indexes(log)
+        _check_file(log)
+    return checked
+
+
+def _by_lookup(log: LmdbLog):
+    """Rows (seq, hash, body) for [start, stop), each looked up through the B-tree as reads
+    do, a chunk per read transaction."""
+    from .lmdb_log import u64
+
+    def rows(start: int, stop: int) -> Iterator[tuple[int, bytes, bytes]]:
+        lo = start
+        while lo < stop:
+            hi = min(stop, lo + CHUNK)
+            try:
+                got = log._read(lambda txn: read(txn, start, stop, lo, hi), buffers=False)
+            except IntegrityError as e:
+                if e.seq is not None:
+                    raise
+                # LMDB met a damaged page somewhere in this chunk: read it a seq at a time to
+                # hand on every record before the damage, then name the first it cannot read
+                for seq in range(lo, hi):
+                    try:
+                        one = log._read(lambda txn: read(txn, start, stop, seq, seq + 1),
+                                        buffers=False)
+                    except IntegrityError as e2:
+                        if e2.seq is not None:
+                            raise
+                        cause = e2.__cause__ or e2
+                        raise IntegrityError(
+                            f"the store's file is damaged where seq {seq} is stored ({cause}); "
+                            f"seqs {start}..{seq - 1} were read intact. {_RESTORE}",
+                            seq=seq) from cause
+                    yield from one
+                raise  # the whole chunk failed, no seq alone does: report it as it came
+            yield from got
+            lo = hi
+
+    def read(txn, start: int, stop: int, lo: int, hi: int) -> list[tuple[int, bytes, bytes]]:
+        db, out = log._db["log"], []
+        for seq in range(lo, hi):
+            value = txn.get(u64(seq), db=db)
+            if value is None:
+                raise IntegrityError(
+                    f"seq {seq} is missing from the log: a read of it through the "
+                    f"log's B-tree finds nothing, below the head {stop - 1} (a record or "
+                    f"a page of the log is damaged); seqs {start}..{seq - 1} were read "
+                    f"intact. {_RESTORE}", seq=seq)
+            out.append((seq, value[:HASH_SIZE], value[HASH_SIZE:]))
+        return out
+    return rows
+
+
+# -- indexes ------------------------------------------------------------------------------------
+
+def _expected(log: LmdbLog, seq: int, value: Any) -> tuple[Any, list[tuple[str, bytes]]]:
+    """Record ``seq``'s delta and the (table, key) entries it must have, each valued u64(seq)."""
+    from .lmdb_log import id_digest
+
+    d = log._decoded(seq, value).delta
+    out = [("ids", d.id.encode()), ("braid", d.braid_id.encode()), ("kind", d.kind.encode())]
+    if "idh" in log._db:
+        out.append(("idh", id_digest(d.id)))
+    try:
+        refs = referenced_ids(d, log.registry)
+    except (msgspec.MsgspecError, BraidlogError):
+        refs = frozenset()  # an old payload whose upcast fails now: its other refs still count
+    out.extend(("refs", r.encode()) for r in refs)
+    return d, out
+
+
+def _check_indexes(log: LmdbLog) -> None:
+    """Every record's entries are in their tables, and each table holds nothing else. The head
+    and the tables' entry counts are read in one transaction, so a writer appending meanwhile
+    changes neither side of the comparison."""
+    from .lmdb_log import _DUPS, u64
+
+    db = log._db
+    tables = [t for t in INDEXES if t in db]
+    end, counts = log._read(lambda txn: (log._head_in(txn)[0].seq,
+                                         {t: txn.stat(db[t])["entries"] for t in tables}))
+    want = dict.fromkeys(tables, 0)
+    want["ids"] = want["braid"] = want["kind"] = end
+    if "idh" in want:
+        want["idh"] = end
+    spaces: dict[bytes, bytes] = {}
+    for lo in range(1, end + 1, CHUNK):
+        def chunk(txn, lo=lo):
+            curs = {t: txn.cursor(db[t]) for t in ("braid", "kind", "refs")}
+            refs = 0
+            for seq in range(lo, min(end + 1, lo + CHUNK)):
+                key = u64(seq)
+                d, entries = _expected(log, seq, txn.get(key, db=db["log"]))
+                for table, k in entries:
+                    if table in _DUPS:
+                        ok = curs[table].set_key_dup(k, key)
+                    else:
+                        found = txn.get(k, db=db[table])
+                        ok = found is not None and bytes(found) == key
+                    if not ok:
+                        raise IntegrityError(
+                            f"the {INDEXES[table]} index lacks the entry {_show(table, k)} -> seq "
+                            f"{seq} that record {seq} needs; {_REMEDY}", seq=seq)
+                    refs += table == "refs"
+                if d.vector is not None:
+                    spaces.setdefault(d.vector.space.encode(), u64(d.vector.dim))
+            return refs
+        want["refs"] += log._read(chunk)
+    want["spaces"] = len(spaces)
+    stored_spaces = log._read(lambda txn: {bytes(k): bytes(v) for k, v in txn.cursor(db["spaces"])})
+    if stored_spaces != spaces:
+        bad = sorted(set(stored_spaces.items()) ^ set(spaces.items()))[0]
+        raise IntegrityError(f"the vector-space index holds {len(stored_spaces)} space(s) where "
+                             f"the log has {len(spaces)}: first difference at space "
+                             f"{bad[0].decode(errors='replace')!r}; {_REMEDY}")
+    for table in tables:
+        if table != "spaces" and counts[table] != want[table]:
+            _name_extra(log, table, counts[table], want[table])
+
+
+def _name_extra(log: LmdbLog, table: str, count: int, want: int) -> None:
+    """A table holds more (or fewer) entries than the log gives it: walk it and name the first
+    entry whose record does not hold its key."""
+    from .lmdb_log import _INDEX, from_u64, id_digest
+
+    db = log._db
+
+    def walk(txn):
+        end = log._head_in(txn)[0].seq  # entries a writer added since the counts are right
+        for k, v in txn.cursor(db[table]):
+            seq = from_u64(v)
+            if not 1 <= seq <= end:
+                return bytes(k), seq, f"which is past the head {end}"
+            value = txn.get(bytes(v), db=db["log"])
+            if table == "idh":
+                held = id_digest(log._decoded(seq, value).delta.id) == bytes(k)
+            else:
+                try:
+                    log._landed(txn, _INDEX[table], bytes(k).decode(), seq)
+                    held = True
+                except IntegrityError:
+                    held = False
+            if not held:
+                return bytes(k), seq, "whose record does not hold that key"
+        return None
+    bad = log._read(walk)
+    if bad is None:
+        raise IntegrityError(f"the {INDEXES[table]} index counts {count} entries where the log "
+                             f"gives it {want}, yet every entry it holds is right: its table "
+                             f"record in the file is damaged; {_REMEDY}")
+    key, seq, why = bad
+    raise IntegrityError(f"the {INDEXES[table]} index has an entry {_show(table, key)} -> seq "
+                         f"{seq}, {why}; {_REMEDY}", seq=seq)
+
+
+def _show(table: str, key: bytes) -> str:
+    return key.hex() if table == "idh" else repr(key.decode(errors="replace"))
+
+
+# -- the file -----------------------------------------------------------------------------------
+
+def _check_file(log: LmdbLog) -> None:
+    env = log._shared_env
+    with env.pinned():
+        found = meta_findings(log.path / "data.mdb", b"log")
+    if found:
+        raise IntegrityError(f"{log.path / 'data.mdb'}: {found[0]}. The log may read as intact "
+                             "and still be an earlier commit than the last one; compare its head "
+                             "with one written down (`braidlog verify --against SEQ:HASH`), and "
+                             "restore from a backup")
+    found = env.tree_findings()
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise IntegrityError(f"{log.path / 'data.mdb'}: the B-tree is damaged: {found[0]}{more}; "
+                             "every record read intact, but a later write may fail or lose data. "
+                             "Copy the store with `braidlog backup` (which rewrites every page) "
+                             "or restore from a backup")
+
+
+# -- repair -------------------------------------------------------------------------------------
+
+def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, int]:
+    """Rebuild every derived table (the indexes and the Merkle tree) from the log, in one write
+    transaction; return the entries written per table. The log's chain is verified first."""
+    from .lmdb_log import _DUPS, _build_tree, id_digest, u64
+
+    if log.readonly:
+        raise StorageError("repairing needs the store open for writing",
+                           hint="open it without readonly=True")
+    head = log.head()
+    try:
+        verify_bodies(log, 1, None, progress, rows=_by_lookup(log))
+    except IntegrityError as e:
+        raise IntegrityError(f"the log itself is damaged, so its indexes cannot be rebuilt from it: "
+                             f"{e}", seq=e.seq, expected=e.expected, found=e.found) from e
+    db = log._db
+    tables = [t for t in INDEXES if t in db]
+
+    def fn(txn):
+        if log._head_in(txn)[0] != head:
+            raise StorageError("the log grew while it was checked", hint="run the repair again")
+        for t in tables + (["tree"] if "tree" in db else []):
+            txn.drop(db[t], delete=False)
+        rows: dict[str, list[tuple[bytes, bytes]]] = {t: [] for t in tables}
+        written = dict.fromkeys(tables, 0)
+        spaces: dict[bytes, bytes] = {}
+
+        def flush() -> None:
+            for t, batch in rows.items():
+                if batch and t != "spaces":
+                    batch.sort()
+                    txn.cursor(db[t]).putmulti(batch, dupdata=t in _DUPS, overwrite=t in _DUPS)
+                    written[t] += len(batch)
+                    batch.clear()
+        for key, value in txn.cursor(db["log"]):
+            seq = bytes(key)
+            d = log._decoded(int.from_bytes(seq, "big"), value).delta
+            rows["ids"].append((d.id.encode(), seq))
+            if "idh" in rows:
+                rows["idh"].append((id_digest(d.id), seq))
+            rows["braid"].append((d.braid_id.encode(), seq))
+            rows["kind"].append((d.kind.encode(), seq))
+            try:
+                refs = referenced_ids(d, log.registry)
+            except (msgspec.MsgspecError, BraidlogError):
+                refs = frozenset()
+            rows["refs"].extend((r.encode(), seq) for r in refs)
+            if d.vector is not None:
+                spaces.setdefault(d.vector.space.encode(), u64(d.vector.dim))
+            if len(rows["ids"]) >= 65536:
+                flush()
+        flush()
+        for space, dim in spaces.items():
+            txn.put(space, dim, db=db["spaces"])
+        written["spaces"] = len(spaces)
+        if "tree" in db:
+            _build_tree(txn, db)
+        return written
+    return log._write(fn)

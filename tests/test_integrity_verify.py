@@ -1,0 +1,192 @@
+"""verify reaches every record the way reads do, checks every index both ways, reads both meta
+pages and wraps LMDB's corruption errors; repair --indexes rebuilds the indexes from the log.
+The damage is made in the bytes of data.mdb, located with braidlog.mdb_file."""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+
+import lmdb
+import pytest
+
+from braidlog import IntegrityError, LmdbLog, Refs
+from braidlog.cli import main
+from braidlog.mdb_file import picked, read_metas, table_db
+
+from .conftest import make_delta
+
+_E = "<" if sys.byteorder == "little" else ">"
+
+
+def _store(path, n: int = 2000):
+    deltas = [make_delta(i, braid=f"b{i % 3}", kind="message" if i % 4 else "tick",
+                         refs=Refs(deltas=(f"E{i % 7}",)) if i % 5 == 0 else None,
+                         payload={"text": f"delta {i} " + "z" * 200} if i % 4 else {})
+              for i in range(n)]
+    with LmdbLog(path, durable=False) as log:
+        for i in range(0, n, 500):
+            log.append_batch(deltas[i:i + 500])
+        return deltas, log.head()
+
+
+def _page(path, table: bytes) -> tuple[int, int, int, bytes]:
+    """(root pgno, page size, page-header size, root page bytes) of a table."""
+    with open(path / "data.mdb", "rb") as f:
+        hdr, m0, m1 = read_metas(f.fileno())
+        meta = picked(m0, m1)
+        root = table_db(f.fileno(), hdr, meta, table).root
+        buf = os.pread(f.fileno(), meta.psize, root * meta.psize)
+    return root, meta.psize, hdr, buf
+
+
+def _write(path, offset: int, data: bytes) -> None:
+    with open(path / "data.mdb", "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def test_a_damaged_branch_key_of_the_log_is_found_as_reads_find_it(lmdb_path, capsys):
+    _store(lmdb_path)
+    root, psize, hdr, buf = _page(lmdb_path, b"log")
+    flags = struct.unpack_from(_E + "H", buf, hdr - 6)[0]
+    assert flags & 0x01, "the log's root is a branch page"
+    node = struct.unpack_from(_E + "H", buf, hdr + 2)[0]  # the second node: its key separates
+    key = int.from_bytes(buf[node + 8:node + 16], "big")
+    _write(lmdb_path, root * psize + node + 8, (key + 3).to_bytes(8, "big"))
+    with LmdbLog(lmdb_path) as log:
+        with pytest.raises(IntegrityError, match=rf"seq {key} is missing from the log: a read of "
+                                                 "it through the log's B-tree finds nothing"):
+            log.verify()
+        with pytest.raises(IntegrityError, match=f"seq {key} is within the log"):
+            log.read(key)  # what reads see: not an IndexError, not None
+        assert len(list(log.scan())) == 2000  # the leaves are all there: a cursor walk passes
+    assert main(["--store", str(lmdb_path), "verify"]) == 1
+    assert f"seq {key} is missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("table,name", [("braid", "braid"), ("kind", "kind"), ("refs", "refers-to"),
+                                        ("ids", "id")])
+def test_an_index_entry_the_log_does_not_give_is_named(lmdb_path, table, name):
+    _store(lmdb_path, 300)
+    # seq 3 holds delta 2: braid b2, a message, no refs; no delta has the id below
+    key = {"braid": b"b1", "kind": b"tick", "refs": b"E3", "ids": b"01ZZZZZZZZZZZZZZZZZZZZZZZZ"}[table]
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        db = env.open_db(table.encode(), txn=txn, create=False, dupsort=table != "ids")
+        txn.put(key, (3).to_bytes(8, "big"), db=db)
+    env.close()
+    with LmdbLog(lmdb_path) as log:
+        with pytest.raises(IntegrityError, match=rf"the {name} index has an entry "
+                                                 rf"'{key.decode()}' -> seq 3, whose record does "
+                                                 "not hold that key.*repair --indexes"):
+            log.verify()
+
+
+@pytest.mark.parametrize("table,name", [("braid", "braid"), ("kind", "kind"), ("refs", "refers-to"),
+                                        ("ids", "id"), ("idh", "id-digest")])
+def test_a_record_whose_index_entry_is_lost_is_named(lmdb_path, table, name):
+    deltas, _ = _store(lmdb_path, 300)
+    d = deltas[150]  # seq 151: braid b0, kind message, refers to E3
+    from braidlog.lmdb_log import id_digest
+    key = {"braid": b"b0", "kind": b"message", "refs": b"E3", "ids": d.id.encode(),
+           "idh": id_digest(d.id)}[table]
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        db = env.open_db(table.encode(), txn=txn, create=False, dupsort=table in ("braid", "kind", "refs"))
+        assert txn.delete(key, (151).to_bytes(8, "big") if table in ("braid", "kind", "refs") else b"",
+                          db=db)
+    env.close()
+    with LmdbLog(lmdb_path, readonly=True) as log:
+        with pytest.raises(IntegrityError, match=rf"the {name} index lacks the entry .* -> seq 151 "
+                                                 "that record 151 needs"):
+            log.verify()
+
+
+def _metas(path):
+    with open(path / "data.mdb", "rb") as f:
+        return read_metas(f.fileno())
+
+
+def test_a_meta_page_whose_commit_number_was_raised_is_reported(lmdb_path):
+    _store(lmdb_path, 600)
+    with LmdbLog(lmdb_path) as log:
+        log.append(make_delta(5000))  # the last commit adds a delta
+        head = log.head()
+    hdr, m0, m1 = _metas(lmdb_path)
+    new, old = (m1, m0) if m1.txnid > m0.txnid else (m0, m1)
+    # the older meta page now claims the commit after the newer one: parity and adjacency hold,
+    # and LMDB opens the older commit, one delta short, without a word
+    _write(lmdb_path, old.page * old.psize + hdr + 128, struct.pack(_E + "Q", new.txnid + 1))
+    with LmdbLog(lmdb_path, readonly=True) as log:
+        assert log.head().seq == head.seq - 1
+        with pytest.raises(IntegrityError, match=rf"meta page {old.page} names commit "
+                                                 rf"{new.txnid + 1}.*older commit than the last "
+                                                 "one.*verify --against"):
+            log.verify()
+
+
+def test_a_meta_page_with_a_commit_number_of_the_wrong_parity_is_reported(lmdb_path):
+    _store(lmdb_path, 100)
+    hdr, m0, m1 = _metas(lmdb_path)
+    old = m0 if m0.txnid < m1.txnid else m1
+    _write(lmdb_path, old.page * old.psize + hdr + 128, struct.pack(_E + "Q", old.txnid ^ 1))
+    with LmdbLog(lmdb_path, readonly=True) as log:
+        with pytest.raises(IntegrityError, match=f"meta page {old.page} names commit"):
+            log.verify()
+
+
+def test_lmdb_corruption_is_an_integrity_error_naming_the_last_seq_read_intact(lmdb_path):
+    _store(lmdb_path)
+    root, psize, hdr, buf = _page(lmdb_path, b"log")
+    # the third child of the log's root: a leaf page; make its bounds impossible
+    node = struct.unpack_from(_E + "H", buf, hdr + 4)[0]
+    lo, hi, fl = struct.unpack_from(_E + "HHH", buf, node)
+    leaf = lo | hi << 16 | fl << 32
+    first = int.from_bytes(buf[node + 8:node + 16], "big")
+    _write(lmdb_path, leaf * psize + hdr - 4, struct.pack(_E + "HH", 4000, 100))
+    with LmdbLog(lmdb_path, readonly=True, check_head=False) as log:
+        with pytest.raises(IntegrityError) as e:
+            log.verify()
+    message = str(e.value)
+    assert "damaged" in message and f"{first - 1} were read intact" in message
+    assert "MDB_" in message or "is missing" in message
+
+
+def test_repair_rebuilds_every_index_from_the_log_and_verify_passes(lmdb_path, capsys):
+    deltas, head = _store(lmdb_path, 500)
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        txn.put(b"b1", (4).to_bytes(8, "big"), db=env.open_db(b"braid", txn=txn, dupsort=True))
+        txn.delete(deltas[10].id.encode(), db=env.open_db(b"ids", txn=txn))
+        txn.put(b"nowhere", (9).to_bytes(8, "big"), db=env.open_db(b"refs", txn=txn, dupsort=True))
+        txn.drop(env.open_db(b"kind", txn=txn, dupsort=True), delete=False)
+    env.close()
+    with LmdbLog(lmdb_path) as log:
+        with pytest.raises(IntegrityError):
+            log.verify()
+        written = log.repair_indexes()
+        assert written["ids"] == written["idh"] == written["braid"] == written["kind"] == 500
+        assert log.verify() == head
+        assert log.get(deltas[10].id).seq == 11
+        assert log.append(deltas[10]) == 11 and log.head() == head  # a retry, as before
+        assert [r.seq for r in log.scan_kind("tick")] == list(range(1, 501, 4))
+    assert main(["--store", str(lmdb_path), "repair", "--indexes"]) == 0
+    out = capsys.readouterr().out
+    assert "ids 500" in out and f"ok: 500 deltas verified; head {head}" in out
+
+
+def test_repair_refuses_to_build_indexes_from_a_damaged_log(lmdb_path):
+    _store(lmdb_path, 50)
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"log", txn=txn)
+        value = bytearray(txn.get((7).to_bytes(8, "big"), db=db))
+        value[-3] ^= 1
+        txn.put((7).to_bytes(8, "big"), bytes(value), db=db)
+    env.close()
+    with LmdbLog(lmdb_path, check_head=False) as log:
+        with pytest.raises(IntegrityError, match="the log itself is damaged.*seq 7"):
+            log.repair_indexes()
+    assert main(["--store", str(lmdb_path), "repair", "--indexes"]) == 1
