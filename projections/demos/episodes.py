@@ -30,11 +30,11 @@ CONVERSATION = [
 DRIFT = [
     ("user", "How fast is it, though? Can we benchmark it against SQLite?",
      [E.ForkCandidate(labels=E.Labels(topics=("benchmarks",), intents=("measure throughput",)), score=0.72),
-      E.ForkCandidate(labels=E.Labels(topics=("replication",)), score=0.41)]),
+      E.ForkCandidate(labels=E.Labels(topics=("replication",)), score=0.41)]),  # below 0.65: no fork
     ("user", "Let's write the benchmark suite: appends per second, replay time, recall latency.",
      [E.ForkCandidate(labels=E.Labels(topics=("benchmarks",), intents=("measure throughput",)), score=0.81)]),
-    ("user", "Use pytest-benchmark, and compare against SQLite with the same payloads.",
-     [E.ForkCandidate(labels=E.Labels(topics=("benchmarks",), intents=("measure throughput",)), score=0.88)]),
+    ("user", "Later we may ship the log to a second machine; keep that in mind.",
+     [E.ForkCandidate(labels=E.Labels(topics=("replication",), intents=("ship the log",)), score=0.68)]),
 ]
 
 QUOTES = [
@@ -103,10 +103,10 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
                  f"{ep.primary_knot_span.end_knot_id}")
     fork = next(e for e in E.episodes(state, braid_id)
                 if e.fork is not None and e.fork.parent_episode_id == episode_id and e.status == "active")
-    was = E.episode(braid.at(seqs[1]).state("episodes"), fork.id)
+    was = E.episode(braid.at(seqs[0]).state("episodes"), fork.id)
     lines.append(f"fork {fork.id} ({_labels(fork.labels)}): fork_pending with "
-                 f"{was.fork.confirmations} confirmation at seq {seqs[1]}, active since seq {seqs[2]}; "
-                 f"edge {fork.edges[0].type} -> {fork.edges[0].to_episode_id}")
+                 f"{was.fork.confirmations} confirmation (its proposal) at seq {seqs[0]}, active "
+                 f"since seq {seqs[1]}; edge {fork.edges[0].type} -> {fork.edges[0].to_episode_id}")
     buf = fork.continuity
     lines.append(f"continuity buffer: {len(buf.message_ids)} recent messages, summary "
                  f"\"{buf.summary.render()}\", anchor quotes {_mix(buf.anchor_quotes)}")

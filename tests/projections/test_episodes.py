@@ -34,11 +34,18 @@ class Pure:
         self.ids = ids()
 
     def run(self, command, now: datetime = T0, braid_id: str = B) -> list[braidlog.GenericDelta]:
+        """Decide, then pass the boundary as a Braid would: each delta checked against the
+        state with the earlier ones folded in, all or nothing."""
         ctx = Context(now=now, braid_id=braid_id, ids=self.ids)
         out = self.decider.decide(command, self.state, ctx)
-        for d in out:
+        trial = msgspec.msgpack.decode(msgspec.msgpack.encode(self.state), type=E.State)
+        for i, d in enumerate(out):
             braidlog.validate(d)
-        self.append(out)
+            self.decider.check(trial, d, braidlog.Boundary(len(self.log) + i + 1, i,
+                                                            _Log(self.log + out[:i])))
+            trial = self.decider.evolve(trial, d)
+        self.log.extend(out)
+        self.state = trial
         return out
 
     def append(self, deltas) -> None:
@@ -50,6 +57,17 @@ class Pure:
                            id=next(self.ids))
         self.append([d])
         return d
+
+
+class _Log:
+    """The little of a log the episode rules read: ``get`` by id."""
+
+    def __init__(self, deltas) -> None:
+        self._by_id = {d.id: d for d in deltas}
+
+    def get(self, delta_id):
+        d = self._by_id.get(delta_id)
+        return None if d is None else braidlog.Record(0, b"", d)
 
 
 def labels(*topics: str, intents: tuple[str, ...] = ()) -> E.Labels:
@@ -87,8 +105,8 @@ def test_kinds_are_owned_by_episodes():
     assert braidlog.REGISTRY.owned_by("episodes") == sorted(E.KINDS)
 
 
-def test_projection_reads_its_kinds_messages_and_knots():
-    assert E.PROJECTION.kinds == frozenset(E.KINDS) | {"message", "knot_lifecycle"}
+def test_projection_reads_every_delta_for_the_time_of_the_log():
+    assert E.PROJECTION.kinds is None  # a fork's TTL runs out with the time any delta shows
     assert E.PROJECTION.name == "episodes"
 
 
@@ -161,7 +179,10 @@ def test_summarize_replaces_the_summary_cache(pure):
 
 
 def test_evolve_ignores_deltas_about_unknown_or_foreign_episodes(pure):
-    before = msgspec.msgpack.encode(pure.state)
+    def unclocked(state):  # every delta moves its braid's clock; nothing else may change
+        return msgspec.msgpack.encode(msgspec.structs.replace(state, clock={}))
+
+    before = unclocked(pure.state)
     raw = [
         braidlog.delta(B, "episode_labeled", {"episode_id": "ghost", "labels": {"topics": ["x"]}}, ts=T0),
         braidlog.delta("braid-2", "episode_summarized", {"episode_id": "ep-trip", "summary": "x"}, ts=T0),
@@ -175,7 +196,8 @@ def test_evolve_ignores_deltas_about_unknown_or_foreign_episodes(pure):
     for d in raw:
         braidlog.validate(d)
     pure.append(raw)
-    assert msgspec.msgpack.encode(pure.state) == before
+    assert unclocked(pure.state) == before
+    assert pure.state.clock == {B: T0, "braid-2": T0}
 
 
 def test_a_quote_id_noted_twice_counts_once(pure):
@@ -391,39 +413,49 @@ def test_drift_proposes_a_pending_fork_with_its_ttl(pure):
     assert fork.status == "fork_pending" and fork.labels == labels("visa")
     assert fork.fork.parent_episode_id == "ep-trip" and fork.fork.score == 0.7
     assert fork.fork.ttl_knots == 8 and fork.fork.expires_at == T0 + timedelta(minutes=15)
-    assert out[0].confidence == 0.7
+    assert fork.fork.confirmations == 1, "the proposal is the first confirmation"
+    assert out[0].confidence == 0.7 and "on_expiry" not in out[0].payload   # soft_link, the default
+    assert fork.fork.on_expiry == "soft_link"
     assert E.pending_forks(pure.state, B) == [fork]
     assert fork.edges == []
 
 
+def test_a_proposal_below_fork_confidence_0_65_opens_nothing(pure):
+    assert propose(pure, "k1", cand(0.64, "visa"), cand(0.3, "hotel")) == []
+    out = propose(pure, "k2", cand(0.65, "visa"), cand(0.649, "hotel"))
+    assert [d.payload["labels"]["topics"] for d in out] == [["visa"]]
+    assert propose(pure, "k3", cand(0.5, "visa")) == [], "nor does it confirm a pending fork"
+    assert E.episode(pure.state, out[0].payload["fork_id"]).fork.confirmations == 1
+
+
 def test_only_the_top_k_candidates_become_forks(pure):
-    out = propose(pure, "k1", cand(0.2, "a"), cand(0.9, "b"), cand(0.5, "c"), cand(0.7, "d"),
-                  cand(0.9, "b"), cand(0.1, "e"))
+    out = propose(pure, "k1", cand(0.72, "a"), cand(0.965, "b"), cand(0.825, "c"), cand(0.895, "d"),
+                  cand(0.965, "b"), cand(0.685, "e"))
     proposed = [(d.payload["labels"]["topics"], d.payload["rank"]) for d in out]
     assert proposed == [(["b"], 1), (["d"], 2), (["c"], 3)]
 
 
 def test_a_parent_holds_at_most_k_pending_forks(pure):
-    propose(pure, "k1", cand(0.9, "a"), cand(0.8, "b"))
-    out = propose(pure, "k2", cand(0.95, "c"), cand(0.94, "d"))
+    propose(pure, "k1", cand(0.965, "a"), cand(0.93, "b"))
+    out = propose(pure, "k2", cand(0.982, "c"), cand(0.979, "d"))
     assert [d.payload["labels"]["topics"] for d in out] == [["c"]]
-    assert propose(pure, "k3", cand(0.99, "e")) == []
+    assert propose(pure, "k3", cand(0.996, "e")) == []
     assert len(E.pending_forks(pure.state, B)) == 3
 
 
 def test_top_k_is_configurable():
     p = Pure(E.ForkPolicy(top_k=1))
     p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
-    assert len(propose(p, "k1", cand(0.3, "a"), cand(0.4, "b"))) == 1
+    assert len(propose(p, "k1", cand(0.755, "a"), cand(0.79, "b"))) == 1
 
 
 @pytest.mark.parametrize("candidates, field, rule", [
     ([], "candidates", "at least one"),
-    ([E.ForkCandidate(labels=E.Labels(modalities=("voice",)), score=0.5)], "candidates[0].labels",
+    ([E.ForkCandidate(labels=E.Labels(modalities=("voice",)), score=0.825)], "candidates[0].labels",
      "topic or intent"),
-    ([cand(0.5, "ok"), cand(0.5, "Trip Planning")], "candidates[1].labels", "not drift"),
-    ([cand(1.5, "ok")], "candidates[0].score", "<= 1.0"),
-    ([cand(0.5, "")], "candidates[0].labels.topics[0]", "length >= 1"),
+    ([cand(0.825, "ok"), cand(0.825, "Trip Planning")], "candidates[1].labels", "not drift"),
+    ([cand(1.175, "ok")], "candidates[0].score", "<= 1.0"),
+    ([cand(0.825, "")], "candidates[0].labels.topics[0]", "length >= 1"),
 ])
 def test_bad_proposals_are_refused(pure, candidates, field, rule):
     pure.run(E.LabelEpisode(episode_id="ep-trip", labels=labels("trip planning")))
@@ -433,55 +465,65 @@ def test_bad_proposals_are_refused(pure, candidates, field, rule):
 
 
 def test_forks_grow_only_from_an_active_episode_of_the_braid(pure):
-    fork_id = propose(pure, "k1", cand(0.5, "visa"))[0].payload["fork_id"]
+    fork_id = propose(pure, "k1", cand(0.825, "visa"))[0].payload["fork_id"]
     with pytest.raises(Rejected, match="is fork_pending; forks grow only from an active episode"):
-        propose(pure, "k2", cand(0.5, "x"), parent=fork_id)
+        propose(pure, "k2", cand(0.825, "x"), parent=fork_id)
     with pytest.raises(Rejected, match="no episode 'ghost'"):
-        propose(pure, "k2", cand(0.5, "x"), parent="ghost")
+        propose(pure, "k2", cand(0.825, "x"), parent="ghost")
 
 
 def test_a_pending_forks_labels_are_fixed(pure):
-    fork_id = propose(pure, "k1", cand(0.5, "visa"))[0].payload["fork_id"]
+    fork_id = propose(pure, "k1", cand(0.825, "visa"))[0].payload["fork_id"]
     with pytest.raises(Rejected, match="fork_pending"):
         pure.run(E.LabelEpisode(episode_id=fork_id, labels=labels("other")))
 
 
 # -- forks: confirmation and promotion --------------------------------------------------------
 
-def test_repeated_proposals_confirm_and_promote(pure):
-    fork_id = propose(pure, "k1", cand(0.6, "visa"))[0].payload["fork_id"]
-    first = propose(pure, "k2", cand(0.7, "VISA"), now=T0 + timedelta(minutes=1))
-    assert kinds(first) == ["fork_classified"]
-    assert first[0].payload == {"fork_id": fork_id, "verdict": "confirm", "classifier": "repeat",
-                                "signal_id": "k2", "confidence": 0.7}
-    assert E.episode(pure.state, fork_id).status == "fork_pending"
-    second = propose(pure, "k3", cand(0.8, "visa"), now=T0 + timedelta(minutes=2))
+def test_a_second_identical_proposal_confirms_and_promotes_at_2(pure):
+    fork_id = propose(pure, "k1", cand(0.7, "visa"))[0].payload["fork_id"]
+    second = propose(pure, "k2", cand(0.9, "VISA"), now=T0 + timedelta(minutes=1))
     assert kinds(second) == ["fork_classified", "fork_promoted", "episode_edge_added"]
+    assert second[0].payload == {"fork_id": fork_id, "verdict": "confirm", "classifier": "repeat",
+                                 "signal_id": "k2", "confidence": 0.9}
+    assert second[1].payload["confirmations"] == 2       # the proposal, and its repeat
     fork = E.episode(pure.state, fork_id)
     assert fork.status == "active" and fork.fork.outcome == "promoted"
-    assert fork.edges == [E.Edge("forked_from", "ep-trip", 0.6)]
-    assert second[1].payload["confirmations"] == 2
+    assert fork.fork.confirmations == 2 and fork.fork.confidence == 0.9   # max(0.7, 0.9)
+    assert fork.edges == [E.Edge("forked_from", "ep-trip", 0.9)]
+    assert fork.continuity is not None
     assert E.pending_forks(pure.state, B) == []
 
 
-def test_a_retried_signal_counts_once(pure):
-    propose(pure, "k1", cand(0.6, "visa"))
-    assert propose(pure, "k1", cand(0.6, "visa")) == []
-    assert len(propose(pure, "k2", cand(0.6, "visa"))) == 1
-    assert propose(pure, "k2", cand(0.6, "visa")) == []
+def test_a_weaker_repeat_keeps_the_higher_confidence():
+    p = Pure(E.ForkPolicy(confirmations=3))
+    p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
+    fork_id = propose(p, "k1", cand(0.8, "visa"))[0].payload["fork_id"]
+    propose(p, "k2", cand(0.7, "visa"))
+    fork = E.episode(p.state, fork_id).fork
+    assert (fork.confirmations, fork.confidence) == (2, 0.8)
+
+
+def test_a_retried_signal_counts_once():
+    p = Pure(E.ForkPolicy(confirmations=3))
+    p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
+    propose(p, "k1", cand(0.86, "visa"))
+    assert propose(p, "k1", cand(0.86, "visa")) == []
+    assert len(propose(p, "k2", cand(0.86, "visa"))) == 1
+    assert propose(p, "k2", cand(0.86, "visa")) == []
 
 
 def test_drift_that_already_forked_proposes_nothing(pure):
     for s in ("k1", "k2", "k3"):
-        propose(pure, s, cand(0.6, "visa"))
-    assert propose(pure, "k4", cand(0.6, "visa")) == []
+        propose(pure, s, cand(0.86, "visa"))
+    assert propose(pure, "k4", cand(0.86, "visa")) == []
 
 
 def test_number_of_confirmations_is_configurable():
     p = Pure(E.ForkPolicy(confirmations=1))
     p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
-    propose(p, "k1", cand(0.5, "visa"))
-    assert kinds(propose(p, "k2", cand(0.5, "visa"))) == [
+    propose(p, "k1", cand(0.825, "visa"))
+    assert kinds(propose(p, "k2", cand(0.825, "visa"))) == [
         "fork_classified", "fork_promoted", "episode_edge_added"]
 
 
@@ -496,13 +538,13 @@ def test_a_pluggable_classifier_decides(pure):
 
     p = Pure(E.ForkPolicy(classifier=overlap, classifier_name="overlap", confirmations=1))
     p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
-    a = propose(p, "k1", cand(0.5, "visa", "passport"))[0].payload["fork_id"]
-    out = propose(p, "k2", cand(0.5, "visa"))
+    a = propose(p, "k1", cand(0.825, "visa", "passport"))[0].payload["fork_id"]
+    out = propose(p, "k2", cand(0.825, "visa"))
     assert kinds(out)[:2] == ["fork_classified", "fork_promoted"]
     assert out[0].payload["classifier"] == "overlap"
     assert E.episode(p.state, a).status == "active"
-    b = propose(p, "k3", cand(0.5, "hotel"))[0].payload["fork_id"]
-    out = propose(p, "k4", cand(0.5, "hotel", "never"))
+    b = propose(p, "k3", cand(0.825, "hotel"))[0].payload["fork_id"]
+    out = propose(p, "k4", cand(0.825, "hotel", "never"))
     assert kinds(out) == ["fork_classified"] and out[0].payload["verdict"] == "reject"
     assert E.episode(p.state, b).status == "rejected"
     assert b not in [e.id for e in E.episodes(p.state, B)]
@@ -510,25 +552,24 @@ def test_a_pluggable_classifier_decides(pure):
 
 
 def test_an_external_classifier_confirms_or_rejects(pure):
-    a = propose(pure, "k1", cand(0.5, "visa"))[0].payload["fork_id"]
-    b = propose(pure, "k2", cand(0.5, "hotel"))[0].payload["fork_id"]
+    a = propose(pure, "k1", cand(0.825, "visa"))[0].payload["fork_id"]
+    b = propose(pure, "k2", cand(0.825, "hotel"))[0].payload["fork_id"]
     out = pure.run(E.ClassifyFork(fork_id=a, verdict="confirm", classifier="llm", confidence=0.9))
-    assert kinds(out) == ["fork_classified"] and out[0].payload["signal_id"] == "llm"
-    assert pure.run(E.ClassifyFork(fork_id=a, verdict="confirm", classifier="llm")) == []
-    out = pure.run(E.ClassifyFork(fork_id=a, verdict="confirm", classifier="llm", signal_id="k9"))
     assert kinds(out) == ["fork_classified", "fork_promoted", "episode_edge_added"]
+    assert out[0].payload["signal_id"] == "llm" and out[1].payload["confirmations"] == 2
+    assert pure.run(E.ClassifyFork(fork_id=a, verdict="confirm", classifier="llm")) == []
     assert kinds(pure.run(E.ClassifyFork(fork_id=b, verdict="reject", classifier="user"))) == [
         "fork_classified"]
     assert E.episode(pure.state, b).status == "rejected"
-    with pytest.raises(Rejected, match="no longer pending"):
+    with pytest.raises(Rejected, match="^fork-pending: .* which is rejected"):
         pure.run(E.ClassifyFork(fork_id=b, verdict="confirm", classifier="llm"))
 
 
 def test_candidates_past_the_top_k_do_not_confirm(pure):
-    fork_id = propose(pure, "k1", cand(0.2, "visa"))[0].payload["fork_id"]
-    out = propose(pure, "k2", cand(0.9, "a"), cand(0.8, "b"), cand(0.7, "c"), cand(0.6, "visa"))
+    fork_id = propose(pure, "k1", cand(0.72, "visa"))[0].payload["fork_id"]
+    out = propose(pure, "k2", cand(0.965, "a"), cand(0.93, "b"), cand(0.895, "c"), cand(0.86, "visa"))
     assert kinds(out) == ["fork_proposed", "fork_proposed"]   # a and b fill the two free slots
-    assert E.episode(pure.state, fork_id).fork.confirmations == 0
+    assert E.episode(pure.state, fork_id).fork.confirmations == 1
 
 
 def test_a_retried_signal_counts_once_for_any_classifier():
@@ -536,22 +577,23 @@ def test_a_retried_signal_counts_once_for_any_classifier():
         shared = set(fork.labels.topics) & set(E.normalize_labels(candidate.labels).topics)
         return E.Verdict("confirm", 0.5) if shared else None
 
-    p = Pure(E.ForkPolicy(classifier=overlap, classifier_name="overlap"))
+    p = Pure(E.ForkPolicy(classifier=overlap, classifier_name="overlap", confirmations=3))
     p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
-    fork_id = propose(p, "k1", cand(0.5, "visa", "passport"))[0].payload["fork_id"]
-    assert propose(p, "k1", cand(0.5, "visa")) == []
-    assert kinds(propose(p, "k2", cand(0.5, "visa"))) == ["fork_classified"]
-    assert propose(p, "k2", cand(0.5, "passport")) == []
-    assert E.episode(p.state, fork_id).fork.confirmations == 1
+    fork_id = propose(p, "k1", cand(0.825, "visa", "passport"))[0].payload["fork_id"]
+    assert propose(p, "k1", cand(0.825, "visa")) == []
+    assert kinds(propose(p, "k2", cand(0.825, "visa"))) == ["fork_classified"]
+    assert propose(p, "k2", cand(0.825, "passport")) == []
+    assert E.episode(p.state, fork_id).fork.confirmations == 2
 
 
 def test_confirming_a_promoted_fork_is_done_and_rejecting_it_is_refused(pure):
-    for s in ("k1", "k2", "k3"):
-        out = propose(pure, s, cand(0.6, "visa"))
+    propose(pure, "k1", cand(0.86, "visa"))
+    out = propose(pure, "k2", cand(0.86, "visa"))
     fork_id = out[0].payload["fork_id"]
     assert E.episode(pure.state, fork_id).status == "active"
+    assert propose(pure, "k3", cand(0.86, "visa")) == []      # this drift already forked
     assert pure.run(E.ClassifyFork(fork_id=fork_id, verdict="confirm", classifier="llm")) == []
-    with pytest.raises(Rejected, match="no longer pending \\(it was promoted\\)"):
+    with pytest.raises(Rejected, match="^fork-pending: .* which is active \\(promoted\\)"):
         pure.run(E.ClassifyFork(fork_id=fork_id, verdict="reject", classifier="llm"))
 
 
@@ -561,22 +603,21 @@ def test_a_signal_gives_each_fork_one_verdict():
 
     p = Pure(E.ForkPolicy(classifier=any_topic, classifier_name="any", confirmations=3))
     p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
-    fork_id = propose(p, "k1", cand(0.5, "visa"))[0].payload["fork_id"]
-    out = propose(p, "k2", cand(0.5, "a"), cand(0.4, "b"), cand(0.3, "c"))
+    fork_id = propose(p, "k1", cand(0.825, "visa"))[0].payload["fork_id"]
+    out = propose(p, "k2", cand(0.825, "a"), cand(0.79, "b"), cand(0.755, "c"))
     assert kinds(out) == ["fork_classified"]
-    assert E.episode(p.state, fork_id).fork.confirmations == 1
+    assert E.episode(p.state, fork_id).fork.confirmations == 2
 
 
 def test_a_fork_promoted_by_a_signal_frees_its_slot(pure):
-    propose(pure, "k1", cand(0.9, "a"), cand(0.8, "b"), cand(0.7, "c"))
-    propose(pure, "k2", cand(0.9, "a"))
-    out = propose(pure, "k3", cand(0.9, "a"), cand(0.5, "d"))
+    propose(pure, "k1", cand(0.965, "a"), cand(0.93, "b"), cand(0.895, "c"))
+    out = propose(pure, "k2", cand(0.965, "a"), cand(0.825, "d"))
     assert kinds(out) == ["fork_classified", "fork_promoted", "episode_edge_added", "fork_proposed"]
     assert sorted(f.labels.topics[0] for f in E.pending_forks(pure.state, B)) == ["b", "c", "d"]
 
 
 def test_classify_refusals(pure):
-    fork_id = propose(pure, "k1", cand(0.5, "visa"))[0].payload["fork_id"]
+    fork_id = propose(pure, "k1", cand(0.825, "visa"))[0].payload["fork_id"]
     with pytest.raises(ValidationError) as e:
         pure.run(E.ClassifyFork(fork_id=fork_id, verdict="maybe", classifier="llm"))
     assert e.value.field == "verdict"
@@ -594,26 +635,37 @@ def test_unknown_command_is_refused(pure):
 
 # -- forks: TTL by minutes --------------------------------------------------------------------
 
-def test_expiry_by_minutes_is_a_pure_function_of_state_and_as_of(pure):
-    fork_id = propose(pure, "k1", cand(0.6, "visa"))[0].payload["fork_id"]
+def test_expiry_by_minutes_is_a_function_of_the_point_asked(pure):
+    fork_id = propose(pure, "k1", cand(0.86, "visa"))[0].payload["fork_id"]
     ttl = T0 + timedelta(minutes=15)
     assert E.expired_forks(pure.state, B, ttl - timedelta(seconds=1)) == []
     assert E.expired_forks(pure.state, B, ttl) == [E.Expiry(fork_id, ttl, "minutes")]
     assert E.pending_forks(pure.state, B, as_of=ttl) == []
-    assert [f.id for f in E.pending_forks(pure.state, B)] == [fork_id]   # nothing recorded yet
+    assert E.fork_status(pure.state, fork_id, ttl) == "linked"
+    assert E.fork_status(pure.state, fork_id, ttl - timedelta(seconds=1)) == "fork_pending"
+    assert [f.id for f in E.pending_forks(pure.state, B)] == [fork_id]   # the state's time: T0
+    pure.message("any delta after the TTL", ttl + timedelta(seconds=1))   # time passes: no command
+    fork = E.episode(pure.state, fork_id)
+    assert fork.status == "linked" and fork.fork.expiry_reason == "minutes"
+    assert fork.edges == [E.Edge("soft_link", "ep-trip", 0.43)]            # 0.86 x 0.5
+    assert E.pending_forks(pure.state, B) == []
+    assert pure.run(E.ExpireForks(), now=ttl + timedelta(minutes=3)) == []  # nothing left to record
+
+
+def test_expire_forks_records_an_expiry_the_log_has_not_shown_yet(pure):
+    fork_id = propose(pure, "k1", cand(0.86, "visa"))[0].payload["fork_id"]
+    ttl = T0 + timedelta(minutes=15)
     assert pure.run(E.ExpireForks(), now=ttl - timedelta(seconds=1)) == []
     out = pure.run(E.ExpireForks(), now=ttl + timedelta(minutes=3))
     assert kinds(out) == ["fork_expired", "episode_edge_added"]
     assert out[0].payload == {"fork_id": fork_id, "parent_episode_id": "ep-trip", "reason": "minutes",
                               "expired_at": "2025-03-01T09:15:00Z", "outcome": "soft_link"}
     fork = E.episode(pure.state, fork_id)
-    assert fork.status == "linked" and fork.fork.expiry_reason == "minutes"
-    assert fork.edges == [E.Edge("soft_link", "ep-trip", 0.3)]
-    assert pure.run(E.ExpireForks(), now=ttl + timedelta(minutes=4)) == []
+    assert fork.status == "linked" and fork.edges == [E.Edge("soft_link", "ep-trip", 0.43)]
 
 
 def test_expire_as_of_an_earlier_time_and_not_a_later_one(pure):
-    propose(pure, "k1", cand(0.6, "visa"))
+    propose(pure, "k1", cand(0.86, "visa"))
     now = T0 + timedelta(minutes=30)
     assert pure.run(E.ExpireForks(as_of=T0 + timedelta(minutes=5)), now=now) == []
     with pytest.raises(ValidationError) as e:
@@ -628,7 +680,7 @@ def test_expire_as_of_an_earlier_time_and_not_a_later_one(pure):
 def test_expiry_can_discard_instead_of_soft_linking():
     p = Pure(E.ForkPolicy(on_expiry="discard", ttl_minutes=10))
     p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
-    fork_id = propose(p, "k1", cand(0.6, "visa"))[0].payload["fork_id"]
+    fork_id = propose(p, "k1", cand(0.86, "visa"))[0].payload["fork_id"]
     out = p.run(E.ExpireForks(), now=T0 + timedelta(minutes=10))
     assert kinds(out) == ["fork_expired"] and out[0].payload["outcome"] == "discarded"
     fork = E.episode(p.state, fork_id)
@@ -638,17 +690,17 @@ def test_expiry_can_discard_instead_of_soft_linking():
         p.run(E.NoteQuote(episode_id=fork_id, text="x", category="decision"))
 
 
-def test_an_expired_fork_cannot_be_classified_until_recorded(pure):
-    fork_id = propose(pure, "k1", cand(0.6, "visa"))[0].payload["fork_id"]
+def test_an_expired_fork_cannot_be_classified_or_promoted(pure):
+    fork_id = propose(pure, "k1", cand(0.86, "visa"))[0].payload["fork_id"]
     late = T0 + timedelta(minutes=16)
-    with pytest.raises(Rejected, match="expired at 2025-03-01T09:15:00\\+00:00 \\(minutes TTL\\); "
-                                       "record it with ExpireForks"):
+    with pytest.raises(Rejected, match="^fork-pending: fork .* expired at 2025-03-01T09:15:00\\+00:00 "
+                                       "\\(minutes TTL\\)"):
         pure.run(E.ClassifyFork(fork_id=fork_id, verdict="confirm", classifier="llm"), now=late)
 
 
 def test_a_drift_pass_records_expiries_before_proposing(pure):
-    old = propose(pure, "k1", cand(0.6, "visa"))[0].payload["fork_id"]
-    out = propose(pure, "k2", cand(0.6, "visa"), now=T0 + timedelta(minutes=20))
+    old = propose(pure, "k1", cand(0.86, "visa"))[0].payload["fork_id"]
+    out = propose(pure, "k2", cand(0.86, "visa"), now=T0 + timedelta(minutes=20))
     assert kinds(out) == ["fork_expired", "episode_edge_added", "fork_proposed"]
     assert E.episode(pure.state, old).status == "linked"
     new = out[-1].payload["fork_id"]
@@ -661,13 +713,13 @@ def test_continuity_buffer_on_promotion(pure):
     for i in range(40):
         pure.message(f"message {i}", T0 - timedelta(hours=1) + timedelta(seconds=i))
     recent = [pure.message(f"recent {i}", T0 + timedelta(minutes=1, seconds=i)) for i in range(18)]
-    pure.run(E.NoteQuote(episode_id="ep-trip", text="Budget under 2000 EUR", category="constraint"))
-    pure.run(E.NoteQuote(episode_id="ep-trip", text="We fly TAP", category="decision"))
-    pure.run(E.NoteQuote(episode_id="ep-trip", text="Do we rent a car?", category="open_question"))
-    fork_id = propose(pure, "k1", cand(0.6, "visa"))[0].payload["fork_id"]
-    pure.run(E.NoteQuote(episode_id=fork_id, text="Passport valid 6 months", category="constraint"))
-    propose(pure, "k2", cand(0.6, "visa"), now=T0 + timedelta(minutes=3))
-    out = propose(pure, "k3", cand(0.6, "visa"), now=T0 + timedelta(minutes=4))
+    now = T0 + timedelta(minutes=2)
+    pure.run(E.NoteQuote(episode_id="ep-trip", text="Budget under 2000 EUR", category="constraint"), now=now)
+    pure.run(E.NoteQuote(episode_id="ep-trip", text="We fly TAP", category="decision"), now=now)
+    pure.run(E.NoteQuote(episode_id="ep-trip", text="Do we rent a car?", category="open_question"), now=now)
+    fork_id = propose(pure, "k1", cand(0.86, "visa"), now=now)[0].payload["fork_id"]
+    pure.run(E.NoteQuote(episode_id=fork_id, text="Passport valid 6 months", category="constraint"), now=now)
+    out = propose(pure, "k2", cand(0.86, "visa"), now=T0 + timedelta(minutes=4))
     promoted = next(d for d in out if d.kind == "fork_promoted")
     buffer = E.episode(pure.state, fork_id).continuity
     assert list(buffer.message_ids) == [m.id for m in recent]        # 18 in the last 10 minutes
@@ -704,7 +756,7 @@ def test_the_message_window_is_bounded_per_braid(pure):
 def test_fork_policy_is_validated():
     for kw, field in [({"top_k": 0}, "top_k"), ({"confirmations": 0}, "confirmations"),
                       ({"ttl_knots": 0}, "ttl_knots"), ({"ttl_minutes": 0}, "ttl_minutes"),
-                      ({"on_expiry": "keep"}, "on_expiry"), ({"soft_link_factor": 2}, "soft_link_factor"),
+                      ({"on_expiry": "keep"}, "on_expiry"),
                       ({"buffer_max_messages": 31}, "buffer_max_messages"),
                       ({"buffer_min_messages": 20, "buffer_max_messages": 18}, "buffer_max_messages"),
                       ({"classifier": None}, "classifier")]:
@@ -727,10 +779,10 @@ def test_a_promoted_fork_starts_with_its_buffers_anchor_quotes(parent_quotes, fo
     p.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
     for i, (c, s) in enumerate(parent_quotes):
         p.run(E.NoteQuote(episode_id="ep-trip", text=f"parent {i}", category=c, salience=s))
-    fork_id = propose(p, "k1", cand(0.5, "visa"))[0].payload["fork_id"]
+    fork_id = propose(p, "k1", cand(0.825, "visa"))[0].payload["fork_id"]
     for i, (c, s) in enumerate(fork_quotes):
         p.run(E.NoteQuote(episode_id=fork_id, text=f"fork {i}", category=c, salience=s))
-    propose(p, "k2", cand(0.5, "visa"))
+    propose(p, "k2", cand(0.825, "visa"))
     fork = E.episode(p.state, fork_id)
     assert fork.status == "active"
     assert list(fork.continuity.anchor_quotes) == fork.anchor_quotes
@@ -844,28 +896,26 @@ def test_ttl_by_knots_whichever_comes_first(tmp_path):
     s = Session(tmp_path / "ttl.lmdb", E.ForkPolicy(ttl_knots=3, ttl_minutes=60))
     s.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
     before = s.knot("ep-trip")   # tied before the proposal: does not count
-    fork_id = s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.8, "visa")],
+    fork_id = s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.93, "visa")],
                                    signal_id=before))[0].delta.payload["fork_id"]
     s.knot("ep-trip")
     s.knot("ep-trip")
     assert E.fork_expiry(s.state(), fork_id).reason == "minutes"
     assert E.expired_forks(s.state(), B, s.now) == []
     third = s.knot("ep-trip")
-    tied_at = knots.knot(s.braid.state("knots"), third).tied.end_ts
-    expiry = E.fork_expiry(s.state(), fork_id)
-    assert expiry == E.Expiry(fork_id, tied_at, "knots")
-    assert expiry.expired_at < s.state().episodes[fork_id].fork.expires_at
-    assert E.expired_forks(s.state(), B, tied_at - timedelta(microseconds=1)) == []
-    # the same log seen at an earlier seq knows only two knots: not expired by knots there
-    seq_before_third = s.braid.log.seq_of(knots.knot(s.braid.state("knots"), third).tied_delta_id) - 1
-    earlier = s.braid.at(seq_before_third).state("episodes")
+    tie = knots.knot(s.braid.state("knots"), third)
+    fork = E.episode(s.state(), fork_id)      # the third knot's tie expired it: no command ran
+    assert (fork.status, fork.fork.expiry_reason, fork.fork.resolved_at) == ("linked", "knots",
+                                                                              tie.tied.end_ts)
+    assert fork.edges == [E.Edge("soft_link", "ep-trip", 0.465)]           # 0.93 x 0.5
+    # the same log seen just before the third tie: still pending there, by the minutes TTL
+    earlier = s.braid.at(s.braid.log.seq_of(tie.tied_delta_id) - 1).state("episodes")
+    assert E.fork_status(earlier, fork_id) == "fork_pending"
     assert E.fork_expiry(earlier, fork_id).reason == "minutes"
-    with pytest.raises(Rejected, match="knots TTL"):
+    assert E.fork_status(s.braid.at(s.braid.log.seq_of(tie.tied_delta_id)).state("episodes"),
+                         fork_id) == "linked"
+    with pytest.raises(Rejected, match="^delta 0: fork-pending: .* which is linked"):
         s.run(E.ClassifyFork(fork_id=fork_id, verdict="confirm", classifier="llm"))
-    records = s.run(E.ExpireForks())
-    assert [r.delta.kind for r in records] == ["fork_expired", "episode_edge_added"]
-    assert records[0].delta.payload["reason"] == "knots"
-    assert E.episode(s.state(), fork_id).status == "linked"
     assert s.run(E.ExpireForks()) == []
     s.braid.close()
 
@@ -873,7 +923,7 @@ def test_ttl_by_knots_whichever_comes_first(tmp_path):
 def test_ttl_by_minutes_before_the_knots_run_out(tmp_path):
     s = Session(tmp_path / "ttl.lmdb", E.ForkPolicy(ttl_knots=10, ttl_minutes=10))
     s.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
-    fork_id = s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.8, "visa")],
+    fork_id = s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.93, "visa")],
                                    signal_id="sig-1"))[0].delta.payload["fork_id"]
     proposed_at = s.now
     s.knot("ep-trip")
@@ -887,13 +937,13 @@ def test_ttl_by_minutes_before_the_knots_run_out(tmp_path):
 def test_a_knot_tied_after_the_minutes_ttl_does_not_change_the_reason(tmp_path):
     s = Session(tmp_path / "ttl.lmdb", E.ForkPolicy(ttl_knots=1, ttl_minutes=10))
     s.run(E.OpenEpisode(episode_id="ep-trip", labels=labels("trip")))
-    fork_id = s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.8, "visa")],
+    fork_id = s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.93, "visa")],
                                    signal_id="sig-1"))[0].delta.payload["fork_id"]
     expires_at = s.now + timedelta(minutes=10)
     s.tick(11 * 60)
     s.knot("ep-trip")
-    assert s.state().episodes[fork_id].fork.knot_deadline > expires_at
-    assert E.fork_expiry(s.state(), fork_id) == E.Expiry(fork_id, expires_at, "minutes")
+    fork = E.episode(s.state(), fork_id).fork
+    assert (fork.expiry_reason, fork.resolved_at) == ("minutes", expires_at)
     s.braid.close()
 
 
@@ -918,9 +968,9 @@ REFUSALS = [
     (E.NoteQuote(episode_id="ep-trip", text="x", category="gossip"), ValidationError),
     (E.NoteQuote(episode_id="ep-trip", text="x", category="decision", source_delta_id="nope"), Rejected),
     (E.ProposeForks(parent_episode_id="ep-trip", candidates=[], signal_id="s"), ValidationError),
-    (E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.5, "trip")], signal_id="s"),
+    (E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.825, "trip")], signal_id="s"),
      ValidationError),
-    (E.ProposeForks(parent_episode_id="ghost", candidates=[cand(0.5, "x")], signal_id="s"), Rejected),
+    (E.ProposeForks(parent_episode_id="ghost", candidates=[cand(0.825, "x")], signal_id="s"), Rejected),
     (E.ClassifyFork(fork_id="ep-trip", verdict="confirm", classifier="llm"), Rejected),
     (E.ClassifyFork(fork_id="ep-trip", verdict="perhaps", classifier="llm"), ValidationError),
     (E.ExpireForks(as_of=T0 + timedelta(days=1)), ValidationError),
@@ -950,14 +1000,14 @@ def scenario(s: Session) -> None:
     s.run(E.NoteQuote(episode_id="ep-trip", text="under 2000 EUR", category="constraint"))
     s.run(E.NoteQuote(episode_id="ep-trip", text="fly TAP", category="decision"))
     s.run(E.NoteQuote(episode_id="ep-trip", text="car?", category="open_question"))
-    s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.7, "visa"), cand(0.4, "food"),
-                                                                  cand(0.3, "hotel")], signal_id=k1))
+    s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.895, "visa"), cand(0.79, "food"),
+                                                                  cand(0.755, "hotel")], signal_id=k1))
     k2 = s.knot("ep-trip")
-    s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.8, "visa")], signal_id=k2))
+    s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.93, "visa")], signal_id=k2))
     hotel = next(e.id for e in E.pending_forks(s.state(), B) if e.labels == labels("hotel"))
     s.run(E.ClassifyFork(fork_id=hotel, verdict="reject", classifier="user"))
     k3 = s.knot("ep-trip")
-    s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.9, "visa")], signal_id=k3))
+    s.run(E.ProposeForks(parent_episode_id="ep-trip", candidates=[cand(0.965, "visa")], signal_id=k3))
     s.tick(20 * 60)
     s.run(E.ExpireForks())
 
@@ -1002,3 +1052,53 @@ def test_the_demo_proposes_confirms_and_promotes_a_fork(tmp_path):
     buf = promoted[0].continuity
     assert 15 <= len(buf.message_ids) <= 30 and 2 <= len(buf.anchor_quotes) <= 5
     assert buf.summary.doing and buf.summary.goal and buf.summary.unresolved
+
+
+def test_a_raw_fork_promotion_without_its_confirmations_is_refused(braid):
+    fork = braid.execute(E.PROJECTION, E.ProposeForks(
+        parent_episode_id="ep-trip", candidates=[cand(0.8, "visa")], signal_id="k1"),
+        braid_id=B, now=T0)[0].delta.payload["fork_id"]
+    head = braid.head()
+    buffer = {"summary": {"doing": "trip"}}
+    for confirmations in (1, 2, 3):
+        with pytest.raises(Rejected, match="^delta 0: fork-promotion-confirmed: fork .* has 1 "
+                                           "confirmation\\(s\\) .* needs 2"):
+            braid.append(braidlog.delta(B, "fork_promoted", {
+                "fork_id": fork, "parent_episode_id": "ep-trip", "confirmations": confirmations,
+                "buffer": buffer}, ts=T0 + timedelta(minutes=1)))
+    assert braid.head() == head
+    # after a confirm in the same batch, a promotion claiming 2 passes
+    braid.append_batch([
+        braidlog.delta(B, "fork_classified", {"fork_id": fork, "verdict": "confirm",
+                                              "classifier": "llm", "signal_id": "s"},
+                       ts=T0 + timedelta(minutes=1)),
+        braidlog.delta(B, "fork_promoted", {"fork_id": fork, "parent_episode_id": "ep-trip",
+                                            "confirmations": 2, "buffer": buffer},
+                       ts=T0 + timedelta(minutes=1))])
+    assert E.episode(braid.state("episodes"), fork).status == "active"
+
+
+@pytest.mark.parametrize("payload, rule", [
+    ({"score": 0.6}, "fork-confidence-threshold"),
+    ({"parent_episode_id": "ghost"}, "fork-from-active-parent"),
+    ({"labels": {"topics": ["trip"]}}, "fork-is-drift"),
+])
+def test_raw_fork_proposals_that_break_a_rule_are_refused(braid, payload, rule):
+    proposal = {"fork_id": "f1", "parent_episode_id": "ep-trip", "labels": {"topics": ["visa"]},
+                "score": 0.8, "rank": 1, "signal_id": "s", "ttl_knots": 8,
+                "expires_at": "2025-03-01T09:15:00Z", **payload}
+    with pytest.raises(Rejected, match=f"^delta 0: {rule}: "):
+        braid.append(braidlog.delta(B, "fork_proposed", proposal, ts=T0))
+
+
+def test_at_a_seq_after_the_ttl_shows_the_fork_expired_with_no_command(braid):
+    fork = braid.execute(E.PROJECTION, E.ProposeForks(
+        parent_episode_id="ep-trip", candidates=[cand(0.8, "visa")], signal_id="k1"),
+        braid_id=B, now=T0)[0].delta.payload["fork_id"]
+    before = braid.append(braidlog.delta(B, "message", {"text": "14 min"}, ts=T0 + timedelta(minutes=14)))
+    after = braid.append(braidlog.delta(B, "message", {"text": "15 min"}, ts=T0 + timedelta(minutes=15)))
+    assert E.fork_status(braid.at(before).state("episodes"), fork) == "fork_pending"
+    assert E.fork_status(braid.at(after).state("episodes"), fork) == "linked"
+    assert E.fork_status(braid.at(before).state("episodes"), fork,
+                         T0 + timedelta(minutes=15)) == "linked"   # an explicit time
+    assert [r.delta.kind for r in braid.log.scan()].count("fork_expired") == 0
