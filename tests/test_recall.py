@@ -509,3 +509,39 @@ def test_a_space_without_vectors_is_not_scanned_for(tmp_path, monkeypatch):
         assert r.recall("LMDB", 3) == [] and r.covered_seq == 51 and scanned == []
         r.close()
         assert Recall(log, "default").recall("LMDB", 1)[0].seq == 51 and scanned
+
+
+# -- memory: what is kept per vector ---------------------------------------------------------------
+
+def test_rows_in_chunks_slice_and_take_like_one_array(monkeypatch):
+    from braidlog.recall import vectors
+
+    monkeypatch.setattr(vectors, "CHUNK", 8)
+    rng = np.random.default_rng(3)
+    rows, ref = vectors.Rows(5), np.zeros((0, 5), dtype=np.float32)
+    for m in (3, 8, 1, 13, 7, 0, 9):
+        block = rng.normal(size=(m, 5)).astype(np.float32)
+        rows.append(block)
+        ref = np.concatenate([ref, block])
+    assert rows.n == len(ref) == 41 and rows.nbytes == 6 * 8 * 5 * 4
+    for lo, hi in ((0, 41), (3, 8), (7, 9), (8, 16), (5, 30), (40, 41), (12, 12)):
+        assert np.array_equal(rows.slice(lo, hi), ref[lo:hi]), (lo, hi)
+    pos = np.array([0, 7, 8, 9, 23, 24, 40], dtype=np.int64)
+    assert np.array_equal(rows.take(pos), ref[pos])
+
+
+def test_memory_is_one_numpy_copy_one_graph_and_compact_columns(filled):
+    store, x, seqs, _ = filled
+    r = Recall(store, **SMALL)
+    m = r.memory()
+    n, d = r.count, r.dim
+    from braidlog.recall.vectors import CHUNK
+
+    assert 4 * d * n <= m["vectors"] <= 4 * d * (n + CHUNK)
+    assert m["columns"] < 120 * 2 * n  # numpy columns (capacity at most twice the count)
+    assert 4 * d * n <= m["head graph"] and m["as-of blocks"] == 0  # blocks only when asked for
+    r.search(x[0], as_of=seqs[700])
+    blocks = r._blocks.cover(r._cols.count_upto(seqs[700]))[0]
+    per_vector = m["head graph"] / n  # a block spends what the head graph spends per vector
+    held = sum(r._blocks.size(level) for level, _ in blocks)
+    assert r.memory()["as-of blocks"] == pytest.approx(per_vector * held, rel=0.25)
