@@ -652,7 +652,8 @@ def check_invariants(state: D.State, contents: dict, ever_inactive: set, statuse
             rec.title, rec.target, rec.rationale), "target, title and rationale never change"
         if rec.status == "active":
             assert did not in ever_inactive, "a superseded decision never becomes active again"
-            actives.setdefault((rec.namespace, rec.target), []).append(did)
+            actives.setdefault((rec.namespace, rec.target_key), []).append(did)
+            assert rec.target_key == D.canonical_target(state, rec.target), "filed under its registered name"
         else:
             ever_inactive.add(did)
         if rec.superseded_by is not None:
@@ -734,6 +735,54 @@ def test_invariants_hold_over_random_sessions(data):
     for did in s.state.decisions:
         head = D.resolve_active_head(s.state, did)
         assert head is not None and (head.status == "active" or head.superseded_by is None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_invariants_hold_over_random_raw_deltas_through_the_boundary(data):
+    """Whatever hand-made deltas are offered, the ones D.check lets in keep every invariant:
+    one active decision per (namespace, registered target) whatever the spelling or alias."""
+    s = Session()
+    contents, ever_inactive, statuses = {}, set(), {}
+    spellings = st.sampled_from(["alpha", "Alpha", "ALPHA", "beta", "BETA", "al_main", "AL_MAIN"])
+    for step in range(data.draw(st.integers(4, 40))):
+        ids, pids = list(s.state.decisions), list(s.state.proposals)
+        some = st.lists(st.sampled_from(ids), max_size=3) if ids else st.just([])
+        op = data.draw(st.sampled_from(["decision", "draft", "outcome", "alias", "use"]))
+        who = data.draw(st.sampled_from([HUMAN, AGENT]))
+        base = {"title": "t", "target": data.draw(spellings), "rationale": RATIONALE,
+                "namespace": data.draw(st.sampled_from(["default", "ops"]))}
+        if op == "decision":
+            d = raw("decision_recorded", {**base, "supersedes": data.draw(some), "deprecates": data.draw(some)},
+                    own_id="decision_id", who=who, at=step)
+        elif op == "draft":
+            d = raw("proposal_drafted", base, own_id="proposal_id", who=who, at=step)
+        elif op == "outcome":
+            if not pids:
+                continue
+            pid = data.draw(st.sampled_from(pids))
+            kind = data.draw(st.sampled_from(["proposal_accepted", "proposal_rejected", "proposal_falsified"]))
+            payload = ({"proposal_id": pid, "decision_id": data.draw(st.sampled_from(ids))}
+                       if kind == "proposal_accepted" and ids else {"proposal_id": pid, "reason": "r"})
+            if kind == "proposal_accepted" and "reason" in payload:
+                continue
+            d = raw(kind, payload, who=who, at=step)
+        elif op == "alias":
+            d = raw("target_alias_registered", {"alias": data.draw(spellings), "target": data.draw(spellings)},
+                    who=who, at=step)
+        else:
+            if not ids:
+                continue
+            d = raw("decision_used", {"decision_id": data.draw(st.sampled_from(ids))}, who=who, at=step)
+        stored = braidlog.validate(d)[0]
+        before = encoded(s.state)
+        try:
+            D.check(s.state, stored)
+        except (Rejected, ValidationError):
+            assert encoded(s.state) == before, "a check must not touch the state"
+            continue
+        s.append(stored)
+        check_invariants(s.state, contents, ever_inactive, statuses)
 
 
 # ------------------------------------------------------------------------------ proposals
