@@ -1,7 +1,9 @@
 """Every ```python block in README.md and docs/*.md runs (sqlite-utils and eventsourcing do this).
 
-The blocks of one file run in order in one namespace, in a fresh temporary directory, so a
-guide can build on its earlier blocks. A block preceded by a ``<!-- no-run -->`` line (or
+Each block runs on its own, in a fresh namespace, so a reader can copy any one of them; a block
+whose first line is a comment beginning ``# continues`` (``# continues the example above``) says
+that it builds on the blocks before it, and runs in their namespace. A page's blocks share one
+fresh temporary directory and run in order. A block preceded by a ``<!-- no-run -->`` line (or
 ``<!-- no-run: why -->``) is skipped: only for code that cannot run here (a server that is not
 running, a path on another machine); the page itself should say why.
 """
@@ -18,6 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_RUN = re.compile(r"^<!--\s*no-run(:.*)?\s*-->\s*$")
+CONTINUES = re.compile(r"^#\s*continues\b")
 
 
 def python_blocks(text: str) -> list[tuple[int, str, bool]]:
@@ -46,21 +49,34 @@ def pages() -> list[Path]:
 def test_every_python_block_runs(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("BRAIDLOG_STORE", raising=False)
-    module = types.ModuleType(f"docs_{page.stem.replace('-', '_')}")  # a real module, so that
-    monkeypatch.setitem(sys.modules, module.__name__, module)  # msgspec resolves its annotations
-    namespace = module.__dict__
+    namespaces = []
+    namespace: dict = {}
     for line, code, runs in python_blocks(page.read_text(encoding="utf-8")):
         if not runs:
             continue
+        if not CONTINUES.match(code.lstrip()):
+            # a real module per chain of blocks, so that msgspec resolves its annotations
+            module = types.ModuleType(f"docs_{page.stem.replace('-', '_')}_{line}")
+            monkeypatch.setitem(sys.modules, module.__name__, module)
+            namespace = module.__dict__
+            namespaces.append(namespace)
         try:
             exec(compile(code, f"{page.relative_to(ROOT)}:{line}", "exec", dont_inherit=True), namespace)
         except Exception as e:
             pytest.fail(f"{page.relative_to(ROOT)}, the block at line {line} raised "
                         f"{type(e).__name__}: {e}")
-    for value in list(namespace.values()):  # stores a page left open (closing twice is harmless)
+    for value in [v for ns in namespaces for v in ns.values()]:  # stores a page left open
         if type(value).__module__.startswith("braidlog") and callable(getattr(value, "close", None)):
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # closing twice is harmless
                 value.close()
+
+
+def test_a_block_continues_only_when_it_says_so(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = 1\n```\n\n```python\n# continues the example above\n"
+                    "assert x == 1\n```\n\n```python\nassert 'x' not in globals()\n```\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    test_every_python_block_runs(page, tmp_path, monkeypatch)
 
 
 def test_the_extractor_finds_blocks_and_honours_no_run():
