@@ -127,7 +127,7 @@ def test_keygen_checkpoint_prove_and_verify_offline(store, tmp_path, capsys, mon
 
     os.chmod(key, 0o644)
     code, _, err = run(capsys, "--store", store, "checkpoint", "--key", str(key))
-    assert code == 1 and "has mode 0644: others can read it; run `chmod 600" in err
+    assert code == 1 and "has mode 0644: others can reach it (only its owner may); run `chmod 600" in err
 
 
 def test_prove_state_of_a_demo_entity(tmp_path, capsys):

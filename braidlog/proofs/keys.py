@@ -108,7 +108,8 @@ def read_key(path: str | os.PathLike[str]) -> SigningKey:
         raise ValidationError("--key", f"cannot read key file {p}: {e}") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ValidationError("--key", f"key file {p} has mode {stat.S_IMODE(mode):04o}: others can "
-                              f"read it; run `chmod 600 {p}` (and make a new key if it leaked)")
+                              f"reach it (only its owner may); run `chmod 600 {p}`, and make a new "
+                              "key if it may have leaked")
     line = text.strip()
     parts = line[len(PREFIX):].split("+", 2) if line.startswith(PREFIX) else []
     if len(parts) != 3:
