@@ -514,16 +514,32 @@ class BatchView(ReadView):
     """The log as a boundary check sees it: the store as of ``seq`` (the head a batch is written
     after) followed by the batch's records ``staged`` that come before the delta checked."""
 
-    def __init__(self, store: LogStore, seq: int, staged: Sequence[Staged]) -> None:
+    def __init__(self, store: LogStore, seq: int, staged: Sequence[Staged], upto: int | None = None,
+                 ids: dict[str, Staged] | None = None) -> None:
         super().__init__(store, seq)
-        self._staged = staged
-        self._ids = {s.delta.id.upper(): s for s in staged}
+        self._all = staged
+        self._upto = len(staged) if upto is None else upto
+        self._shared_ids = ids  # id -> record over the whole batch, built on first lookup
+
+    @property
+    def _staged(self) -> Sequence[Staged]:
+        return self._all[:self._upto]
 
     def before(self, n: int) -> BatchView:
-        """The view a check of the batch's delta ``n`` sees: the head and deltas 0..n-1."""
-        if n == len(self._staged):
-            return self
-        return BatchView(self._store, self.seq, self._staged[:n])
+        """The view a check of the batch's delta ``n`` sees: the head and deltas 0..n-1 (cheap:
+        views of one batch share one id table)."""
+        if self._shared_ids is None:
+            self._shared_ids = {}
+        return BatchView(self._store, self.seq, self._all, n, self._shared_ids)
+
+    def _mine(self, delta_id: str) -> Staged | None:
+        ids = self._shared_ids
+        if ids is None:
+            ids = self._shared_ids = {}
+        if not ids and self._all:
+            ids.update((st.delta.id.upper(), st) for st in self._all)
+        found = ids.get(delta_id.upper())
+        return found if found is not None and found.seq <= self.seq + self._upto else None
 
     def head(self) -> Head:
         if not self._staged:
@@ -534,17 +550,17 @@ class BatchView(ReadView):
     def read(self, seq: int) -> Record:
         if seq > self.seq:
             k = seq - self.seq - 1
-            if k < len(self._staged):
-                s = self._staged[k]
+            if k < self._upto:
+                s = self._all[k]
                 return Record(s.seq, s.hash, s.delta)
         return super().read(seq)
 
     def get(self, delta_id: str) -> Record | None:
-        s = self._ids.get(delta_id.upper())
+        s = self._mine(delta_id)
         return Record(s.seq, s.hash, s.delta) if s is not None else super().get(delta_id)
 
     def seq_of(self, delta_id: str) -> int | None:
-        s = self._ids.get(delta_id.upper())
+        s = self._mine(delta_id)
         return s.seq if s is not None else super().seq_of(delta_id)
 
     def _merged(self, base: Any, keep: Any, start: int, stop: int | None, reverse: bool,

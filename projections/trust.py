@@ -31,7 +31,7 @@ import braidlog
 from braidlog import BraidlogError, Context, Decider, GenericDelta, Refs, Rejected, ValidationError
 
 __all__ = [
-    "DREAM_CONFIDENCE", "DREAM_HALF_LIFE", "PROMOTED_CONFIDENCE", "TESTS", "DEFAULT_REQUIRED_TESTS",
+    "DREAM_CONFIDENCE", "DREAM_HALF_LIFE", "TESTS", "DEFAULT_REQUIRED_TESTS",
     "TrustPolicy", "DEFAULT_POLICY",
     "DecayPolicy", "HypothesisProposed", "HypothesisTested", "HypothesisPromoted",
     "HypothesisRejected", "TrustAssessed",
@@ -40,6 +40,8 @@ __all__ = [
     "ProposeHypothesis", "RecordTest", "PromoteHypothesis", "RejectHypothesis", "AssessTrust",
     "decide", "dream_confidence",
     "TrustView", "trust_of", "confidence_at", "hypothesis_status", "missing_tests", "promotable",
+    "PROVENANCE_WEIGHTS", "PROMOTION_THRESHOLD", "NO_TEST_SCORE", "TRUST_HALF_LIFE",
+    "HypothesisTrust", "hypothesis_trust", "test_score",
     "decider", "PROJECTIONS",
 ]
 
@@ -47,8 +49,6 @@ __all__ = [
 DREAM_CONFIDENCE = 0.3
 #: Dream content halves its confidence this often unless reinforced.
 DREAM_HALF_LIFE = timedelta(days=7)
-#: The confidence a promoted hypothesis gets unless PromoteHypothesis names one.
-PROMOTED_CONFIDENCE = 0.7
 #: The seed's MVP-safe tests, plus the best-effort tool grounding test.
 TESTS = ("consistency", "rederivation", "outcome", "grounding")
 #: The tests a hypothesis must pass to be promoted unless it was proposed with others.
@@ -67,7 +67,6 @@ class TrustPolicy(Struct, frozen=True, kw_only=True):
 
     dream_confidence: float = DREAM_CONFIDENCE
     dream_half_life: timedelta = DREAM_HALF_LIFE
-    promoted_confidence: float = PROMOTED_CONFIDENCE
     required_tests: tuple[str, ...] = DEFAULT_REQUIRED_TESTS
 
 
@@ -158,11 +157,13 @@ KINDS = frozenset({"bead_write", "hypothesis", "trust"})
 # ---------------------------------------------------------------------------------------- state
 
 class Reinforcement(Struct, kw_only=True):
-    """A later delta that cited the subject as evidence ("cited"), or a passed test ("test")."""
+    """A later delta that cited the subject as evidence ("cited"), or a passed test ("test");
+    ``confidence`` is the citing delta's (evidence for the trust formula)."""
 
     ts: datetime
     delta_id: str
     how: str
+    confidence: float | None = None
 
 
 class Assessment(Struct, kw_only=True):
@@ -298,7 +299,8 @@ def evolve(state: State, d: GenericDelta) -> State:
         for sid in _cited(state, d.refs):
             s = state.subjects.get(sid)
             if s is not None and s.subject_id != d.id:
-                s.reinforcements.append(Reinforcement(ts=d.ts, delta_id=d.id, how="cited"))
+                s.reinforcements.append(Reinforcement(ts=d.ts, delta_id=d.id, how="cited",
+                                                      confidence=d.confidence))
     return state
 
 
@@ -527,7 +529,12 @@ def _promote(c: PromoteHypothesis, state: State, ctx: Context, policy: TrustPoli
     if missing:
         raise Rejected(f"hypothesis {h.hypothesis_id} cannot be promoted: required test(s) "
                        f"{', '.join(missing)} have not passed; record them with RecordTest")
-    confidence = policy.promoted_confidence if c.confidence is None else c.confidence
+    scored = hypothesis_trust(state, h.hypothesis_id, ctx.now)
+    if scored is None or scored.status != "promoted":
+        raise Rejected(f"hypothesis {h.hypothesis_id} stays on probation: raw trust "
+                       f"{scored.raw if scored else 0:.4f} (needs {PROMOTION_THRESHOLD} with no test "
+                       "failed); more evidence or passed tests raise it")
+    confidence = scored.raw if c.confidence is None else min(c.confidence, scored.raw)
     if not 0.0 <= confidence <= 1.0:
         raise ValidationError("confidence", f"must be a number in [0, 1], got {confidence!r}")
     passed = [_latest(h, t, ctx.now).test_id for t in h.required_tests]  # type: ignore[union-attr]
@@ -628,7 +635,7 @@ def trust_of(state: State, subject_id: str, as_of: datetime, *, braid_id: str | 
         if decided:
             clock, _, source, base = max(decided)
             promoted = source == "promoted"
-            half_life = None
+            half_life = TRUST_HALF_LIFE if promoted else None  # read-time decay of trust
     scoped = [a for a in s.assessments if a.ts <= as_of and braid_id is not None and a.braid_id == braid_id]
     chosen = scoped or [a for a in s.assessments if a.ts <= as_of and a.braid_id is None]
     if chosen and chosen[-1].ts >= clock and source != "rejected":
@@ -702,9 +709,74 @@ def hypothesis_status(state: State, hypothesis_id: str, as_of: datetime) -> str 
     return "testing" if any(t.ts <= as_of for t in h.tests) else "proposed"
 
 
+#: Provenance weights of the trust formula (the Braid reference implementation's).
+PROVENANCE_WEIGHTS: dict[str, float] = {"user": 1.0, "assistant": 0.85, "tool": 0.95,
+                                        "perception": 0.9, "system": 0.8, "dream": 0.6}
+#: A hypothesis is promoted when its raw trust reaches this and no test failed.
+PROMOTION_THRESHOLD = 0.75
+#: The test part of the formula when no test has run.
+NO_TEST_SCORE = 0.5
+#: Trust halves every day since the last fact that fed it (read-time decay).
+TRUST_HALF_LIFE = timedelta(days=1)
+
+
+class HypothesisTrust(Struct, frozen=True, kw_only=True):
+    """A hypothesis's trust as of a time, by the formula (``hypothesis_trust``), with its parts."""
+
+    hypothesis_id: str
+    raw: float
+    confidence: float
+    status: str  # "promoted" or "probation"
+    evidence: tuple[float, ...]
+    scores: tuple[float, ...]
+    failed: bool
+    weight: float
+    clock: datetime
+
+
+def test_score(t: TestResult) -> float:
+    """A test's score: (reward + 1) / 2 when it carries a reward in [-1, 1], else 1 passed, 0 failed."""
+    if t.reward is not None:
+        return (t.reward + 1.0) / 2.0
+    return 1.0 if t.passed else 0.0
+
+
+def hypothesis_trust(state: State, hypothesis_id: str, as_of: datetime) -> HypothesisTrust | None:
+    """The Braid reference formula, as of ``as_of`` (None before the proposal):
+
+    raw = 0.5 × mean(evidence confidences) + 0.5 × mean(test scores), with 0.5 for the test
+    part when no test has run; halved when any test failed; times the provenance weight of the
+    hypothesis (``PROVENANCE_WEIGHTS``). Evidence is the hypothesis's own stated confidence and
+    that of every non-dream delta citing it; tests are the latest non-dream result of each kind.
+    ``status`` is ``promoted`` when raw ≥ 0.75 and no test failed, else ``probation``.
+    ``confidence`` = raw × 0.5^(age / 1 day), age since the last proposal, citation or test.
+    """
+    h = state.hypotheses.get(hypothesis_id)
+    s = state.subjects.get(hypothesis_id)
+    if h is None or s is None or h.proposed_ts > as_of:
+        return None
+    cited = [r for r in s.reinforcements if r.how == "cited" and r.ts <= as_of]
+    evidence = (s.confidence, *(r.confidence for r in cited if r.confidence is not None))
+    latest = [t for t in (_latest(h, k, as_of) for k in TESTS) if t is not None]
+    scores = tuple(test_score(t) for t in latest)
+    failed = any(not t.passed for t in latest)
+    tests_part = sum(scores) / len(scores) if scores else NO_TEST_SCORE
+    raw = 0.5 * (sum(evidence) / len(evidence)) + 0.5 * tests_part
+    if failed:
+        raw *= 0.5
+    weight = PROVENANCE_WEIGHTS.get(h.provenance, PROVENANCE_WEIGHTS["system"])
+    raw *= weight
+    clock = max([h.proposed_ts, *(r.ts for r in cited), *(t.ts for t in latest)])
+    confidence = raw * 0.5 ** ((as_of - clock) / TRUST_HALF_LIFE)
+    status = "promoted" if raw >= PROMOTION_THRESHOLD and not failed else "probation"
+    return HypothesisTrust(hypothesis_id=hypothesis_id, raw=raw, confidence=confidence,
+                           status=status, evidence=evidence, scores=scores, failed=failed,
+                           weight=weight, clock=clock)
+
+
 def decider(policy: TrustPolicy = DEFAULT_POLICY) -> Decider:
     """The trust projection deciding under ``policy`` (the cap, half-life and required tests)."""
-    return Decider(name="trust", version=1, initial=State(), evolve=evolve, state_type=State,
+    return Decider(name="trust", version=2, initial=State(), evolve=evolve, state_type=State,
                    kinds=KINDS, refs=frozenset({"deltas", "beads"}), provenances=frozenset({"dream"}),
                    local=True, decide=lambda command, state, ctx: decide(command, state, ctx, policy))
 

@@ -160,7 +160,7 @@ def test_time_travel_shows_the_trust_a_subject_had_at_any_point(braid):
 # --------------------------------------------------------------------------------- hypothesis tests
 
 def test_promotion_requires_every_configured_test_to_pass(braid):
-    hid = propose(braid)
+    hid = propose(braid, provenance="user", confidence=0.9)
     refused(braid, PromoteHypothesis(hypothesis_id=hid), Rejected,
             "cannot be promoted: required test\\(s\\) consistency, rederivation, outcome have not passed")
     run(braid, RecordTest(hypothesis_id=hid, test="consistency", passed=True, evidence=("sem-1",)), T0 + DAY)
@@ -171,11 +171,13 @@ def test_promotion_requires_every_configured_test_to_pass(braid):
     assert trust.promotable(braid.state("trust"), hid, T0 + 2 * DAY)
     recs = run(braid, PromoteHypothesis(hypothesis_id=hid), T0 + 3 * DAY)
     p = recs[0].delta.payload
-    assert p["type"] == "HypothesisPromoted" and p["confidence"] == trust.PROMOTED_CONFIDENCE and len(p["tests"]) == 3
+    # raw = 0.5 x mean(0.9) + 0.5 x mean(1, 1, 1) = 0.95, x user weight 1.0
+    assert p["type"] == "HypothesisPromoted" and p["confidence"] == pytest.approx(0.95) and len(p["tests"]) == 3
     s = braid.state("trust")
     assert trust.hypothesis_status(s, hid, T0 + 3 * DAY) == "promoted"
     assert trust.hypothesis_status(s, hid, T0 + 2 * DAY) == "testing"
-    assert trust.confidence_at(s, hid, T0 + 300 * DAY) == 0.7  # promoted: no more decay
+    assert trust.confidence_at(s, hid, T0 + 3 * DAY) == pytest.approx(0.95)
+    assert trust.confidence_at(s, hid, T0 + 4 * DAY) == pytest.approx(0.475)  # halves each day
     assert run(braid, PromoteHypothesis(hypothesis_id=hid), T0 + 4 * DAY) == []
 
 
@@ -189,20 +191,23 @@ def test_the_latest_result_of_each_test_counts(braid):
 
 
 def test_configured_tests_narrow_what_promotion_needs(braid):
-    hid = propose(braid, required_tests=("outcome", "outcome"))
+    hid = propose(braid, required_tests=("outcome", "outcome"), provenance="user", confidence=0.9)
     assert braid.log.get(hid).delta.payload["required_tests"] == ["outcome"]
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, reward=0.4), T0 + DAY, "user")
-    assert run(braid, PromoteHypothesis(hypothesis_id=hid, confidence=0.9), T0 + DAY)
+    # raw = 0.5 x 0.9 + 0.5 x (0.4 + 1) / 2 = 0.45 + 0.35 = 0.8; a stated 0.9 is capped at raw
+    recs = run(braid, PromoteHypothesis(hypothesis_id=hid, confidence=0.9), T0 + DAY)
+    assert recs[0].delta.payload["confidence"] == pytest.approx(0.8)
 
 
 def test_a_decider_policy_sets_the_default_required_tests(tmp_path):
-    policy = trust.TrustPolicy(required_tests=("grounding",), promoted_confidence=0.6)
+    policy = trust.TrustPolicy(required_tests=("grounding",))
     with braidlog.open(tmp_path / "s", projections=[trust.decider(policy)]) as b:
-        hid = propose(b)
+        hid = propose(b, provenance="user", confidence=0.7)
         assert b.log.get(hid).delta.payload["required_tests"] == ["grounding"]
         refused(b, PromoteHypothesis(hypothesis_id=hid), Rejected, "grounding have not passed")
         run(b, RecordTest(hypothesis_id=hid, test="grounding", passed=True, evidence=("tool-result-1",)), T0, "tool")
-        assert run(b, PromoteHypothesis(hypothesis_id=hid), T0)[0].delta.payload["confidence"] == 0.6
+        # raw = 0.5 x 0.7 + 0.5 x 1.0 = 0.85
+        assert run(b, PromoteHypothesis(hypothesis_id=hid), T0)[0].delta.payload["confidence"] == pytest.approx(0.85)
 
 
 @pytest.mark.parametrize("command, error, match", [
@@ -285,11 +290,13 @@ def test_trust_is_orthogonal_to_provenance(braid):
     run(braid, AssessTrust(subject_id=said.id, confidence=0.1, reason="implausible"), T0 + DAY)
     assert conf(braid, said.id, T0 + DAY) == 0.1
     assert conf(braid, said.id, T0) is None  # no trust record before the assessment
-    hid = propose(braid)
+    hid = propose(braid, provenance="tool", confidence=0.9)
     pass_all(braid, hid, T0 + DAY)
-    run(braid, PromoteHypothesis(hypothesis_id=hid, confidence=0.95), T0 + DAY)
-    view = trust.trust_of(braid.state("trust"), hid, T0 + 2 * DAY)
-    assert (view.provenance, view.confidence, view.source) == ("dream", 0.95, "promoted")
+    run(braid, PromoteHypothesis(hypothesis_id=hid), T0 + DAY)
+    view = trust.trust_of(braid.state("trust"), hid, T0 + DAY)
+    # raw = (0.5 x 0.9 + 0.5 x 1.0) x tool weight 0.95 = 0.9025
+    assert (view.provenance, view.source) == ("tool", "promoted")
+    assert view.confidence == pytest.approx(0.9025)
 
 
 def test_braid_scoped_trust_overrides_the_global_baseline_inside_its_braid(braid):
@@ -320,9 +327,9 @@ def test_assessment_rules(braid):
     assert conf(braid, hid, T0 + DAY) == 0.1
     assert conf(braid, hid, T0 + 8 * DAY) == pytest.approx(0.05)  # dream content keeps decaying
     pass_all(braid, hid, T0 + 3 * DAY)
-    run(braid, PromoteHypothesis(hypothesis_id=hid), T0 + 3 * DAY)
-    assert run(braid, AssessTrust(subject_id=hid, confidence=0.9), T0 + 4 * DAY)  # promoted: allowed
-    assert conf(braid, hid, T0 + 40 * DAY) == 0.9
+    # a dream hypothesis stays on probation: raw <= (0.5 x 0.3 + 0.5 x 1) x 0.6 = 0.39 < 0.75
+    refused(braid, PromoteHypothesis(hypothesis_id=hid), Rejected, "stays on probation: raw trust 0.3900")
+    refused(braid, AssessTrust(subject_id=hid, confidence=0.9), Rejected, "is dream content")
 
 
 def test_an_assessment_can_set_a_decay_policy_with_a_floor(braid):
@@ -359,7 +366,7 @@ def test_evolve_is_total_on_inconsistent_raw_facts():
 
 def test_state_round_trips_and_equals_a_fresh_fold(tmp_path):
     with braidlog.open(tmp_path / "s", projections=ALL, checkpoint_every=2) as b:
-        hid = propose(b)
+        hid = propose(b, provenance="user", confidence=0.9)
         pass_all(b, hid, T0 + DAY)
         run(b, PromoteHypothesis(hypothesis_id=hid), T0 + DAY)
         other = propose(b, statement="other")
@@ -381,3 +388,40 @@ def test_decide_is_pure_and_refuses_unknown_commands():
     assert one[0].confidence == 0.3 and one[0].id == one[0].payload["hypothesis_id"]
     with pytest.raises(ValidationError, match="command: trust cannot decide"):
         trust.decide(object(), trust.State(), c)
+
+
+# ------------------------------------------------------------------- the trust formula, by hand
+
+def test_the_trust_formula_with_hand_computed_numbers(braid):
+    hid = propose(braid, provenance="user", confidence=0.8)
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
+    # no test yet: 0.5 x 0.8 + 0.5 x 0.5 = 0.65, x user 1.0 -> probation (< 0.75)
+    assert (h.raw, h.status, h.scores, h.evidence) == (pytest.approx(0.65), "probation", (), (0.8,))
+    braid.append(braidlog.delta(B, "message", {"text": "seen it"}, provenance="assistant", confidence=0.9,
+                                ts=T0 + DAY, refs=Refs(deltas=(hid,))))
+    run(braid, RecordTest(hypothesis_id=hid, test="consistency", passed=True), T0 + DAY, "user")
+    run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, reward=0.6), T0 + DAY, "user")
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0 + DAY)
+    # evidence (0.8, 0.9): 0.85; scores (1.0, (0.6 + 1) / 2 = 0.8): 0.9; raw = 0.425 + 0.45 = 0.875
+    assert h.evidence == (0.8, 0.9) and h.scores == (1.0, pytest.approx(0.8))
+    assert (h.raw, h.status) == (pytest.approx(0.875), "promoted")
+    later = trust.hypothesis_trust(braid.state("trust"), hid, T0 + 3 * DAY)
+    assert later.confidence == pytest.approx(0.875 * 0.25)      # two days: x 0.5^2 = 0.21875
+    run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=False, reward=-0.5), T0 + 2 * DAY, "user")
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0 + 2 * DAY)
+    # scores (1.0, 0.25): 0.625; (0.425 + 0.3125) = 0.7375, halved for the failed test: 0.36875
+    assert (h.raw, h.status, h.failed) == (pytest.approx(0.36875), "probation", True)
+
+
+@pytest.mark.parametrize("provenance, weight", [
+    ("user", 1.0), ("assistant", 0.85), ("tool", 0.95), ("perception", 0.9), ("system", 0.8)])
+def test_the_provenance_weights(braid, provenance, weight):
+    hid = propose(braid, provenance=provenance, confidence=0.6)
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
+    assert (h.weight, h.raw) == (weight, pytest.approx((0.3 + 0.25) * weight))   # 0.55 x weight
+
+
+def test_a_dream_hypothesis_starts_low_and_weighs_0_6(braid):
+    hid = propose(braid, confidence=0.3)
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
+    assert (h.weight, h.raw, h.status) == (0.6, pytest.approx((0.15 + 0.25) * 0.6), "probation")  # 0.24
