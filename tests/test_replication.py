@@ -620,14 +620,14 @@ def test_a_stale_writer_is_refused_and_nothing_is_merged(stores, open_stream):
         old_log.append(make_delta(i))
     new = stores("new")
     done = promote(new, stream, quiet=0.1, timeout=10)
-    assert done.caught_up == old.head() and done.epoch == 1 and done.head.seq == 6
+    assert done.caught_up == old.head() and done.epoch == 1 and done.head.seq == 7
     new_log = SyncLog(new, stream)
     new_log.append(make_delta(100, braid="after-failover"))
     before = stream.watermark()
     assert before.epoch == 1
 
     old.append(make_delta(200, braid="split-brain"))  # the old writer comes back
-    with pytest.raises(StaleWriter, match="writer epoch 1 since seq 6 .*epoch 0.*fenced") as err:
+    with pytest.raises(StaleWriter, match="writer epoch 1 since seq 7 .*epoch 0.*fenced") as err:
         old_log.ship()
     assert "its records 6..6 were never acknowledged" in str(err.value)
     with pytest.raises(StaleWriter, match="this call appended nothing"):
@@ -662,7 +662,7 @@ def test_cli_ships_rebuilds_and_promotes(tmp_path, url, stream_name, capsys, rng
         assert replica.head() == head
     assert main(["--store", r, "promote", "--nats", url, "--stream", stream_name,
                  "--quiet", "0.1"]) == 0
-    assert f"writer epoch 1 begins at seq {head.seq + 1}, after everything stream " \
+    assert f"writer epoch 1 begins at seq {head.seq + 2}, after everything stream " \
         f"{stream_name} acknowledged (up to {head})" in capsys.readouterr().out
     line = json.dumps(json.loads(braidlog.to_json(make_delta(77, braid="cli"))))
     (tmp_path / "d.jsonl").write_text(line + "\n")
@@ -672,7 +672,7 @@ def test_cli_ships_rebuilds_and_promotes(tmp_path, url, stream_name, capsys, rng
     with LmdbLog(w) as writer:
         writer.append(make_delta(78, braid="stale"))
     assert main(["--store", w, "ship", "--nats", url, "--stream", stream_name, "--once"]) == 1
-    assert "is in writer epoch 1 since seq 52" in capsys.readouterr().err and head.seq == 51
+    assert "is in writer epoch 1 since seq 53" in capsys.readouterr().err and head.seq == 51
 
 
 def test_cli_replica_exits_1_naming_the_refused_seq(tmp_path, stores, open_stream, stream_name,
@@ -787,7 +787,7 @@ def test_failover_promotes_a_caught_up_replica_and_refuses_the_old_writer(nats_c
         new_log.append(make_delta(9100, braid="new-writer"))
         nats_cluster.node(leader(new_stream)).kill()  # and the stream loses its leader too
         new_log.append(make_delta(9101, braid="new-writer"))
-        assert new_stream.watermark(timeout=30).seq == acked.seq + 3  # epoch record + 2
+        assert new_stream.watermark(timeout=30).seq == acked.seq + 4  # kind, epoch, 2 records
 
         # the old writer comes back and ships what it committed: refused, not merged
         with pytest.raises(StaleWriter, match="error 10071"):

@@ -92,18 +92,18 @@ def test_the_documented_promotion_order(opened):
     # 1. the old writer stops (its machine is lost; its store stays where it is)
     # 2. promote a caught-up replica
     done = promote(r1, stream("ORDER", replicas=None), writer="r1", quiet=0.3, timeout=30)
-    assert (done.epoch, done.caught_up, done.head.seq) == (1, w.head(), 31)
+    assert (done.epoch, done.caught_up, done.head.seq) == (1, w.head(), 32)  # 31 declares it
     # 3. write to it synchronously
     new = SyncLog(r1, s)
     new.append_batch([make_delta(100 + i, braid="after") for i in range(4)])
     # 4. the old writer comes back: refused before it writes, its store unchanged
     head = w.head()
-    with pytest.raises(StaleWriter, match="writer epoch 1 since seq 31 \\(writer 'r1'\\)"):
+    with pytest.raises(StaleWriter, match="writer epoch 1 since seq 32 \\(writer 'r1'\\)"):
         SyncLog(w, s).append(make_delta(999, braid="late"))
     assert w.head() == head
     one_history(s, r1, r2)
     assert all(r1.read(seq).delta.id == w.read(seq).delta.id for batch in acked for seq in batch)
-    assert epochs_of(s) == ["0"] * 30 + ["1"] * 5
+    assert epochs_of(s) == ["0"] * 31 + ["1"] * 5
 
 
 # -- the race: the old writer ships its tail right after the promotion -------------------------
@@ -116,7 +116,7 @@ def test_the_old_writers_tail_shipped_after_the_promotion_is_refused(opened, rng
     old.ship(timeout=20)
     w.append_batch(random_deltas(rng, 5))  # the tail: committed, not yet shipped
     done = promote(r1, stream("RACE", replicas=None), writer="r1", quiet=0.3, timeout=30)
-    assert done.head.seq == 21
+    assert done.head.seq == 22
     wm = s.watermark()
     with pytest.raises(StaleWriter, match=r"records 21\.\.25 were never acknowledged"):
         old.ship(timeout=20)  # its cached watermark is 20: error 10071, then the fence is read
@@ -171,7 +171,8 @@ def test_the_old_writer_sigstopped_across_a_promotion_is_refused_when_resumed(
     assert f"writer epoch 1 since seq {done.head.seq}" in out
     with LmdbLog(tmp_path / "w", durable=False) as w:
         # the old writer's records up to the fence are the history; the rest are not in it
-        assert list(w.scan_bodies(1, done.head.seq)) == list(r1.scan_bodies(1, done.head.seq))
+        cut = done.caught_up.seq + 1
+        assert list(w.scan_bodies(1, cut)) == list(r1.scan_bodies(1, cut))
         assert w.head().seq >= done.caught_up.seq
     one_history(s, r1, r2)
     assert r1.read(done.head.seq).delta.kind == EPOCH_KIND

@@ -108,11 +108,11 @@ def test_every_refused_sync_append_leaves_the_store_unchanged(stores, open_strea
     # a promotion fences both writers of epoch 0: refused before they publish anything
     r = stores("r")
     done = promote(r, stream, quiet=0.1, timeout=20)
-    assert done.epoch == 1 and done.caught_up.seq == 7 and done.head.seq == 8
+    assert done.epoch == 1 and done.caught_up.seq == 7 and done.head.seq == 9  # kind, epoch
     wm = stream.watermark()
     for store in (a, b):
         was = store.head()
-        with pytest.raises(StaleWriter, match="writer epoch 1 since seq 8.*fenced"):
+        with pytest.raises(StaleWriter, match="writer epoch 1 since seq 9.*fenced"):
             SyncLog(store, stream).append(make_delta(30))
         assert store.head() == was
     with pytest.raises(StaleWriter, match="fenced"):
@@ -151,14 +151,15 @@ def test_the_old_writers_unshipped_tail_cannot_win_after_a_promotion(stores, ope
     old.append_batch(random_deltas(rng, 3))  # committed, never shipped: 6..8
     new = stores("new")
     done = promote(new, stream, writer="r1", quiet=0.1, timeout=20)
-    assert (done.epoch, done.head.seq) == (1, 6)
+    assert (done.epoch, done.caught_up.seq, done.head.seq) == (1, 5, 7)  # 6 declares the kind
     fence = raw_messages(stream.servers, stream.name)[-1]
     assert fence[2][HDR_EPOCH] == "1" and fence[1].endswith(".braidlog-writer")
-    assert new.read(6).delta.kind == EPOCH_KIND and new.read(6).delta.payload["writer"] == "r1"
+    assert new.read(7).delta.kind == EPOCH_KIND and new.read(7).delta.payload["writer"] == "r1"
+    assert new.read(6).delta.kind == "kind_declared"
     # the old writer's shipper comes back: it reads the stream first and is refused
     wm = stream.watermark()
     shipper = Shipper(old, stream)
-    with pytest.raises(StaleWriter, match=r"since seq 6 \(writer 'r1'\).*records 6\.\.8 were "
+    with pytest.raises(StaleWriter, match=r"since seq 7 \(writer 'r1'\).*records 6\.\.8 were "
                                           r"never acknowledged.*log --start 6"):
         shipper.ship(timeout=10)
     assert shipper.shipped == 0 and stream.watermark() == wm
@@ -169,10 +170,10 @@ def test_the_old_writers_unshipped_tail_cannot_win_after_a_promotion(stores, ope
     assert Replica(replica, stream).catch_up(timeout=10) == new.head()
     assert list(replica.scan_bodies()) == list(new.scan_bodies())
     assert [m[2][HDR_EPOCH] for m in raw_messages(stream.servers, stream.name)] == \
-        ["0"] * 5 + ["1", "1"]
+        ["0"] * 6 + ["1", "1"]
     # promoting again starts epoch 2 after epoch 1's records
     assert promote(replica, stream, quiet=0.1, timeout=10).epoch == 2
-    with pytest.raises(StaleWriter, match="epoch 2 since seq 8"):
+    with pytest.raises(StaleWriter, match="epoch 2 since seq 9"):
         SyncLog(new, stream).append(make_delta(51))
 
 
@@ -201,12 +202,12 @@ def test_promote_refuses_while_the_stream_moves_unless_forced(stores, open_strea
     old.append(random_deltas(rng, 1)[0])  # the old writer's tail, after the fence
     with pytest.raises(StaleWriter, match="fenced"):
         shipper.stop(timeout=30)
-    assert done.head.seq == done.caught_up.seq + 1 and old.head().seq > done.caught_up.seq
+    assert done.head.seq == done.caught_up.seq + 2 and old.head().seq > done.caught_up.seq
     assert new.read(done.head.seq).delta.payload == {"epoch": 1, "writer": new.read(
         done.head.seq).delta.payload["writer"], "forced": True}
     # one history: the old writer's records up to the fence, then the fence; nothing after it
-    assert [b for b in new.scan_bodies(1, done.head.seq)] == \
-        [b for b in old.scan_bodies(1, done.head.seq)]
+    cut = done.caught_up.seq + 1
+    assert list(new.scan_bodies(1, cut)) == list(old.scan_bodies(1, cut))
     assert_stream_is_the_log(stream.servers, stream.name, new)
 
 
@@ -380,6 +381,7 @@ def test_a_rechained_forgery_is_refused_where_a_signed_checkpoint_contradicts_it
     assert [m[3] for m in raw_messages(stream.servers, stream.checkpoint_stream)] == [note]
     genuine = Replica(stores("g"), stream, checkpoints=trusted)
     assert genuine.catch_up(timeout=10) == writer.head() and genuine.ignored_checkpoints == 0
+    assert genuine.checked_checkpoints == 1
 
     # someone with publish rights copies the stream, altering record 7 and rechaining 7 and 8
     messages = raw_messages(stream.servers, stream.name)
@@ -410,6 +412,8 @@ def test_a_rechained_forgery_is_refused_where_a_signed_checkpoint_contradicts_it
     assert code == 1 and "record seq 8 refused: a signed checkpoint" in capsys.readouterr().err
     assert main(["--store", str(tmp_path / "cli2"), "replica", "--nats", url, "--stream",
                  stream.name, "--once", "--checkpoint-key", trusted.key]) == 0
+    assert "replica at 8:" in (out := capsys.readouterr().out)
+    assert "held to 1 signed checkpoint(s)" in out
     # a replica that applied the forgery before the checkpoint came finds out when it does
     with pytest.raises(IntegrityError, match="the 8 this replica applied give"):
         Replica(fooled.store, copy, checkpoints=trusted).catch_up(timeout=10)
@@ -455,3 +459,20 @@ def test_a_bad_replication_factor_is_refused_before_connecting(replicas):
 
     with pytest.raises(VE, match="replicas: must be 1 to 5"):
         Stream("nats://127.0.0.1:1", "S", replicas=replicas)
+
+
+def test_checkpoints_issued_by_the_command_line_reach_a_checking_replica(
+        tmp_path, url, stream_name, capsys, rng):
+    pytest.importorskip("cryptography")
+    w = str(tmp_path / "w")
+    with LmdbLog(w) as writer:
+        writer.append_batch(random_deltas(rng, 30))
+    assert main(["keygen", "example.org/agent", "--out", str(tmp_path / "sk")]) == 0
+    key = capsys.readouterr().out.strip().splitlines()[-1]
+    assert main(["--store", w, "checkpoint", "--key", str(tmp_path / "sk")]) == 0
+    assert main(["--store", w, "ship", "--nats", url, "--stream", stream_name, "--once"]) == 0
+    capsys.readouterr()
+    assert main(["--store", str(tmp_path / "r"), "replica", "--nats", url, "--stream",
+                 stream_name, "--once", "--checkpoint-key", key]) == 0
+    assert "replica at 30:" in (out := capsys.readouterr().out)
+    assert "held to 1 signed checkpoint(s)" in out

@@ -182,7 +182,9 @@ def cmd_replica(args: Any, out: IO[str]) -> int:
             except KeyboardInterrupt:
                 head = replica.head
         took = time.monotonic() - start
-    out.write(f"applied {replica.applied} record(s) in {took:.1f} s; replica at {head}\n")
+    checked = (f"; held to {replica.checked_checkpoints} signed checkpoint(s)"
+               if checkpoints is not None else "")
+    out.write(f"applied {replica.applied} record(s) in {took:.1f} s; replica at {head}{checked}\n")
     return 0
 
 

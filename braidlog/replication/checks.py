@@ -12,12 +12,14 @@ a writer are told apart, because their remedies differ:
 
 from __future__ import annotations
 
+import time
+
 from ..chain import GENESIS, link
 from ..delta import decode
 from ..errors import DecodeError, IntegrityError, StaleWriter
 from ..store import Head, LogStore
 from .stream import Last, Stream
-from .wire import Epochs, Watermark, read_epoch
+from .wire import HDR_HASH, Epochs, Watermark, header, read_epoch
 
 __all__ = ["check_stream", "fenced"]
 
@@ -26,15 +28,15 @@ RECOVER = ("this store's log is intact: ship it to a new stream (`braidlog ship 
            "stream's subjects (docs/replication.md, *A foreign or corrupt record*)")
 
 
-def fenced(stream: Stream, epochs: Epochs, mark: Watermark, head: Head, refused: int | None
-           ) -> StaleWriter:
+def fenced(stream: Stream, store: LogStore, epochs: Epochs, mark: Watermark, head: Head,
+           refused: int | None) -> StaleWriter:
     """The error for a writer whose epoch is older than its stream's."""
     where = ""
     found = stream.last_epoch()
     shipped = min(mark.seq, head.seq)
     if found is not None:
         seq, _headers, body = found
-        shipped = min(seq - 1, head.seq)
+        shipped = _common(stream, store, min(seq - 1, head.seq))
         try:
             payload = read_epoch(decode(body[8:]))
             where = (f" since seq {seq} (writer {payload.writer!r}"
@@ -53,6 +55,20 @@ def fenced(stream: Stream, epochs: Epochs, mark: Watermark, head: Head, refused:
         expected=epochs.current, actual=mark.epoch)
 
 
+def _common(stream: Stream, store: LogStore, seq: int) -> int:
+    """The last seq at or below ``seq`` where the stream holds this store's own record (the
+    epoch record may be preceded by its kind's declaration, in the same batch)."""
+    for _ in range(4):
+        if seq <= 0:
+            return 0
+        rows = stream._retry(lambda: stream._read(seq, 1), time.monotonic() + stream.timeout,
+                             "reading the stream")
+        if rows and rows[0][0] == seq and header(rows[0][1], HDR_HASH) == store.hash_at(seq).hex():
+            return seq
+        seq -= 1
+    return seq
+
+
 def check_stream(stream: Stream, store: LogStore, epochs: Epochs, last: Last, head: Head,
                  refused: int | None = None) -> None:
     """Raise unless ``stream`` ends at a record of this log (a prefix of it, or its head).
@@ -65,7 +81,7 @@ def check_stream(stream: Stream, store: LogStore, epochs: Epochs, last: Last, he
     name = stream.name
     epochs.refresh()
     if mark.epoch > epochs.current:
-        raise fenced(stream, epochs, mark, head, refused)
+        raise fenced(stream, store, epochs, mark, head, refused)
     if mark.seq == 0:
         return
     how = (f"JetStream refused this store's batch with error {refused}" if refused

@@ -21,7 +21,7 @@ from ..store import Head, LogStore
 from .replica import Replica
 from .stream import Stream
 from .sync import SyncLog
-from .wire import declare_epoch_kind, epoch_delta
+from .wire import Epochs, epoch_deltas, read_epoch
 
 __all__ = ["promote", "Promotion"]
 
@@ -65,7 +65,6 @@ def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet
     whatever it shipped and retries until the epoch record lands or ``timeout`` passes.
     Ship from the returned head with Shipper or SyncLog.
     """
-    declare_epoch_kind(store.registry)
     deadline = time.monotonic() + timeout
     start = time.monotonic()
     first = stream.info(timeout=timeout)["last_seq"]
@@ -98,11 +97,17 @@ def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet
                 f"the replica is at {caught} but stream {stream.name} at {wm}: it has not caught "
                 "up; run the replica again before promoting it", expected=wm.seq,
                 actual=caught.seq)
-        fence = epoch_delta(wm.epoch + 1, writer or socket.gethostname(), forced=force,
-                            ts=now or datetime.now(timezone.utc))
+        name, ts = writer or socket.gethostname(), now or datetime.now(timezone.utc)
+
+        def fence(head: Head) -> list:
+            # decided under the store's write lock, after the SyncLog levelled the store with
+            # the stream: the epoch is the one after the last this log holds
+            return epoch_deltas(store.registry, Epochs(store).current + 1, name, forced=force,
+                                ts=ts)
+
         log = SyncLog(store, stream, timeout=max(deadline - time.monotonic(), 0.1))
         try:
-            log.commit([fence])
+            records = log.commit_locked(fence)
         except StaleWriter as e:
             if force and time.monotonic() < deadline:
                 first, start = stream.info()["last_seq"], time.monotonic()
@@ -112,6 +117,7 @@ def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet
                 f"stream {stream.name} moved while the epoch record was published ({e}); its "
                 "writer is alive: stop it and promote again, or use --force; this store is "
                 "unchanged", expected=wm.seq, actual=None) from None
-        head = store.head()  # the epoch record; the SyncLog may have taken in a few more first
-        before = Head(head.seq - 1, store.hash_at(head.seq - 1) if head.seq > 1 else GENESIS)
-        return Promotion(wm.epoch + 1, head, before)
+        at = records[0].seq - 1  # everything the stream acknowledged before the new epoch
+        before = Head(at, store.hash_at(at) if at else GENESIS)
+        return Promotion(read_epoch(records[-1].delta).epoch, Head(records[-1].seq,
+                                                                   records[-1].hash), before)

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from ..delta import GenericDelta, decode, validate
+from ..delta import GenericDelta, decode, validate_typed
+from ..kind_schema import KIND_DECLARED, admit_declaration, sync as sync_kinds
 from .. import tree as merkle
 from ..chain import link
 from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
@@ -30,7 +31,7 @@ from ..store import Head, LogStore, hw_of, ts_micros
 from .stream import Stream
 from .wire import (
     EPOCH_BRAID, EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, MAX_BATCH, Epochs,
-    declare_epoch_kind, epoch_header, header, read_epoch,
+    epoch_header, header, read_epoch,
 )
 
 __all__ = ["Replica"]
@@ -59,7 +60,6 @@ class Replica:
                  checkpoints: Callable[[bytes], Any] | None = None) -> None:
         if not 1 <= batch <= MAX_BATCH:
             raise ValidationError("batch", f"must be 1 to {MAX_BATCH}, got {batch}")
-        declare_epoch_kind(store.registry)
         self.store = store
         self.stream = stream
         self.epochs = Epochs(store)
@@ -71,12 +71,14 @@ class Replica:
         self._pending: list[_Pending] = []
         self._group_end = 0
         self._ids: set[str] = set()
+        self._kinds: Any = None  # the kinds a group is checked against (its declarations too)
         self._anchored = False
         # signed checkpoints: ``checkpoints(note)`` opens a note (checks its signature) and
         # returns an object with ``size`` and ``root``, e.g.
         # ``lambda note: braidlog.proofs.verify.open_checkpoint(note, key)``
         self.checkpoints = checkpoints
         self.ignored_checkpoints = 0
+        self.checked_checkpoints = 0  # verified checkpoints the applied records were held to
         self._roots: dict[int, bytes] = {}
         self._note_seq = 1
         self._frontier = (merkle.Frontier(self._head.seq, store.tree_hashes(
@@ -131,6 +133,7 @@ class Replica:
     def _drop_pending(self) -> None:
         self._pending.clear()
         self._ids.clear()
+        self._kinds = None
 
     def _anchor(self, last: int | None, deadline: float) -> None:
         """Check once that the replica's own head is a record of the stream."""
@@ -198,7 +201,13 @@ class Replica:
                          f"{chained.hex()}, the stream says {shipped.hex()}",
                          expected=chained, found=shipped)
         try:
-            stored, data = validate(decode(body[8:]), self.store.registry)
+            if self._kinds is None:  # a group starts: the store's kinds, as its log declares
+                sync_kinds(self.store.registry)
+                self._kinds = self.store.registry
+            stored, data, typed = validate_typed(decode(body[8:]), self._kinds)
+            if stored.kind == KIND_DECLARED:  # the group may use the kind it declares
+                self._kinds = admit_declaration(self._kinds, self.store.registry, typed,
+                                                len(self._pending))
         except (DecodeError, ValidationError) as e:
             self._refuse(seq, f"it is not a delta this replica can store ({e}); a replica needs "
                          "the writer's kinds declared (import the same projections)")
@@ -263,6 +272,7 @@ class Replica:
                             "records when they were applied; rebuild this replica from a "
                             "stream you trust", seq=size, expected=root, found=found)
                         raise self.error
+                    self.checked_checkpoints += 1
             if len(got) < MAX_BATCH:
                 return
 
@@ -274,6 +284,8 @@ class Replica:
             for p in group:
                 frontier.push(merkle.leaf_hash(p.body))
                 want = self._roots.get(frontier.size)
+                if want is not None:
+                    self.checked_checkpoints += 1
                 if want is not None and frontier.root() != want:
                     self._refuse(p.seq, f"a signed checkpoint says the first {frontier.size} "
                                  f"records have root {want.hex()}, the stream's give "

@@ -18,7 +18,7 @@ from ..errors import BraidlogError, ReplicationError, ValidationError
 from ..store import LogStore
 from .checks import check_stream
 from .stream import HINT, Stream, Transient
-from .wire import HDR_TREE_SIZE, MAX_BATCH, Epochs, Watermark, declare_epoch_kind, header, rows
+from .wire import HDR_TREE_SIZE, MAX_BATCH, Epochs, Watermark, header, rows
 
 __all__ = ["Shipper"]
 
@@ -35,7 +35,6 @@ class Shipper:
         if type(batch) is not int or not 1 <= batch <= MAX_BATCH:
             raise ValidationError("batch", f"must be 1 to {MAX_BATCH} (JetStream's atomic batch "
                                   f"limit), got {batch!r}")
-        declare_epoch_kind(store.registry)
         self.store = store
         self.stream = stream
         self.batch = batch

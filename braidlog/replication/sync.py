@@ -23,7 +23,7 @@ from .replica import Replica
 from .shipper import Shipper
 from .stream import HINT, Last, Stream, Transient
 from .wire import (
-    EPOCH_BRAID, EPOCH_KIND, HDR_HASH, MAX_BATCH, Row, Watermark, declare_epoch_kind, header,
+    EPOCH_BRAID, EPOCH_KIND, HDR_HASH, MAX_BATCH, Row, Watermark, header,
     read_epoch,
 )
 
@@ -57,7 +57,6 @@ class SyncLog:
 
     def __init__(self, store: LogStore, stream: Stream, *, timeout: float = 30.0,
                  batch: int = MAX_BATCH) -> None:
-        declare_epoch_kind(store.registry)
         self.store = store
         self.stream = stream
         self.timeout = timeout

@@ -14,7 +14,9 @@ body (``hw || canonical delta``) byte for byte, and these headers:
 
 A writer epoch starts with a ``writer_epoch`` delta in braid ``braidlog-writer``: an ordinary
 record of the log (chained, stored, replicated like any other), published by ``promote`` with
-the expected-last-sequence check. Every record after it carries its epoch.
+the expected-last-sequence check. Every record after it carries its epoch. The kind is declared
+in the log itself (a ``kind_declared`` delta, in the same transaction as the first epoch
+record), so every process that opens, exports, imports or verifies the store knows it.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ import msgspec
 from ..chain import GENESIS
 from ..delta import GenericDelta, decode, delta
 from ..errors import DecodeError, IntegrityError
-from ..kinds import REGISTRY, Registry
+from ..kind_schema import KIND_DECLARED, sync
+from ..kinds import Registry
 from ..store import LogStore
 
 __all__ = [
     "HDR_SEQ", "HDR_HASH", "HDR_COMMIT", "HDR_EPOCH", "HDR_TREE_SIZE", "MAX_BATCH", "EPOCH_KIND", "EPOCH_BRAID",
-    "Watermark", "WriterEpoch", "Row", "braid_token", "header", "declare_epoch_kind",
-    "epoch_delta", "read_epoch", "Epochs",
+    "Watermark", "WriterEpoch", "Row", "braid_token", "header", "epoch_deltas", "read_epoch",
+    "Epochs",
 ]
 
 HDR_SEQ = "Braidlog-Seq"
@@ -93,19 +96,32 @@ class WriterEpoch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_
     forced: bool = False
 
 
-def declare_epoch_kind(registry: Registry = REGISTRY) -> None:
-    """Declare ``writer_epoch`` in ``registry`` (a store needs it to hold an epoch record)."""
-    if EPOCH_KIND not in registry:
-        registry.declare(EPOCH_KIND, WriterEpoch, owner="replication")
+#: WriterEpoch as the JSON Schema the kind is declared with in the log.
+EPOCH_SCHEMA = {
+    "type": "object",
+    "properties": {"epoch": {"type": "integer", "minimum": 1},
+                   "writer": {"type": "string", "minLength": 1, "maxLength": 200},
+                   "forced": {"type": "boolean"}},
+    "required": ["epoch", "writer"],
+    "additionalProperties": False,
+}
 
 
-declare_epoch_kind()
-
-
-def epoch_delta(epoch: int, writer: str, *, forced: bool, ts: datetime) -> GenericDelta:
-    """The record that starts writer epoch ``epoch``."""
-    return delta(EPOCH_BRAID, EPOCH_KIND, msgspec.to_builtins(WriterEpoch(epoch, writer, forced)),
-                 provenance="system", ts=ts)
+def epoch_deltas(registry: Registry, epoch: int, writer: str, *, forced: bool, ts: datetime
+                 ) -> list[GenericDelta]:
+    """The records that start writer epoch ``epoch``: the epoch record, preceded by the kind's
+    declaration when the store's log does not declare it yet."""
+    sync(registry)
+    out = []
+    if registry.get(EPOCH_KIND) is None:
+        out.append(delta("kinds", KIND_DECLARED, {
+            "name": EPOCH_KIND, "schema": EPOCH_SCHEMA, "version": 1, "owner": "replication",
+            "description": "a new writer epoch of a replicated log (docs/replication.md)"},
+            provenance="system", ts=ts))
+    out.append(delta(EPOCH_BRAID, EPOCH_KIND,
+                     msgspec.to_builtins(WriterEpoch(epoch, writer, forced)),
+                     provenance="system", ts=ts))
+    return out
 
 
 def read_epoch(d: GenericDelta) -> WriterEpoch:
