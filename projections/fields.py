@@ -30,7 +30,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 import braidlog
-from braidlog import Context, Decider, GenericDelta, Rejected, ValidationError
+from braidlog import Context, Decider, GenericDelta, ValidationError, refuse
 
 
 __all__ = [
@@ -403,7 +403,7 @@ def topic_known(state: State, topic_id: str) -> Topic:
     """A salience bump, an archive or a restore names a topic some revision created."""
     topic = state.topics.get(topic_id)
     if topic is None:
-        raise Rejected(f"topic_known: unknown topic {topic_id!r}; write a field to create it")
+        raise refuse("topic_known", f"unknown topic {topic_id!r}; write a field to create it")
     return topic
 
 
@@ -411,7 +411,7 @@ def field_known(state: State, topic_id: str, name: str) -> TopicField:
     """A salience bump names a field of a known topic."""
     f = topic_known(state, topic_id).fields.get(name)
     if f is None:
-        raise Rejected(f"field_known: topic {topic_id!r} has no field {name!r}")
+        raise refuse("field_known", f"topic {topic_id!r} has no field {name!r}")
     return f
 
 
@@ -420,7 +420,7 @@ def field_type_never_changes(state: State, p: FieldRevised) -> None:
     topic = state.topics.get(p.topic_id)
     f = topic.fields.get(p.field) if topic is not None else None
     if f is not None and f.field_type != p.field_type:
-        raise Rejected(f"field_type_never_changes: field {field_id(p.topic_id, p.field)!r} has type "
+        raise refuse("field_type_never_changes", f"field {field_id(p.topic_id, p.field)!r} has type "
                        f"{f.field_type!r}, not {p.field_type!r}; write another field")
 
 
@@ -428,7 +428,7 @@ def archived_topic_is_read_only(state: State, topic_id: str) -> None:
     """No revision is written to an archived topic until it is restored."""
     topic = state.topics.get(topic_id)
     if topic is not None and topic.archived:
-        raise Rejected(f"archived_topic_is_read_only: topic {topic_id!r} is archived; restore it with "
+        raise refuse("archived_topic_is_read_only", f"topic {topic_id!r} is archived; restore it with "
                        "RestoreTopic before writing")
 
 

@@ -25,7 +25,7 @@ from .commands import (
     RejectProposal, SetTrustBoundary, SupersedeDecision, UseDecision, _DecisionFields,
 )
 from .events import (
-    KINDS, DecisionRecorded, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
+    DecisionRecorded, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
     ProposalRejected, TargetAliasRegistered, TrustBoundarySet,
 )
 from .lifecycle import INTERVENTION_CONFIDENCE

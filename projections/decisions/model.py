@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Meta, Struct
+from msgspec import Meta
 
 from braidlog import Command, ValidationError
 

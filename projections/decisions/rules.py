@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from braidlog import GenericDelta, Rejected, ValidationError
+from braidlog import GenericDelta, ValidationError, refuse
 
 from .events import (
     READ, DecisionRecorded, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
@@ -49,10 +49,6 @@ __all__ = [
 ]
 
 
-def _refuse(rule: str, message: str) -> Rejected:
-    return Rejected(f"{rule}: {message}")
-
-
 # ------------------------------------------------------------------------------------ the rules
 
 def id_is_delta_id(d: GenericDelta, record_id: str, field: str) -> None:
@@ -66,7 +62,7 @@ def trust_boundary(state: State, provenance_kind: str, namespace: str, operation
     """Under HUMAN_ONLY only a human (provenance ``user``) may change a namespace's memory."""
     boundary = state.boundaries.get(namespace, state.default_boundary)
     if provenance_kind != HUMAN and boundary is TrustBoundary.HUMAN_ONLY:
-        raise _refuse("trust_boundary", f"namespace {namespace!r} is HUMAN_ONLY, so {operation} needs "
+        raise refuse("trust_boundary", f"namespace {namespace!r} is HUMAN_ONLY, so {operation} needs "
                                         f"provenance 'user', not {provenance_kind!r}; ask a human to do it")
 
 
@@ -76,20 +72,20 @@ def resolution_targets_active(state: State, supersedes: Sequence[str], deprecate
     and named once (not both superseded and deprecated)."""
     both = set(supersedes) & set(deprecates)
     if both:
-        raise _refuse("resolution_targets_active", f"decisions {sorted(both)} cannot be both superseded "
+        raise refuse("resolution_targets_active", f"decisions {sorted(both)} cannot be both superseded "
                                                    "and deprecated; pick one")
     for verb, ids in (("supersede", supersedes), ("deprecate", deprecates)):
         for did in ids:
             old = state.decisions.get(did)
             if old is None:
-                raise _refuse("resolution_targets_active", f"cannot {verb} {did!r}: unknown decision; "
+                raise refuse("resolution_targets_active", f"cannot {verb} {did!r}: unknown decision; "
                                                            "name a recorded, active decision")
             if old.status != "active":
                 by = old.superseded_by or old.deprecated_by
-                raise _refuse("resolution_targets_active", f"cannot {verb} {did!r}: it is {old.status}"
+                raise refuse("resolution_targets_active", f"cannot {verb} {did!r}: it is {old.status}"
                               + (f" (by {by!r})" if by else "") + ", not active")
             if old.namespace != namespace:
-                raise _refuse("resolution_targets_active", f"cannot {verb} {did!r}: it is in namespace "
+                raise refuse("resolution_targets_active", f"cannot {verb} {did!r}: it is in namespace "
                                                            f"{old.namespace!r}, not {namespace!r}")
 
 
@@ -104,11 +100,11 @@ def one_active_decision_per_target(state: State, target: str, namespace: str,
         return
     named = f"target {target!r}" + (f" (registered as {key!r})" if key != target else "")
     if not intent_given:
-        raise _refuse("one_active_decision_per_target",
+        raise refuse("one_active_decision_per_target",
                       f"CONFLICT: {named} in namespace {namespace!r} has the active decision(s) "
                       f"{list(conflicts)}; a ResolutionIntent is required (supersede or deprecate "
                       "naming every conflicting id)")
-    raise _refuse("one_active_decision_per_target",
+    raise refuse("one_active_decision_per_target",
                   f"CONFLICT: the ResolutionIntent does not cover the active decision(s) {missing} on "
                   f"{named} in namespace {namespace!r}; a ResolutionIntent is required that names "
                   "every conflicting id")
@@ -117,7 +113,7 @@ def one_active_decision_per_target(state: State, target: str, namespace: str,
 def intervention_confidence(d: GenericDelta, intervention: bool) -> None:
     """An intervention starts with confidence 0.7 (LifecycleEngine.process_intervention)."""
     if intervention and d.confidence != INTERVENTION_CONFIDENCE:
-        raise _refuse("intervention_confidence", f"an intervention is recorded with confidence "
+        raise refuse("intervention_confidence", f"an intervention is recorded with confidence "
                                                  f"{INTERVENTION_CONFIDENCE}, not {d.confidence}; "
                                                  f"set the delta's confidence to {INTERVENTION_CONFIDENCE}")
 
@@ -125,14 +121,14 @@ def intervention_confidence(d: GenericDelta, intervention: bool) -> None:
 def decision_known(state: State, decision_id: str, verb: str = "use") -> None:
     """A use names a recorded decision."""
     if decision_id not in state.decisions:
-        raise _refuse("decision_known", f"cannot {verb} decision {decision_id!r}: unknown decision")
+        raise refuse("decision_known", f"cannot {verb} decision {decision_id!r}: unknown decision")
 
 
 def known_proposal(state: State, proposal_id: str, verb: str) -> ProposalRecord:
     """The proposal an outcome names; refused when there is none."""
     rec = state.proposals.get(proposal_id)
     if rec is None:
-        raise _refuse("proposal_status_flow", f"cannot {verb} proposal {proposal_id!r}: no such "
+        raise refuse("proposal_status_flow", f"cannot {verb} proposal {proposal_id!r}: no such "
                                               "proposal; draft it first")
     return rec
 
@@ -141,7 +137,7 @@ def proposal_status_flow(rec: ProposalRecord, verb: str) -> None:
     """A proposal moves once, from draft: DRAFT -> ACCEPTED or REJECTED or FALSIFIED."""
     if rec.status is not ProposalStatus.DRAFT:
         became = f" as decision {rec.decision_id!r}" if rec.decision_id else ""
-        raise _refuse("proposal_status_flow", f"cannot {verb} proposal {rec.proposal_id!r}: it is "
+        raise refuse("proposal_status_flow", f"cannot {verb} proposal {rec.proposal_id!r}: it is "
                                               f"{rec.status.value}{became}; only a draft proposal can be "
                                               "accepted, rejected or falsified")
 
@@ -150,7 +146,7 @@ def accepted_as_its_decision(state: State, proposal_id: str, decision_id: str) -
     """An accepted proposal names the decision recorded from it (recorded first, in its batch)."""
     rec = state.decisions.get(decision_id)
     if rec is None or rec.proposal_id != proposal_id:
-        raise _refuse("accepted_as_its_decision",
+        raise refuse("accepted_as_its_decision",
                       f"proposal {proposal_id!r} cannot be accepted as {decision_id!r}: that is not a "
                       "decision recorded from it; record the decision (decision_recorded with "
                       "proposal_id) before proposal_accepted")
@@ -159,7 +155,7 @@ def accepted_as_its_decision(state: State, proposal_id: str, decision_id: str) -
 def boundary_set_by_human(provenance_kind: str) -> None:
     """Only a human sets a trust boundary."""
     if provenance_kind != HUMAN:
-        raise _refuse("boundary_set_by_human", f"only a human (provenance 'user') may set the trust "
+        raise refuse("boundary_set_by_human", f"only a human (provenance 'user') may set the trust "
                                                f"boundary, not {provenance_kind!r}")
 
 
@@ -169,7 +165,7 @@ def alias_names_one_target(state: State, alias: str, target: str) -> None:
     wanted = canonical_target(state, target)
     if named is not None and named != wanted:
         what = "is a target" if named.lower() == alias.lower() else f"already names target {named!r}"
-        raise _refuse("alias_names_one_target", f"{alias!r} {what}; it cannot also name {wanted!r}")
+        raise refuse("alias_names_one_target", f"{alias!r} {what}; it cannot also name {wanted!r}")
 
 
 # ------------------------------------------------------------------------------- checks by kind
@@ -196,12 +192,13 @@ def _drafted(state: State, d: GenericDelta, p: ProposalDrafted) -> None:
     if p.proposal_id in state.proposals:
         return  # an idempotent retry
     if p.proposal_id in state.decisions:
-        raise _refuse("id_is_delta_id", f"{p.proposal_id!r} is a decision's id")
+        raise refuse("id_is_delta_id", f"{p.proposal_id!r} is a decision's id")
     trust_boundary(state, d.provenance.kind, p.namespace, "drafting a proposal")
 
 
 def _closing(verb: str) -> Callable[[State, GenericDelta, Any], None]:
-    def check_outcome(state: State, d: GenericDelta, p: Any) -> None:
+    def check_outcome(state: State, d: GenericDelta,
+                      p: ProposalAccepted | ProposalRejected | ProposalFalsified) -> None:
         rec = known_proposal(state, p.proposal_id, verb)
         if rec.closed_by == d.id:
             return  # an idempotent retry
