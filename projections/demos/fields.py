@@ -33,6 +33,8 @@ def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
                     provenance="api"), 3, "tool")
     run(ReviseField(topic_id=topic, field="due", value="2026-06-30", field_type="date",
                     provenance="mcp"), 4, "tool")
+    run(ReviseField(topic_id=topic, field="ticket", value="ATL-1042", field_type="ticket_key",
+                    provenance="mcp"), 4, "tool")  # not a MemState type: stored as string
     scratch = get_topic(braid.state("fields"), "scratch-notes", include_archived=True)
     if scratch is not None and scratch.archived:  # a second demo run into the same store
         run(RestoreTopic(topic_id="scratch-notes", reason="demo rerun"), 5, "system")
@@ -52,6 +54,8 @@ def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
         f"fields: {topic}.owner is {owner.value!r}; history newest first: {trail}",
         f"fields: why it changed: {owner.why_changed!r}; expected impact: {owner.impact_expected!r}",
         f"fields: time travel to seq {priya.seq} reads owner = {then!r}",
+        f"fields: ticket is a {get_field(state, topic, 'ticket').field_type!r} field; the type asked "
+        f"for, {get_field(state, topic, 'ticket').requested_type!r}, is not MemState's",
         f"fields: reading owner bumped its salience {before:g} -> {after:g} by an explicit delta; "
         f"topic salience {topic_salience(state, topic):.2f} (mean of its fields)",
         f"fields: forgetting archived {len(archived)} topic(s) below salience 0.5 "
