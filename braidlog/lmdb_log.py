@@ -318,8 +318,10 @@ class LmdbLog(IndexScans):
         ids, braids, spaces = db["ids"], db["braid"], db["spaces"]
         cur = txn.cursor(braids)
 
+        digests: dict[str, bytes] = {}  # each id's digest, made once for the lookup and the puts
+
         def lookup(delta_ids: list[str]) -> dict[str, tuple[int, bytes]]:
-            return self._stored(txn, delta_ids)
+            return self._stored(txn, delta_ids, digests)
 
         def braid_version(braid_id: str) -> int:
             return cur.count() if cur.set_key(braid_id.encode()) else 0
@@ -334,10 +336,11 @@ class LmdbLog(IndexScans):
         if staged:
             if admit is not None:  # the projections' checks (Braid), inside this transaction
                 admit(head, staged)
-            self._put(txn, staged)
+            self._put(txn, staged, digests)
         return staged, seqs
 
-    def _stored(self, txn, delta_ids: list[str]) -> dict[str, tuple[int, bytes]]:
+    def _stored(self, txn, delta_ids: list[str], digests: dict[str, bytes] | None = None
+                ) -> dict[str, tuple[int, bytes]]:
         """(seq, stored body) of each of ``delta_ids`` already in the log. Both id indexes must
         agree and the record they name must hold the id: a damaged entry raises IntegrityError
         rather than let an idempotent retry write a delta a second time."""
@@ -347,9 +350,12 @@ class LmdbLog(IndexScans):
         if "idh" not in db:  # a read-only store of an older format (it never appends)
             by_digest = by_id
         else:
-            digests = {id_digest(i): i for i in delta_ids}
-            by_digest = {digests[bytes(k)]: bytes(v)
-                         for k, v in txn.cursor(db["idh"]).getmulti(list(digests))}
+            made = {i: id_digest(i) for i in delta_ids}
+            if digests is not None:
+                digests.update(made)
+            named = {h: i for i, h in made.items()}
+            by_digest = {named[bytes(k)]: bytes(v)
+                         for k, v in txn.cursor(db["idh"]).getmulti(list(named))}
         found = {}
         for delta_id in delta_ids:
             seq, seq2 = by_id.get(delta_id), by_digest.get(delta_id)
@@ -396,7 +402,7 @@ class LmdbLog(IndexScans):
             pass
         return self.registry.get(d.kind) is None and key.encode() in encode(d)
 
-    def _put(self, txn, staged: list[Staged]) -> None:
+    def _put(self, txn, staged: list[Staged], digests: dict[str, bytes] | None = None) -> None:
         db = self._db
         keys = [s.seq.to_bytes(_U64, "big") for s in staged]
         cur = txn.cursor(db["log"])
@@ -409,8 +415,10 @@ class LmdbLog(IndexScans):
         txn.cursor(db["ids"]).putmulti([(d.id.encode(), k) for d, k in zip(deltas, keys)],
                                        overwrite=False)
         if "idh" in db:  # not in a read-only store of an older format, which never appends
-            txn.cursor(db["idh"]).putmulti([(id_digest(d.id), k) for d, k in zip(deltas, keys)],
-                                           overwrite=False)
+            digest = (digests or {}).get
+            txn.cursor(db["idh"]).putmulti(
+                [(digest(d.id) or id_digest(d.id), k) for d, k in zip(deltas, keys)],
+                overwrite=False)
         txn.cursor(db["braid"]).putmulti([(d.braid_id.encode(), k) for d, k in zip(deltas, keys)],
                                          dupdata=True)
         txn.cursor(db["kind"]).putmulti([(d.kind.encode(), k) for d, k in zip(deltas, keys)],

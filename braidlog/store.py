@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from msgspec import Struct
 
 from . import tree as merkle
-from .chain import GENESIS, digest, first_mismatch, link
+from .chain import GENESIS, digest, first_mismatch, links
 from .delta import GenericDelta, referenced_ids, validate_typed
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
@@ -334,16 +334,15 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
             return [], seqs
     _check_versions(fresh, expected_version, braid_version)
     _check_dims(fresh, dims)
-    staged: list[Staged] = []
-    prev, seq = head.hash, head.seq
-    for d, data, refs in fresh:
-        seq += 1
-        ts = ts_micros(d.ts)
+    bodies: list[bytes] = []
+    for c in fresh:
+        ts = ts_micros(c.delta.ts)
         if ts > hw:
             hw = ts
-        body = hw.to_bytes(8, "big") + data
-        prev = link(prev, seq, body)
-        staged.append(Staged(seq, prev, body, d, refs))
+        bodies.append(hw.to_bytes(8, "big") + c.data)
+    first = head.seq + 1
+    staged = [Staged(seq, h, body, c.delta, c.refs) for seq, h, body, c in
+              zip(range(first, first + len(fresh)), links(head.hash, first, bodies), bodies, fresh)]
     if fresh is checked:
         return staged, [s.seq for s in staged]
     it = iter(staged)
