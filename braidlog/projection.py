@@ -107,6 +107,12 @@ class Projection(Generic[S]):
     #: An entity of this projection changes only through the deltas that refer to it (its own
     #: delta and those the refers-to index finds): ``audit.entity_at`` may fold those alone.
     local: bool = False
+    #: A msgspec Struct with some of ``GenericDelta``'s fields (same names and types): where the
+    #: fold reads this projection alone from the log (time travel), it decodes each record into
+    #: it and skips the rest of the record, several times cheaper than a whole delta for a
+    #: projection that reads no payload. ``evolve`` must then read only those fields; it still
+    #: gets whole deltas elsewhere (live appends, folds of several projections).
+    view: Any = None
 
     def __post_init__(self) -> None:
         if isinstance(self.kinds, str):
@@ -125,6 +131,25 @@ class Projection(Generic[S]):
                              f"(one of {', '.join(REF_FIELDS)})")
         if self.state_type is None:
             object.__setattr__(self, "state_type", type(self.initial))
+        if self.view is not None:
+            self._check_view()
+
+    def _check_view(self) -> None:
+        fields = getattr(self.view, "__struct_fields__", None)
+        if not isinstance(self.view, type) or fields is None:
+            raise TypeError(f"projection {self.name!r}: view must be a msgspec Struct type, "
+                            f"not {self.view!r}")
+        extra = sorted(set(fields) - set(GenericDelta.__struct_fields__))
+        if extra:
+            raise ValueError(f"projection {self.name!r}: view fields {extra} are not fields of "
+                             "GenericDelta")
+        needed = {"kind"} if self.kinds is not None else set()
+        needed |= {"refs"} if self.refs else set()
+        needed |= {"provenance"} if self.provenances else set()
+        missing = sorted(needed - set(fields))
+        if missing:
+            raise ValueError(f"projection {self.name!r}: its view must hold {missing}, which "
+                             "the fold reads to choose the deltas it shows evolve")
 
     def start(self) -> S:
         """A fresh initial state the caller owns (a deep copy of ``initial``)."""

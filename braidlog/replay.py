@@ -19,7 +19,7 @@ import msgspec
 from msgspec import Struct
 
 from .chain import digest
-from .errors import CheckpointWarning
+from .errors import CheckpointWarning, DecodeError
 from .projection import Projection
 from .store import LogStore, Progress
 
@@ -99,10 +99,26 @@ def _fold_one(store: LogStore, p: Projection, state: Any, start: int, stop: int,
               tick: Progress | None) -> Any:
     """One projection over seqs ``start..stop`` (the common case of time travel): its own
     ``Projection.fold`` over the records' deltas."""
-    deltas: Iterable[Any] = (rec.delta for rec in store.scan(start, stop + 1))
+    deltas: Iterable[Any] = (_viewed(store, p.view, start, stop) if p.view is not None
+                             else (rec.delta for rec in store.scan(start, stop + 1)))
     if tick is not None:
         deltas = _ticking(deltas, tick)
     return p.fold(deltas, state, seq=start - 1)
+
+
+_view_decoders: dict[type, Any] = {}
+
+
+def _viewed(store: LogStore, view: type, start: int, stop: int) -> Iterator[Any]:
+    """The records ``start..stop`` decoded into ``view`` (``Projection.view``): only its fields."""
+    decode = _view_decoders.get(view)
+    if decode is None:
+        decode = _view_decoders[view] = msgspec.msgpack.Decoder(view).decode
+    for seq, _, body in store.scan_bodies(start, stop + 1):
+        try:
+            yield decode(body[8:])  # the body is the 8-byte high-water ts, then the delta
+        except msgspec.MsgspecError as e:
+            raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
 
 
 def _ticking(items: Iterable[Any], tick: Progress) -> Iterator[Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import warnings
 
+import msgspec
 import pytest
 
 import braidlog
@@ -119,3 +120,53 @@ def test_progress_counts_every_delta_of_every_part():
     states[0] = COUNTS.fold(deltas[:10])
     fold(log, [COUNTS, SEEN], states, seqs, 40, progress=seen.append)
     assert seen[-1] == 40 and seen == sorted(seen)
+
+
+# -- a projection's view: the fold decodes only the fields it reads ------------------------------
+
+class _TagView(msgspec.Struct, frozen=True):
+    kind: str
+    tags: tuple[str, ...] = ()
+
+
+def _tag_counts(state: dict, d) -> dict:
+    for tag in d.tags:
+        state[tag] = state.get(tag, 0) + 1
+    state[d.kind] = state.get(d.kind, 0) + 1
+    return state
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_a_view_gives_every_past_state_a_whole_delta_fold_gives(tmp_path, seed):
+    rng = random.Random(seed)
+    deltas = random_deltas(rng, 300)
+    whole = Projection("tags", 1, {}, _tag_counts)
+    viewed = Projection("tags", 1, {}, _tag_counts, view=_TagView)
+    log = braidlog.LmdbLog(tmp_path / "s", durable=False)
+    try:
+        log.append_batch(deltas)
+        braid = braidlog.Braid(log, [viewed], checkpoint_every=50)
+        braid.checkpoint()
+        for seq in [0, 1, 49, 50, 51, 173, 300] + [rng.randint(1, 300) for _ in range(10)]:
+            assert braid.at(seq).state("tags") == whole.fold(deltas[:seq]), (seed, seq)
+    finally:
+        log.close()
+
+
+def test_view_declarations_are_checked():
+    with pytest.raises(TypeError, match="view must be a msgspec Struct type"):
+        Projection("p", 1, 0, lambda s, d: s, view=dict)
+
+    class Bad(msgspec.Struct):
+        kind: str
+        colour: str
+
+    with pytest.raises(ValueError, match=r"view fields \['colour'\] are not fields of GenericDelta"):
+        Projection("p", 1, 0, lambda s, d: s, view=Bad)
+
+    class NoKind(msgspec.Struct):
+        tags: tuple[str, ...] = ()
+
+    with pytest.raises(ValueError, match=r"its view must hold \['kind'\]"):
+        Projection("p", 1, 0, lambda s, d: s, kinds={"tick"}, view=NoKind)
+    Projection("p", 1, 0, lambda s, d: s, view=NoKind)  # kinds=None: every delta, no kind needed
