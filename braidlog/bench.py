@@ -644,6 +644,11 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+#: From this size on a run repeats each workload once unless told otherwise: building and
+#: folding logs of a million deltas takes minutes, each repeat as long again.
+BIG = 500_000
+
+
 @dataclass(frozen=True)
 class Config:
     """What a run measures and how big."""
@@ -674,7 +679,8 @@ class Config:
             if size < 100:
                 raise ValidationError("size", f"must be at least 100 deltas, got {size}")
             base = replace(base, size=size, single=max(50, min(base.single, size // 5)),
-                           checkpoint_every=min(base.checkpoint_every, max(100, size // 10)))
+                           checkpoint_every=min(base.checkpoint_every, max(100, size // 10)),
+                           repeat=base.repeat if size < BIG else 1)
         if repeat is not None:
             if repeat < 1:
                 raise ValidationError("repeat", f"must be at least 1, got {repeat}")
@@ -695,6 +701,10 @@ class Config:
 Step = Callable[[str], None]
 
 
+def _no_detail(label: str) -> None:
+    pass
+
+
 @dataclass
 class _Run:
     config: Config
@@ -703,7 +713,19 @@ class _Run:
     session: AgentSession
     cache: dict[str, Any] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    detail: Step = _no_detail  # how far an untimed step (building a log) has got
     _n: int = 0
+
+    def counting(self, label: str, n: int) -> Callable[[int], None]:
+        """A progress callback for building ``n`` items: "label · k of n", each tenth."""
+        every = max(1, n // 10)
+        last = [0]
+
+        def progress(k: int) -> None:
+            if k - last[0] >= every or k >= n:
+                last[0] = k
+                self.detail(f"{label} · {k:,} of {n:,}")
+        return progress
 
     def path(self, name: str) -> str:
         self._n += 1
@@ -1053,9 +1075,10 @@ def _built_log(run: _Run) -> str:
     """A store of ``size`` deltas, built once per run (for scan and replay)."""
     if "log" not in run.cache:
         n = run.config.size
-        run.step(f"building a log of {n:,} deltas")
+        label = f"building a log of {n:,} deltas"
+        run.step(label)
         path = run.path("scan-log")
-        build_log(path, run.session, n).close()
+        build_log(path, run.session, n, progress=run.counting(label, n)).close()
         run.cache["log"] = path
     return run.cache["log"]
 
@@ -1064,7 +1087,9 @@ def _copies(run: _Run) -> tuple[str, str]:
     """A raw LMDB database and a sqlite3 table of the same records, built once per run."""
     if "copies" not in run.cache:
         n = run.config.size
-        run.step(f"copying {n:,} records to raw LMDB and sqlite3")
+        label = f"copying {n:,} records to raw LMDB and sqlite3"
+        run.step(label)
+        progress = run.counting(label, n)
         raw_path = run.path("scan-raw")
         raw = RawLmdb(raw_path, durable=False)
         sql_path = run.path("scan.db")
@@ -1073,6 +1098,7 @@ def _copies(run: _Run) -> tuple[str, str]:
             chunk = run.session.deltas(min(BATCH, n - at), at)
             raw.put_batch([encode(d) for d in chunk])
             sql.put_batch([_sql_row(d) for d in chunk])
+            progress(at + len(chunk))
         raw.close()
         sql.close()
         run.cache["copies"] = (raw_path, sql_path)
@@ -1155,9 +1181,11 @@ def _replay(run: _Run) -> list[Sample]:
             key = f"es:{persistence}"
             if key not in run.cache:
                 run.step(f"replay · building {label}")
+                progress = run.counting(f"replay · building {label}", n)
                 es = EventsourcingApp(persistence, run.path("es-replay.db"))
                 for at in range(0, n, BATCH):
                     es.save(run.session.deltas(min(BATCH, n - at), at))
+                    progress(min(at + BATCH, n))
                 run.cache[key] = es
             es = run.cache[key]
             run.step(f"replay · {label} aggregate read")
@@ -1415,13 +1443,14 @@ def _check(t: _Target, by_key: dict[tuple[str, str, str], list[float]], size: in
 # -- the run ------------------------------------------------------------------------------------------
 
 def run(config: Config, *, step: Step | None = None,
-        total: Callable[[int], None] | None = None) -> Report:
+        total: Callable[[int], None] | None = None, detail: Step | None = None) -> Report:
     """Run the configured workloads ``repeat`` times; ``step(label)`` is called before each
-    timed part (for progress), ``total(n)`` once with the number of steps to expect."""
+    timed part (for progress), ``total(n)`` once with the number of steps to expect, and
+    ``detail(label)`` as an untimed step that takes long (building a log) gets on."""
     started = time.perf_counter()
     root = tempfile.mkdtemp(prefix="braidlog-bench-", dir=config.dir)
     session = AgentSession(config.seed, entities=config.entities)
-    r = _Run(config, root, step or _quiet, session)
+    r = _Run(config, root, step or _quiet, session, detail=detail or _no_detail)
     if total is not None:
         total(sum(_STEPS[w] for w in config.only) * config.repeat + 2)
     samples: list[tuple[Sample, int]] = []
@@ -1430,6 +1459,7 @@ def run(config: Config, *, step: Step | None = None,
         for rep in range(config.repeat):
             prefix = f"[{rep + 1}/{config.repeat}] "
             r.step = lambda label, prefix=prefix: (step or _quiet)(prefix + label)
+            r.detail = lambda label, prefix=prefix: (detail or _no_detail)(prefix + label)
             for w in config.only:
                 samples.extend((s, rep) for s in _RUNNERS[w](r))
     finally:

@@ -189,3 +189,19 @@ def test_render_does_not_need_a_terminal(report):
     out = io.StringIO()
     bench.render(msgspec.convert(report, bench.Report), Console(file=out, width=140))
     assert "targets" in out.getvalue()
+
+
+def test_building_a_log_reports_how_far_it_got(tmp_path):
+    """The untimed build of the shared log reports its progress, ending at the log's size."""
+    config = bench.Config.make(quick=True, size=2_000, repeat=1, only=["scan"], dir=str(tmp_path))
+    details: list[str] = []
+    bench.run(config, detail=details.append)
+    built = [d for d in details if d.startswith("[1/1] building a log of 2,000 deltas")]
+    assert built and built[-1].endswith("2,000 of 2,000"), details
+    assert len(built) <= 11  # each tenth, not each batch
+
+
+def test_a_million_deltas_repeat_once_unless_told():
+    assert bench.Config.make(size=1_000_000).repeat == 1
+    assert bench.Config.make(size=1_000_000, repeat=3).repeat == 3
+    assert bench.Config.make(size=100_000).repeat == 5

@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=7, metavar="S",
                    help="seed of the generated workload (default 7)")
     p.add_argument("--repeat", type=int, default=None, metavar="R",
-                   help="repeats of every workload (default 5; 3 with --quick)")
+                   help="repeats of every workload (default 5; 3 with --quick; 1 from --size 500000)")
     p.add_argument("--only", action="append", default=None, metavar="WORKLOAD",
                    help=f"run only these workloads (repeatable or comma-separated): "
                    f"{', '.join(bench.WORKLOADS)}")
@@ -51,8 +51,8 @@ def cmd_bench(args: Any, out: IO[str]) -> int:
     config = bench.Config.make(quick=args.quick, size=args.size, seed=args.seed,
                                repeat=args.repeat, only=only, dir=args.dir,
                                recall_size=args.recall_size, recall_dim=args.recall_dim)
-    with _progress() as (step, total):
-        report = bench.run(config, step=step, total=total)
+    with _progress() as (step, total, detail):
+        report = bench.run(config, step=step, total=total, detail=detail)
     if args.json:
         write_json(out, report)
     else:
@@ -67,7 +67,7 @@ def _progress() -> Iterator[tuple[Any, Any]]:
         def step(label: str) -> None:
             print(f"braidlog bench: {label}", file=sys.stderr, flush=True)
 
-        yield step, None
+        yield step, None, step
         return
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -82,4 +82,7 @@ def _progress() -> Iterator[tuple[Any, Any]]:
         def total(n: int) -> None:
             bar.update(task, total=n)
 
-        yield step, total
+        def detail(label: str) -> None:
+            bar.update(task, description=label)
+
+        yield step, total, detail
