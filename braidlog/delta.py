@@ -563,6 +563,10 @@ def validate_typed(d: GenericDelta, registry: Registry = REGISTRY, *, index: int
         _check_vector(stored.vector, index)
     if payload is not stored.payload:
         stored = msgspec.structs.replace(stored, payload=payload)
+    elif type(d.confidence) is float and d == stored:
+        # Equal field by field (same types where it matters: a list is not a tuple, a Struct
+        # not a dict) to what decoding its bytes gave, so those bytes encode it already.
+        return stored, data, value
     # The canonical bytes are those of the stored delta, so that reading it back and appending
     # it again is an idempotent retry (an int confidence 1 is stored as the float 1.0).
     return stored, _encoder.encode(stored), value

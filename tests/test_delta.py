@@ -263,3 +263,29 @@ def test_a_non_json_value_is_named_at_any_depth(levels, leaf, rule):
     with pytest.raises(ValidationError) as e:
         validate(bad(kind="observation", payload=payload))
     assert (e.value.field, e.value.rule) == (path, rule)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.dictionaries(st.text(max_size=3), _json, max_size=4),
+       confidence=st.sampled_from([0, 1, 0.5, 1.0]),
+       tags=st.sampled_from([(), [], ("a",), ["a", "b"]]),
+       refs=st.sampled_from([None, Refs(), Refs(knots=["k"]), Refs(knots=("k",)),
+                             Refs(beads=(BeadRef("b", "used"),)), Refs(deltas=[])]),
+       hours=st.sampled_from([0, 2, -5]))
+def test_the_bytes_validate_returns_are_those_of_the_stored_delta(data, confidence, tags, refs, hours):
+    """Whether validate re-encodes the stored delta or keeps the bytes it decoded, they are the
+    stored delta's canonical bytes: reading it back and appending it again is a retry."""
+    d = make_delta(0, kind="observation", payload={"text": "t", "data": data})
+    d = msgspec.structs.replace(d, confidence=confidence, tags=tags, refs=refs,
+                                ts=d.ts.astimezone(timezone(timedelta(hours=hours))))
+    stored, data_ = validate(d)
+    assert data_ == encode(stored)
+    assert validate(decode(data_))[1] == data_
