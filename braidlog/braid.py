@@ -336,7 +336,7 @@ class Braid:
 
     def execute(self, decider: Decider | str, command: Any, *, braid_id: str,
                 provenance: Provenance | str = "system", now: datetime | None = None,
-                confidence: float = 1.0, expected_version: int | None = None) -> list[Record]:
+                confidence: float | None = None, expected_version: int | None = None) -> list[Record]:
         """Decide ``command`` against the state at the head and append the result atomically.
 
         Returns the records appended ([] when the command was already done). ``Rejected`` or
@@ -365,7 +365,8 @@ class Braid:
                                   + ("" if isinstance(now, datetime) else f", not {type(now).__name__}"))
         if not isinstance(braid_id, str):
             raise ValidationError("braid_id", f"must be a string, not {type(braid_id).__name__}")
-        if not isinstance(confidence, numbers.Real) or isinstance(confidence, bool):
+        if confidence is not None and (not isinstance(confidence, numbers.Real)
+                                       or isinstance(confidence, bool)):
             raise ValidationError("confidence", f"must be a number in [0, 1], not {type(confidence).__name__}")
         i = self._index(decider.name)
 

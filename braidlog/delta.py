@@ -173,12 +173,16 @@ class _StrictDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid
 
 
 def delta(braid_id: str, kind: str, payload: dict[str, Any] | None = None, *,
-          provenance: Provenance | str = "user", confidence: float = 1.0,
+          provenance: Provenance | str = "user", confidence: float | None = None,
           ts: datetime | None = None, refs: Refs | None = None, tags: tuple[str, ...] = (),
           vector: Vector | None = None, id: str | None = None) -> GenericDelta:
     """Build a delta with sensible defaults: a new id, ts now (UTC), provenance by kind name."""
     if isinstance(provenance, str):
         provenance = Provenance(provenance)  # type: ignore[arg-type]
+    if confidence is None:  # the kind's default, stored in the delta (vocabulary.default_confidence)
+        from .vocabulary import default_confidence
+
+        confidence = default_confidence(kind, provenance.kind, payload)
     return GenericDelta(
         braid_id=braid_id, kind=kind, ts=ts or datetime.now(timezone.utc),
         provenance=provenance, confidence=confidence, payload=payload or {}, refs=refs,

@@ -199,6 +199,18 @@ class Decider(Projection[S]):
             raise TypeError(f"Decider {self.name!r} needs decide")
 
 
+def _stated(given: float | None, context: float | None, kind: str, provenance: Provenance,
+            payload: dict[str, Any]) -> float:
+    """The delta's confidence: as given, else the context's, else its kind's default."""
+    if given is not None:
+        return given
+    if context is not None:
+        return context
+    from .vocabulary import default_confidence  # the seed's kinds, declared above this module
+
+    return default_confidence(kind, provenance.kind, payload)
+
+
 @dataclass
 class Context:
     """What ``decide`` may know of the world: the time, fresh ids, and who is acting.
@@ -211,7 +223,7 @@ class Context:
     now: datetime
     braid_id: str
     provenance: Provenance = field(default_factory=lambda: Provenance("system"))
-    confidence: float = 1.0
+    confidence: float | None = None  # None: each delta gets its kind's default_confidence
     ids: Iterator[str] | None = None
     head: int = 0
     log: Any = None
@@ -227,7 +239,8 @@ class Context:
         return GenericDelta(
             id=self.new_id(), braid_id=braid_id or self.braid_id, kind=kind, ts=self.now,
             provenance=provenance or self.provenance,
-            confidence=self.confidence if confidence is None else confidence,
+            confidence=_stated(confidence, self.confidence, kind, provenance or self.provenance,
+                               payload),
             payload=payload, refs=refs, tags=tuple(tags), vector=vector,
         )
 

@@ -396,7 +396,7 @@ class AssessTrust(braidlog.Command, frozen=True, kw_only=True):
 
 
 def dream_confidence(ctx: Context, requested: float | None, *, field: str = "confidence",
-                     policy: TrustPolicy = DEFAULT_POLICY) -> float:
+                     policy: TrustPolicy = DEFAULT_POLICY) -> float | None:
     """The confidence of a delta decided in ``ctx``: dream provenance is capped at the policy's.
 
     With dream provenance an unstated confidence becomes ``min(ctx.confidence, cap)`` and a
@@ -405,10 +405,10 @@ def dream_confidence(ctx: Context, requested: float | None, *, field: str = "con
     if requested is not None and not 0.0 <= requested <= 1.0:
         raise ValidationError(field, f"must be a number in [0, 1], got {requested!r}")
     if ctx.provenance.kind != "dream":
-        return ctx.confidence if requested is None else requested
+        return ctx.confidence if requested is None else requested  # None: the kind's default
     cap = policy.dream_confidence
     if requested is None:
-        return min(ctx.confidence, cap)
+        return cap if ctx.confidence is None else min(ctx.confidence, cap)
     if requested > cap:
         raise ValidationError(
             field, f"dream-provenance content starts at confidence {cap} at most, got {requested}; "

@@ -352,3 +352,39 @@ def test_a_cancelled_rebuild_leaves_no_delta_counted_twice(tmp_path):
     b = open_braid(path)
     assert encode_state(b.state("counts")) == expected
     b.close()
+
+
+@pytest.mark.parametrize("kind, provenance, payload, expected", [
+    ("message", "user", {"text": "hi"}, 0.7),
+    ("message", "tool", {"text": "hi"}, 0.7),
+    ("message", "assistant", {"text": "hi"}, 0.6),
+    ("message", "system", {"text": "hi"}, 0.6),
+    ("message", "perception", {"text": "hi"}, 0.6),
+    ("tool_call", "assistant", {"tool": "search"}, 0.6),
+    ("tool_result", "tool", {"tool": "search", "ok": True}, 0.7),
+    ("tool_result", "tool", {"tool": "search"}, 0.7),
+    ("tool_result", "tool", {"tool": "search", "ok": False}, 0.4),
+    ("observation", "perception", {}, 1.0),
+    ("message", "dream", {"text": "hi"}, 0.3),
+    ("observation", "dream", {}, 0.3),
+])
+def test_a_delta_without_a_confidence_gets_its_kind_s_default_stored_in_it(kind, provenance, payload, expected):
+    d = braidlog.delta("b", kind, payload, provenance=provenance, ts=T0)
+    assert d.confidence == expected
+    ctx = braidlog.Context(now=T0, braid_id="b", provenance=braidlog.Provenance(provenance))
+    assert ctx.delta(kind, payload).confidence == expected
+    with braidlog.open(None, projections=[]) as b:
+        seq = b.append(d)
+        assert b.log.read(seq).delta.confidence == expected   # the log says what was assumed
+
+
+def test_an_explicit_confidence_is_kept(braid):
+    assert braidlog.delta("b", "message", {"text": "x"}, confidence=0.95, ts=T0).confidence == 0.95
+    assert braidlog.delta("b", "tool_result", {"tool": "t", "ok": False}, confidence=1.0,
+                          ts=T0).confidence == 1.0
+    ctx = braidlog.Context(now=T0, braid_id="b", confidence=0.2)
+    assert ctx.delta("message", {"text": "x"}).confidence == 0.2
+    recs = braid.execute(COUNTER, Increment(), braid_id="c", now=T0)   # an observation: 1.0
+    assert recs[0].delta.confidence == 1.0
+    recs = braid.execute(COUNTER, Increment(), braid_id="c", now=T0, confidence=0.5)
+    assert recs[0].delta.confidence == 0.5
