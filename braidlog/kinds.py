@@ -197,6 +197,14 @@ class Registry:
         """Every kind this registry knows, by name."""
         return [s for _, s in sorted(self._all().items())]
 
+    def knows_subjects(self, kind: str) -> bool:
+        """Whether this registry can name the entity ids a payload of ``kind`` is about, as the
+        refers-to index was written: not for a kind it does not know, nor for one of the seed's
+        open core kinds that no loaded projection has claimed (the claim brings the subjects)."""
+        spec = self.get(kind)
+        return spec is not None and not (spec.owner == "braid" and spec.schema is None
+                                         and spec.refers is None)
+
     def owned_by(self, owner: str) -> list[str]:
         return sorted(k for k, s in self._all().items() if s.owner == owner)
 

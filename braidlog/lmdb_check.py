@@ -103,12 +103,17 @@ def _by_lookup(log: LmdbLog):
 
 # -- indexes ------------------------------------------------------------------------------------
 
-def _expected(log: LmdbLog, seq: int, value: Any) -> tuple[Any, list[tuple[str, bytes]]]:
-    """Record ``seq``'s delta and the (table, key) entries it must have, each valued u64(seq)."""
+def _expected(log: LmdbLog, seq: int, value: Any, unsure: set[str]
+              ) -> tuple[Any, list[tuple[str, bytes]]]:
+    """Record ``seq``'s delta and the (table, key) entries it must have, each valued u64(seq).
+    A kind whose payload subjects this process cannot name goes into ``unsure``: its record
+    may have more refers-to entries than the ones returned."""
     from .lmdb_log import id_digest
 
     d = log._decoded(seq, value).delta
     out = [("ids", d.id.encode()), ("braid", d.braid_id.encode()), ("kind", d.kind.encode())]
+    if not log.registry.knows_subjects(d.kind):
+        unsure.add(d.kind)
     if "idh" in log._db:
         out.append(("idh", id_digest(d.id)))
     try:
@@ -134,13 +139,14 @@ def _check_indexes(log: LmdbLog) -> None:
     if "idh" in want:
         want["idh"] = end
     spaces: dict[bytes, bytes] = {}
+    unsure: set[str] = set()  # kinds whose payload subjects this process cannot name
     for lo in range(1, end + 1, CHUNK):
         def chunk(txn, lo=lo):
             curs = {t: txn.cursor(db[t]) for t in ("braid", "kind", "refs")}
             refs = 0
             for seq in range(lo, min(end + 1, lo + CHUNK)):
                 key = u64(seq)
-                d, entries = _expected(log, seq, txn.get(key, db=db["log"]))
+                d, entries = _expected(log, seq, txn.get(key, db=db["log"]), unsure)
                 for table, k in entries:
                     if table in _DUPS:
                         ok = curs[table].set_key_dup(k, key)
@@ -164,36 +170,51 @@ def _check_indexes(log: LmdbLog) -> None:
                              f"the log has {len(spaces)}: first difference at space "
                              f"{bad[0].decode(errors='replace')!r}; {_REMEDY}")
     for table in tables:
-        if table != "spaces" and counts[table] != want[table]:
+        if table == "refs" and unsure:  # the count is a lower bound: check every entry instead
+            if counts[table] < want[table]:
+                _name_extra(log, table, counts[table], want[table])
+            _walk_entries(log, table)
+        elif table != "spaces" and counts[table] != want[table]:
             _name_extra(log, table, counts[table], want[table])
+
+
+def _walk_entries(log: LmdbLog, table: str) -> None:
+    """Every entry of ``table`` lands on a record that holds its key (IntegrityError if not)."""
+    bad = log._read(lambda txn: _first_bad(log, table, txn))
+    if bad is not None:
+        key, seq, why = bad
+        raise IntegrityError(f"the {INDEXES[table]} index has an entry {_show(table, key)} -> "
+                             f"seq {seq}, {why}; {_REMEDY}", seq=seq)
+
+
+def _first_bad(log: LmdbLog, table: str, txn: Any) -> tuple[bytes, int, str] | None:
+    """(key, seq, why) of the first entry of ``table`` whose record does not hold its key."""
+    from .lmdb_log import _INDEX, from_u64, id_digest
+
+    db = log._db
+    end = log._head_in(txn)[0].seq  # entries a writer added since the counts are right
+    for k, v in txn.cursor(db[table]):
+        seq = from_u64(v)
+        if not 1 <= seq <= end:
+            return bytes(k), seq, f"which is past the head {end}"
+        value = txn.get(bytes(v), db=db["log"])
+        if table == "idh":
+            held = id_digest(log._decoded(seq, value).delta.id) == bytes(k)
+        else:
+            try:
+                log._landed(txn, _INDEX[table], bytes(k).decode(), seq)
+                held = True
+            except IntegrityError:
+                held = False
+        if not held:
+            return bytes(k), seq, "whose record does not hold that key"
+    return None
 
 
 def _name_extra(log: LmdbLog, table: str, count: int, want: int) -> None:
     """A table holds more (or fewer) entries than the log gives it: walk it and name the first
     entry whose record does not hold its key."""
-    from .lmdb_log import _INDEX, from_u64, id_digest
-
-    db = log._db
-
-    def walk(txn):
-        end = log._head_in(txn)[0].seq  # entries a writer added since the counts are right
-        for k, v in txn.cursor(db[table]):
-            seq = from_u64(v)
-            if not 1 <= seq <= end:
-                return bytes(k), seq, f"which is past the head {end}"
-            value = txn.get(bytes(v), db=db["log"])
-            if table == "idh":
-                held = id_digest(log._decoded(seq, value).delta.id) == bytes(k)
-            else:
-                try:
-                    log._landed(txn, _INDEX[table], bytes(k).decode(), seq)
-                    held = True
-                except IntegrityError:
-                    held = False
-            if not held:
-                return bytes(k), seq, "whose record does not hold that key"
-        return None
-    bad = log._read(walk)
+    bad = log._read(lambda txn: _first_bad(log, table, txn))
     if bad is None:
         raise IntegrityError(f"the {INDEXES[table]} index counts {count} entries where the log "
                              f"gives it {want}, yet every entry it holds is right: its table "
@@ -238,6 +259,13 @@ def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, 
         raise StorageError("repairing needs the store open for writing",
                            hint="open it without readonly=True")
     head = log.head()
+    unknown = sorted(k for k in log.counts("kind") if not log.registry.knows_subjects(k))
+    if unknown:
+        raise StorageError(
+            f"this process cannot name the entity ids that deltas of kind(s) {', '.join(unknown)} "
+            "refer to, so a rebuilt refers-to index would lose their entries; nothing was changed",
+            hint="load the projections or application that declare them first (the command line "
+                 "loads every installed one; name others with --app MODULE)")
     try:
         verify_bodies(log, 1, None, progress, rows=_by_lookup(log))
     except IntegrityError as e:

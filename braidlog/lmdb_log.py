@@ -33,7 +33,7 @@ from . import lmdb_env
 from .chain import GENESIS, HASH_SIZE
 from .chain import digest, link
 from . import tree as merkle
-from .delta import GenericDelta, _decoder, encode, referenced_ids
+from .delta import GenericDelta, _decoder, referenced_ids
 from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, ValidationError
 from .kind_schema import store_kinds
 from .kinds import REGISTRY, Registry
@@ -393,14 +393,16 @@ class LmdbLog(IndexScans):
         return value
 
     def _refers(self, d: GenericDelta, key: str) -> bool:
-        """Whether ``d`` refers to ``key``, as the refers-to index was written. A kind this
-        process does not know names its payload's subjects only in its payload: look there."""
+        """Whether ``d`` refers to ``key``, as the refers-to index was written. For a kind whose
+        payload subjects this process cannot name (``Registry.knows_subjects``: its projection
+        is not loaded here) only the envelope can be checked, and a payload subject (such as a
+        field's ``topic/field``) is taken as written."""
+        if not self.registry.knows_subjects(d.kind):
+            return True
         try:
-            if key in referenced_ids(d, self.registry):
-                return True
+            return key in referenced_ids(d, self.registry)
         except (msgspec.MsgspecError, BraidlogError):
-            pass
-        return self.registry.get(d.kind) is None and key.encode() in encode(d)
+            return True  # an old payload whose upcast fails now: it cannot be judged here
 
     def _put(self, txn, staged: list[Staged], digests: dict[str, bytes] | None = None) -> None:
         db = self._db

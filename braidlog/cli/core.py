@@ -344,6 +344,7 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
             against = Head.parse(args.against)
         except ValidationError as e:
             raise ValidationError("--against", e.rule) from None
+    load_kinds(args)  # the refers-to index is checked against what the kinds name as subjects
     with open_store(args, check_head=False) as store:
         head = store.head()  # verify exactly this head, even while a writer appends after it
         stop = head.seq + 1
@@ -389,6 +390,7 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
 
 
 def cmd_repair(args: Any, out: IO[str]) -> int:
+    load_kinds(args)  # the refers-to index is rebuilt from what the kinds name as subjects
     with open_store(args, readonly=False, check_head=False) as store:
         with progress_bar("checking the log", store.head().seq) as update:
             written = store.repair_indexes(progress=update)
