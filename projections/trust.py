@@ -5,7 +5,7 @@ to believe it. A *subject* is anything trust is kept for: a dream-provenance del
 written by a dream, a hypothesis, or any id an explicit ``TrustAssessed`` names.
 
 Dream is hypothesis-first. Dream-provenance content is stored and recallable, but its confidence
-starts at ``DREAM_CONFIDENCE`` (0.3) at most and halves every ``dream_half_life`` (7 days) unless
+starts at ``DREAM_CONFIDENCE`` (0.3) at most and halves every ``dream_half_life`` (1 day) unless
 it is reinforced: a later non-dream delta that cites it as evidence (in ``refs.deltas``, or in
 ``refs.beads`` with role ``"evidence"``), or a passed test of the hypothesis. Reinforcement
 restarts the decay clock; only promotion through tests lifts dream content above the cap.
@@ -47,8 +47,8 @@ __all__ = [
 
 #: The most confidence dream-provenance content starts with (deciders refuse more; the fold clamps).
 DREAM_CONFIDENCE = 0.3
-#: Dream content halves its confidence this often unless reinforced.
-DREAM_HALF_LIFE = timedelta(days=7)
+#: Dream content halves its confidence this often unless reinforced (the reference: daily).
+DREAM_HALF_LIFE = timedelta(days=1)
 #: The seed's MVP-safe tests, plus the best-effort tool grounding test.
 TESTS = ("consistency", "rederivation", "outcome", "grounding")
 #: The tests a hypothesis must pass to be promoted unless it was proposed with others.

@@ -89,9 +89,9 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
         statement="The user checks the weather every morning before 8."), t, "dream")
     hid = proposed[0].delta.id
     ts = braid.state("trust")
-    values = [trust.confidence_at(ts, hid, start + t + timedelta(days=d)) or 0.0 for d in (0, 7, 14)]
+    values = [trust.confidence_at(ts, hid, start + t + timedelta(days=d)) or 0.0 for d in (0, 1, 2)]
     lines.append(f"dream hypothesis {hid}: confidence {values[0]:.2f} at once, {values[1]:.3f} after "
-                 f"7 days, {values[2]:.3f} after 14 days (half-life 7 days, never reinforced)")
+                 f"1 day, {values[2]:.3f} after 2 days (half-life 1 day, never reinforced)")
     try:
         run("trust", trust.PromoteHypothesis(hypothesis_id=hid), t + timedelta(minutes=1))
     except Rejected as e:

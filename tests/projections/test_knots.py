@@ -497,7 +497,7 @@ def test_time_travel_equals_a_fresh_fold_over_the_demo(tmp_path):
         lines = demo.write(b, datetime(2026, 3, 1, 9, tzinfo=timezone.utc))
         assert any("two-pass rule" in line for line in lines)
         assert any("resolves to v2" in line and "now at v3" in line and "sees v1" in line for line in lines)
-        assert any("0.30 at once, 0.150 after 7 days, 0.075 after 14 days" in line for line in lines)
+        assert any("0.30 at once, 0.150 after 1 day, 0.075 after 2 days" in line for line in lines)
         assert any("promotion refused" in line for line in lines)
         records = list(b.log.scan())
         for seq in range(0, len(records) + 1):

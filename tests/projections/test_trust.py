@@ -17,6 +17,7 @@ from braidlog.projections.trust import (
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 B = "b1"
 DAY = timedelta(days=1)
+HALF = trust.DREAM_HALF_LIFE  # one day: trust halves daily (the Braid reference)
 ALL = beads.PROJECTIONS + knots.PROJECTIONS + trust.PROJECTIONS
 
 
@@ -93,68 +94,68 @@ def test_a_raw_dream_delta_is_clamped_to_the_cap_and_decays(braid):
     d = braidlog.delta(B, "observation", {"text": "a dream image"}, provenance="dream", confidence=0.95, ts=T0)
     braid.append(d)
     assert conf(braid, d.id, T0) == 0.3
-    assert conf(braid, d.id, T0 + 7 * DAY) == pytest.approx(0.15)
+    assert conf(braid, d.id, T0 + HALF) == pytest.approx(0.15)
 
 
 # --------------------------------------------------------------------------------------- decay
 
-def test_dream_content_decays_with_a_seven_day_half_life(braid):
+def test_dream_content_decays_with_a_one_day_half_life(braid):
     hid = propose(braid)
     s = braid.state("trust")
     assert trust.confidence_at(s, hid, T0 - DAY) is None  # not yet proposed then
     assert trust.confidence_at(s, hid, T0) == 0.3
-    assert trust.confidence_at(s, hid, T0 + 7 * DAY) == pytest.approx(0.15)
-    assert trust.confidence_at(s, hid, T0 + 14 * DAY) == pytest.approx(0.075)
-    assert trust.confidence_at(s, hid, T0 + 3.5 * DAY) == pytest.approx(0.3 * 2 ** -0.5)
+    assert trust.confidence_at(s, hid, T0 + HALF) == pytest.approx(0.15)
+    assert trust.confidence_at(s, hid, T0 + 2 * HALF) == pytest.approx(0.075)
+    assert trust.confidence_at(s, hid, T0 + HALF / 2) == pytest.approx(0.3 * 2 ** -0.5)
     policy = trust.TrustPolicy(dream_half_life=DAY, dream_confidence=0.2)
     assert trust.confidence_at(s, hid, T0 + DAY, policy=policy) == pytest.approx(0.1)
 
 
 def test_a_later_citation_reinforces_and_restarts_the_decay_clock(braid):
     hid = propose(braid)
-    cite = braidlog.delta(B, "message", {"text": "that was right"}, ts=T0 + 7 * DAY, refs=Refs(deltas=(hid,)))
+    cite = braidlog.delta(B, "message", {"text": "that was right"}, ts=T0 + HALF, refs=Refs(deltas=(hid,)))
     braid.append(cite)
     s = braid.state("trust")
-    assert trust.confidence_at(s, hid, T0 + 7 * DAY) == 0.3
-    assert trust.confidence_at(s, hid, T0 + 14 * DAY) == pytest.approx(0.15)
-    assert trust.confidence_at(s, hid, T0 + 6 * DAY) == pytest.approx(0.3 * 2 ** (-6 / 7))  # as of before it
-    view = trust.trust_of(s, hid, T0 + 14 * DAY)
-    assert (view.clock, view.reinforced) == (T0 + 7 * DAY, 1)
+    assert trust.confidence_at(s, hid, T0 + HALF) == 0.3
+    assert trust.confidence_at(s, hid, T0 + 2 * HALF) == pytest.approx(0.15)
+    assert trust.confidence_at(s, hid, T0 + HALF * 6 / 7) == pytest.approx(0.3 * 2 ** (-6 / 7))  # as of before it
+    view = trust.trust_of(s, hid, T0 + 2 * HALF)
+    assert (view.clock, view.reinforced) == (T0 + HALF, 1)
 
 
 def test_dream_citations_and_non_evidence_bead_roles_do_not_reinforce(braid):
     hid = propose(braid)
     braid.append(braidlog.delta(B, "message", {"text": "dreaming on"}, provenance="dream", ts=T0 + DAY,
                                 refs=Refs(deltas=(hid,))))
-    assert conf(braid, hid, T0 + 7 * DAY) == pytest.approx(0.15)
+    assert conf(braid, hid, T0 + HALF) == pytest.approx(0.15)
     run(braid, beads.WriteBead(bead_id="d", bead_type="memory_bead", memory_type="semantic", name="dreamt fact"),
         T0, "dream", "beads")
     vid = beads.active_version(braid.state("beads"), "d")
     braid.append(braidlog.delta(B, "message", {"text": "used it"}, ts=T0 + 2 * DAY,
                                 refs=Refs(beads=(BeadRef("d", "used"),))))
-    assert conf(braid, "d", T0 + 7 * DAY) == pytest.approx(0.15)
-    braid.append(braidlog.delta(B, "message", {"text": "it holds"}, ts=T0 + 7 * DAY,
+    assert conf(braid, "d", T0 + HALF) == pytest.approx(0.15)
+    braid.append(braidlog.delta(B, "message", {"text": "it holds"}, ts=T0 + HALF,
                                 refs=Refs(beads=(BeadRef("d", "evidence"),))))
-    assert conf(braid, "d", T0 + 7 * DAY) == 0.3 and conf(braid, vid, T0 + 7 * DAY) == 0.3
+    assert conf(braid, "d", T0 + HALF) == 0.3 and conf(braid, vid, T0 + HALF) == 0.3
 
 
 def test_a_passed_test_reinforces(braid):
     hid = propose(braid)
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=False, reward=-0.5), T0 + DAY, "user")
-    assert conf(braid, hid, T0 + 7 * DAY) == pytest.approx(0.15)
-    run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, feedback="yes!"), T0 + 7 * DAY, "user")
-    assert conf(braid, hid, T0 + 7 * DAY) == 0.3
+    assert conf(braid, hid, T0 + HALF) == pytest.approx(0.15)
+    run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, feedback="yes!"), T0 + HALF, "user")
+    assert conf(braid, hid, T0 + HALF) == 0.3
 
 
 def test_time_travel_shows_the_trust_a_subject_had_at_any_point(braid):
     hid = propose(braid)
     seq = braid.head().seq
-    braid.append(braidlog.delta(B, "message", {"text": "confirmed"}, ts=T0 + 7 * DAY, refs=Refs(deltas=(hid,))))
+    braid.append(braidlog.delta(B, "message", {"text": "confirmed"}, ts=T0 + HALF, refs=Refs(deltas=(hid,))))
     past = braid.at(seq).state("trust")
-    later = T0 + 14 * DAY
+    later = T0 + 2 * HALF
     assert trust.confidence_at(past, hid, later) == pytest.approx(0.075)  # the log then: never reinforced
     assert conf(braid, hid, later) == pytest.approx(0.15)
-    assert braid.at(T0 + DAY).state("trust") == past
+    assert braid.at(T0 + HALF / 2).state("trust") == past   # a time before the citation
 
 
 # --------------------------------------------------------------------------------- hypothesis tests
@@ -325,7 +326,7 @@ def test_assessment_rules(braid):
     run(braid, AssessTrust(subject_id=hid, confidence=0.1), T0 + DAY)
     assert run(braid, AssessTrust(subject_id=hid, confidence=0.1), T0 + 2 * DAY) == []
     assert conf(braid, hid, T0 + DAY) == 0.1
-    assert conf(braid, hid, T0 + 8 * DAY) == pytest.approx(0.05)  # dream content keeps decaying
+    assert conf(braid, hid, T0 + 2 * DAY) == pytest.approx(0.05)  # dream content keeps decaying
     pass_all(braid, hid, T0 + 3 * DAY)
     # a dream hypothesis stays on probation: raw <= (0.5 x 0.3 + 0.5 x 1) x 0.6 = 0.39 < 0.75
     refused(braid, PromoteHypothesis(hypothesis_id=hid), Rejected, "stays on probation: raw trust 0.3900")
