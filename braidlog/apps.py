@@ -78,7 +78,12 @@ def _projections_of(what: str, value: Any) -> list[Projection]:
 
 
 def load_kinds(apps: Iterable[str] | None = None) -> None:
-    """Declare every installed kind (entry points) and those of the application modules."""
+    """Declare every installed kind (entry points of both groups: loading a projection declares
+    the kinds it owns) and those of the application modules."""
+    discover(apps)
+
+
+def _declare_kinds(apps: Iterable[str] | None) -> None:
     for ep in _entry_points(KINDS_GROUP):
         value = _load(f"entry point {ep.name!r} ({ep.value})", ep.load)
         if callable(value):
@@ -90,7 +95,7 @@ def load_kinds(apps: Iterable[str] | None = None) -> None:
 def discover(apps: Iterable[str] | None = None) -> list[Projection]:
     """Every installed projection (entry points), then the application modules' ``PROJECTIONS``;
     their kinds are declared on the way. Names are unique: a second one is an error."""
-    load_kinds(apps)
+    _declare_kinds(apps)
     found: list[Projection] = []
     for ep in _entry_points(PROJECTIONS_GROUP):
         what = f"entry point {ep.name!r} ({ep.value})"
