@@ -190,3 +190,37 @@ def test_repair_refuses_to_build_indexes_from_a_damaged_log(lmdb_path):
         with pytest.raises(IntegrityError, match="the log itself is damaged.*seq 7"):
             log.repair_indexes()
     assert main(["--store", str(lmdb_path), "repair", "--indexes"]) == 1
+
+
+def test_refers_entries_written_by_a_projection_this_process_lacks_verify_and_scan(lmdb_path):
+    """A refers-to entry comes from the refers function of the projection that wrote it; a
+    process without that projection cannot recompute it, and must not call the index damaged."""
+    from braidlog import delta as make
+    from braidlog.kinds import Registry
+
+    reg = Registry()
+    reg.declare("noted", None, owner="notes-app",
+                refers=lambda p: [p["subject"], f"{p['subject']}/{p['field']}"])
+    with LmdbLog(lmdb_path, registry=reg) as log:
+        log.append_batch([make(f"b{i % 2}", "noted", {"subject": f"S{i % 3}", "field": "f"})
+                          for i in range(30)])
+    with LmdbLog(lmdb_path) as log:  # the default registry: "noted" has no refers function
+        assert log.verify().seq == 30
+        assert [r.seq for r in log.scan_refs("S1/f")] == list(range(2, 31, 3))
+    env = lmdb.open(str(lmdb_path), max_dbs=16)
+    with env.begin(write=True) as txn:  # now an entry whose record does not carry its key
+        txn.put(b"S1/f", (3).to_bytes(8, "big"), db=env.open_db(b"refs", txn=txn, dupsort=True))
+    env.close()
+    with LmdbLog(lmdb_path) as log:
+        with pytest.raises(IntegrityError, match="refers-to index has an entry 'S1/f' -> seq 3"):
+            log.verify()
+
+
+def test_the_demo_store_verifies_in_a_fresh_process(tmp_path):
+    import subprocess
+    store = str(tmp_path / "demo")
+    assert main(["--store", store, "demo", "--quiet"]) == 0
+    run = subprocess.run([sys.executable, "-m", "braidlog", "--store", store, "verify"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("ok: ")
