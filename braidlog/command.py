@@ -60,6 +60,11 @@ class CommandMeta(StructMeta):
             raise error from None
         except RecursionError:  # a __post_init__ that walks its fields met a cycle
             raise ValidationError(cls.__name__, _TOO_DEEP) from None
+        except UnicodeError:  # a __post_init__ that encodes its fields met a lone surrogate
+            fault = _find(kwargs, "", _bad_text) or _find(list(args), "", _bad_text)
+            if fault is None:
+                raise
+            raise ValidationError(fault[0].lstrip("."), fault[1]) from None
         return _checked(cls, command)
 
 

@@ -275,3 +275,12 @@ def test_a_full_disk_is_reported_as_a_full_disk(small_disk):
     with braidlog.LmdbLog(small_disk / "store") as again:
         assert again.head() == head
         again.verify()
+
+
+def test_a_command_whose_post_init_encodes_a_lone_surrogate_names_the_field():
+    """Found by the property test: DraftProposal's __post_init__ encodes its fields, and a lone
+    surrogate in a nested key raised UnicodeEncodeError from the constructor."""
+    from braidlog.projections import decisions as D
+
+    with pytest.raises(braidlog.ValidationError, match=r"^proposal: key '\\ud800' must be text"):
+        D.DraftProposal(proposal={"\ud800": None})
