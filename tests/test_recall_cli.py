@@ -83,6 +83,17 @@ def test_recall_keyword_table(shell_store, capsys):
     assert "by keyword" in out and "rename recall/keyword.py" in out
 
 
+@pytest.mark.parametrize("filters, note", [
+    (["--braid", "nope"], "--braid nope leaves nothing to recall"),
+    (["--kind", "message", "--tag", "zzz"], "--tag zzz leaves nothing to recall"),
+])
+def test_recall_says_which_filter_left_nothing(shell_store, capsys, filters, note):
+    code, out, err = run(["--store", shell_store, "recall", "ERR-4012", "--mode", "keyword",
+                          "--json", *filters], capsys)
+    assert code == 0 and json.loads(out)["hits"] == []
+    assert err == f"braidlog: note: {note}\n"
+
+
 # -- without the recall extra ----------------------------------------------------------------------
 
 def blocked(modules: list[str], body: str, tmp_path) -> subprocess.CompletedProcess:

@@ -55,8 +55,11 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
             sys.stderr.write(f"braidlog: note: the store holds no vector in space {args.space!r}; "
                              "`braidlog append --embed` attaches them\n")
         as_of = index.resolve(parse_point(args.at)) if args.at else None
-        hits = index.recall(args.text, args.k, mode=args.mode, as_of=as_of, braid=args.braid, kinds=args.kind,
-                            tags=args.tag, namespace=args.namespace, workspace=args.workspace)
+        filters = {"braid": args.braid, "kinds": args.kind, "tags": args.tag,
+                   "namespace": args.namespace, "workspace": args.workspace}
+        hits = index.recall(args.text, args.k, mode=args.mode, as_of=as_of, **filters)
+        if not hits and any(v for v in filters.values()):
+            sys.stderr.write(f"braidlog: note: {_empty_because(index, args, as_of, filters)}\n")
         index.close()
     if args.json:
         write_json(out, {
@@ -79,6 +82,24 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
         table.add_row(str(rank), str(h.seq), f"{h.score:.3f}", h.delta.braid_id, h.delta.kind, summary(h.delta))
     con.print(table)
     return 0
+
+
+#: The command-line flag of each recall filter, for the note that names the one that left nothing.
+_FLAGS = {"braid": "--braid", "kinds": "--kind", "tags": "--tag", "namespace": "--namespace",
+          "workspace": "--workspace"}
+
+
+def _empty_because(index: Any, args: Any, as_of: int | None, filters: dict[str, Any]) -> str:
+    """Which filter left nothing to recall: the first that does so on its own, else all of them."""
+    given = {k: v for k, v in filters.items() if v}
+    if not index.recall(args.text, 1, mode=args.mode, as_of=as_of):
+        return "nothing to recall even without filters"
+    for name, value in given.items():
+        if not index.recall(args.text, 1, mode=args.mode, as_of=as_of, **{name: value}):
+            shown = " ".join(value) if isinstance(value, list) else value
+            return f"{_FLAGS[name]} {shown} leaves nothing to recall"
+    flags = ", ".join(_FLAGS[k] for k in given)
+    return f"each filter leaves something, but {flags} together leave nothing"
 
 
 def embed_deltas(deltas: list[Any], space: str) -> tuple[list[Any], int]:
