@@ -384,3 +384,18 @@ def test_any_arguments_give_a_result_or_a_braidlog_error(tmp_path_factory):
     finally:
         backend.close()
     assert seen["ok"] >= 15 and seen["refused"] >= 15, seen  # both paths were exercised
+
+
+def test_a_port_in_use_is_one_line(tmp_path):
+    """Not uvicorn's traceback: the command names the flag, the address and what to do."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "braidlog", "--store", str(tmp_path / "s"), "mcp",
+                            "--http", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"braidlog: error: --http: cannot listen on 127.0.0.1:{port}")
+    assert r.stderr.count("\n") == 1

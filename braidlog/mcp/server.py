@@ -122,6 +122,7 @@ def serve(path: str, *, http: str | None = None, token: str | None = None, read_
             raise ValidationError("--http", f"{listen[0]} is reachable from other machines; serving "
                                   f"the store there needs a bearer token (--token or ${TOKEN_ENV}), "
                                   "or bind 127.0.0.1")
+        _check_listen(*listen)
     elif token:
         raise ValidationError("--token", "a token guards HTTP only; give --http too (stdio is "
                               "guarded by the process that starts the server)")
@@ -134,6 +135,24 @@ def serve(path: str, *, http: str | None = None, token: str | None = None, read_
             anyio.run(_serve_http, server, listen[0], listen[1], token, log_level, announce)
     finally:
         backend.close()
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Refuse, in one line, an address the server could not listen on (a port in use, an
+    address not on this machine), before the web server fails with a traceback."""
+    import socket
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server binds
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            raise ValidationError("--http", f"cannot listen on {host}:{port}: "
+                                  f"{e.strerror or e}; is another server using that port? "
+                                  "Pick another port, or 0 for a free one") from None
 
 
 async def _serve_http(server: MCPServer, host: str, port: int, token: str | None, log_level: str,
