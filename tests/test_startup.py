@@ -17,9 +17,9 @@ import braidlog
 
 #: Loaded only where used: recall (numpy, hnswlib), rich output, the projections, replication,
 #: and the bench's peers.
-HEAVY = ("numpy", "hnswlib", "rich", "braidlog.projections", "nats", "eventsourcing", "sqlite3",
-         "braidlog.recall", "braidlog.bench", "braidlog.audit", "braidlog.transfer",
-         "braidlog.replication")
+HEAVY = ("numpy", "hnswlib", "tantivy", "rich", "braidlog.projections", "nats", "eventsourcing",
+         "sqlite3", "cryptography", "mcp", "anyio", "braidlog.recall", "braidlog.bench",
+         "braidlog.audit", "braidlog.transfer", "braidlog.replication", "braidlog.mcp")
 
 
 def loaded_after(code: str) -> set[str]:
