@@ -1,7 +1,7 @@
 """Time travel: ``braid.at(seq).state(...)`` at random seqs of a log with checkpoints.
 
-Issue 3's target is for a 1,000,000-delta log with a projection of 10,000 entities:
-p50 <= 20 ms and p99 <= 50 ms. Run with ``BRAIDLOG_BENCH_SIZES=1000000`` for that size; the
+The target is set for a 1,000,000-delta log with a projection of 10,000 entities:
+p50 <= 10 ms and p99 <= 30 ms. Run with ``BRAIDLOG_BENCH_SIZES=1000000`` for that size; the
 summary at the end prints p50 and p99 of the rounds.
 """
 
