@@ -675,6 +675,26 @@ def test_cli_ships_rebuilds_and_promotes(tmp_path, url, stream_name, capsys, rng
     assert "is in writer epoch 1 since seq 53" in capsys.readouterr().err and head.seq == 51
 
 
+def test_cli_ship_replica_and_promote_print_json(tmp_path, url, stream_name, capsys, rng):
+    w, r = str(tmp_path / "w"), str(tmp_path / "r")
+    with LmdbLog(w) as writer:
+        append_mixed(writer, random_deltas(rng, 20), rng)
+        head = writer.head()
+    assert main(["--store", w, "ship", "--nats", url, "--stream", stream_name, "--once",
+                 "--json"]) == 0
+    last = lambda: json.loads(capsys.readouterr().out.splitlines()[-1])  # noqa: E731 (after the seed line)
+    assert last() == {"shipped": head.seq, "stream": stream_name, "at": str(head)}
+    assert main(["--store", r, "replica", "--nats", url, "--stream", stream_name, "--once",
+                 "--json"]) == 0
+    got = last()
+    assert got["applied"] == head.seq and got["head"] == str(head) and got["checkpoints"] is None
+    assert main(["--store", r, "promote", "--nats", url, "--stream", stream_name,
+                 "--quiet", "0.1", "--json"]) == 0
+    promoted = last()
+    assert promoted["epoch"] == 1 and promoted["caught_up"] == str(head)
+    assert promoted["seq"] == head.seq + 2 and promoted["stream"] == stream_name
+
+
 def test_cli_replica_exits_1_naming_the_refused_seq(tmp_path, stores, open_stream, stream_name,
                                                     url, capsys):
     _, stream, messages = shipped(stores, open_stream)

@@ -29,6 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
                    help="follow for this long, then exit (default: until interrupted)")
     p.add_argument("--poll", type=float, default=0.05, help="seconds between looks at the log")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
     p.set_defaults(handler=cmd_ship)
 
     p = sub.add_parser(
@@ -57,6 +58,7 @@ def register(sub: Any) -> None:
     p.add_argument("--checkpoint-key", default=None, metavar="KEY|FILE",
                    help="the writer's checkpoint verifier key (NAME+KEYID+KEY, or a file holding "
                    "it): refuse a record its signed checkpoints contradict")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
     p.set_defaults(handler=cmd_replica)
 
     p = sub.add_parser(
@@ -74,6 +76,7 @@ def register(sub: Any) -> None:
                    help="refuse if the stream grew within this many seconds (default 2)")
     p.add_argument("--force", action="store_true",
                    help="promote even while the old writer still ships: it is fenced as it runs")
+    p.add_argument("--json", action="store_true", help="the result as JSON")
     p.set_defaults(handler=cmd_promote)
 
 
@@ -133,14 +136,18 @@ def cmd_ship(args: Any, out: IO[str]) -> int:
         if args.once:
             wm = shipper.ship(timeout=args.timeout)
         else:
-            out.write(f"shipping {store.path} to stream {stream.name}; Ctrl-C stops\n")
-            out.flush()
+            tell = sys.stderr if args.json else out
+            tell.write(f"shipping {store.path} to stream {stream.name}; Ctrl-C stops\n")
+            tell.flush()
             try:
                 wm = shipper.follow(_until(args.duration), poll=args.poll,
                                     ship_timeout=args.timeout)
             except KeyboardInterrupt:
                 wm = shipper.ship(timeout=args.timeout)
-        out.write(f"shipped {shipper.shipped} record(s); stream {stream.name} at {wm}\n")
+        if args.json:
+            write_json(out, {"shipped": shipper.shipped, "stream": stream.name, "at": str(wm)})
+        else:
+            out.write(f"shipped {shipper.shipped} record(s); stream {stream.name} at {wm}\n")
     return 0
 
 
@@ -175,8 +182,9 @@ def cmd_replica(args: Any, out: IO[str]) -> int:
         if args.once:
             head = replica.catch_up(timeout=args.timeout)
         else:
-            out.write(f"following stream {stream.name} into {store.path}; Ctrl-C stops\n")
-            out.flush()
+            tell = sys.stderr if args.json else out
+            tell.write(f"following stream {stream.name} into {store.path}; Ctrl-C stops\n")
+            tell.flush()
             try:
                 head = replica.follow(_until(args.duration))
             except KeyboardInterrupt:
@@ -184,6 +192,11 @@ def cmd_replica(args: Any, out: IO[str]) -> int:
         took = time.monotonic() - start
     checked = (f"; held to {replica.checked_checkpoints} signed checkpoint(s)"
                if checkpoints is not None else "")
+    if args.json:
+        write_json(out, {"applied": replica.applied, "seconds": round(took, 3), "head": str(head),
+                         "checkpoints": replica.checked_checkpoints if checkpoints is not None
+                         else None})
+        return 0
     out.write(f"applied {replica.applied} record(s) in {took:.1f} s; replica at {head}{checked}\n")
     return 0
 
@@ -212,6 +225,10 @@ def cmd_promote(args: Any, out: IO[str]) -> int:
     with LmdbLog(store_path(args)) as store, _stream(args, create=False) as stream:
         done = rep.promote(store, stream, writer=args.writer, quiet=args.quiet,
                            force=args.force, timeout=args.timeout)
+    if args.json:
+        write_json(out, {"epoch": done.epoch, "head": str(done.head), "seq": done.head.seq,
+                         "caught_up": str(done.caught_up), "stream": args.stream})
+        return 0
     out.write(f"promoted: writer epoch {done.epoch} begins at seq {done.head.seq}, after "
               f"everything stream {args.stream} acknowledged (up to {done.caught_up}); the old "
               f"writer is refused from now on. Head {done.head}: write to this store and run "
