@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import time
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..chain import GENESIS
 from ..errors import ConflictError, StaleWriter
@@ -48,6 +48,15 @@ def _moving(stream: Stream, first: int, until: float) -> tuple[int, int]:
             return first, last
 
 
+def _still_moving(stream: Any, before: int, after: int, when: str) -> ConflictError:
+    return ConflictError(
+        f"stream {stream.name} is still moving: it grew from seq {before} to {after} {when}, so "
+        "its writer is alive. Stop the old writer first: stop its process (the application, "
+        f"`braidlog ship`), or revoke its NATS credentials for {stream.prefix}.> "
+        "(docs/replication.md, *Authorization*); then promote again. --force (force=True) "
+        "fences it while it runs: its next write is refused", expected=before, actual=after)
+
+
 def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet: float = 2.0,
             force: bool = False, timeout: float = 60.0, now: datetime | None = None
             ) -> Promotion:
@@ -74,13 +83,7 @@ def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet
         caught = replica.catch_up(timeout=left)
         seen = (first, first) if force else _moving(stream, first, start + quiet)
         if seen[1] != seen[0]:
-            raise ConflictError(
-                f"stream {stream.name} is still moving: it grew from seq {seen[0]} to {seen[1]} "
-                f"in the last {quiet:g} s, so its writer is alive. Stop the old writer first: "
-                "stop its process (the application, `braidlog ship`), or revoke its NATS "
-                f"credentials for {stream.prefix}.> (docs/replication.md, *Authorization*); "
-                "then promote again. --force (force=True) fences it while it runs: its next "
-                "write is refused", expected=seen[0], actual=seen[1])
+            raise _still_moving(stream, seen[0], seen[1], f"in the last {quiet:g} s")
         caught = replica.catch_up(timeout=max(deadline - time.monotonic(), 0.1))
         wm = stream.watermark(timeout=max(deadline - time.monotonic(), 0.1))
         if not wm.complete:
@@ -93,6 +96,8 @@ def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet
             if force and time.monotonic() < deadline:
                 first, start = wm.seq, time.monotonic()
                 continue
+            if not force and wm.seq > caught.seq:  # it grew while the replica caught up to it
+                raise _still_moving(stream, caught.seq, wm.seq, "while the replica caught up")
             raise ConflictError(
                 f"the replica is at {caught} but stream {stream.name} at {wm}: it has not caught "
                 "up; run the replica again before promoting it", expected=wm.seq,
