@@ -2,24 +2,32 @@
 
 ``LmdbLog.verify()`` over the whole log runs, in this order, stopping at the first damage:
 
-1. **records**: every seq from 1 to the head is looked up through the log's B-tree, exactly as
+1. **meta pages**: both of LMDB's meta pages, read from the file (mdb_file.py).
+2. **pages**: py-lmdb's structural check of every page of the file, read with ``pread``, not
+   through the map (lmdb_env.py), *before anything is read through LMDB*: LMDB trusts the offsets
+   and sizes it finds in a page, and one that runs past the end of the file kills the reader with
+   SIGBUS. Damage in the log, its meta table or the main tree stops verify here: nothing is read
+   through them. Damage in a derived table (an index, the Merkle tree) or in the free-page
+   accounting is reported after the records are checked, without reading that table.
+3. **records**: every seq from 1 to the head is looked up through the log's B-tree, exactly as
    ``read``/``get`` reach it (a cursor walk over the leaves would miss a damaged branch page),
    and the hash chain and the Merkle tree are recomputed over them. An LMDB error on the way
    (MDB_CORRUPTED, a page LMDB cannot find) names the last seq read intact.
-2. **indexes**, against the log both ways: every record has its entry in the id index, the
+4. **indexes**, against the log both ways: every record has its entry in the id index, the
    id-digest index, the braid, kind and refers-to indexes (and its vector space its dimension in
    ``spaces``), and each table holds no other entry (its entry count equals the expected one; when
    it does not, its entries are walked to name the first whose record lacks the key).
-3. **meta pages**: both of LMDB's meta pages, read from the file (mdb_file.py).
-4. **tree**: py-lmdb's structural check of every page of the file (lmdb_env.py).
 
 ``repair_indexes`` rebuilds every derived table from the log in one write transaction, after
-checking the log's chain: the log is the truth, and an index is only rebuilt from an intact one.
+checking the pages and the log's chain: the log is the truth, and an index is only rebuilt from
+an intact one. It refuses a derived table whose pages are damaged, since emptying it would hand
+the pages its damaged branches name (possibly the log's own) to the free list.
 Nothing here imports ``lmdb``: the transactions come from the LmdbLog.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +36,7 @@ import msgspec
 from .chain import HASH_SIZE
 from .delta import referenced_ids
 from .errors import BraidlogError, IntegrityError, StorageError
-from .mdb_file import meta_findings
+from .mdb_file import last_intact_key, meta_findings
 from .store import Head, Progress, verify_bodies
 
 if TYPE_CHECKING:
@@ -46,10 +54,24 @@ _RESTORE = ("Restore the store from a backup, or salvage the seqs before it with
 
 
 def verify(log: LmdbLog, start: int, stop: int | None, progress: Progress | None) -> Head:
-    checked = verify_bodies(log, start, stop, progress, rows=_by_lookup(log))
-    if start <= 1 and stop is None:  # the whole log: the store-wide checks too
+    whole = start <= 1 and stop is None
+    if whole:
+        _check_metas(log)
+    damaged = _damaged_pages(log) if whole else {}
+    if "log" in damaged:  # read only the records reached through checked pages, then report
+        intact = _intact_seqs(log, damaged["log"])
+        verify_bodies(log, 1, intact + 1, progress, rows=_by_lookup(log),
+                      tree="tree" not in damaged)
+        raise IntegrityError(
+            f"{log.path / 'data.mdb'}: the log table is damaged: {damaged['log'][0]}; seqs "
+            f"1..{intact} were read intact, through undamaged pages only (a damaged page can "
+            f"crash the reader). {_RESTORE}", seq=intact + 1)
+    checked = verify_bodies(log, start, stop, progress, rows=_by_lookup(log),
+                            tree="tree" not in damaged)
+    if whole:
+        if damaged:
+            raise _page_damage(log, damaged)
         _check_indexes(log)
-        _check_file(log)
     return checked
 
 
@@ -230,7 +252,61 @@ def _show(table: str, key: bytes) -> str:
 
 # -- the file -----------------------------------------------------------------------------------
 
-def _check_file(log: LmdbLog) -> None:
+#: Tables whose damaged pages leave the records readable: rebuilt from the log, or (``free``)
+#: LMDB's accounting of free pages, which reads never touch.
+_DERIVED = (*INDEXES, "tree")
+
+
+def _damaged_pages(log: LmdbLog) -> dict[str, list[str]]:
+    """{table: its findings} of the structural check of every page (read with pread, not
+    through the map). Raises IntegrityError, before anything is read through LMDB, when the
+    main tree, braidlog's meta table or a meta page is damaged: LMDB would trust the damaged
+    page, and could crash the process reading it."""
+    found: dict[str, list[str]] = {}
+    for finding in log._shared_env.tree_findings():
+        table = re.search(r"\bmain/(\S+?) DB\b", finding)
+        where = (table.group(1) if table else "free" if "freeDB" in finding
+                 else "main" if "main DB" in finding else "file")
+        found.setdefault(where, []).append(finding)
+    unsafe = [t for t in found if t not in (*_DERIVED, "free", "log")]
+    if unsafe:
+        what = {"main": "the main tree", "file": "the file"}.get(unsafe[0], f"the {unsafe[0]} table")
+        raise IntegrityError(
+            f"{log.path / 'data.mdb'}: {what} is damaged: {found[unsafe[0]][0]}; the records were "
+            "not read through it, since a damaged page can crash the reader. Restore the store "
+            "from a backup")
+    return found
+
+
+def _intact_seqs(log: LmdbLog, findings: list[str]) -> int:
+    """The last seq the log's tree reaches through pages that neither the structural check
+    (``findings`` name them) nor mdb_file's own checks find damaged."""
+    from .lmdb_log import from_u64
+
+    bad = {int(n) for f in findings for n in re.findall(r"\bpage (\d+)", f)}
+    with log._shared_env.pinned():
+        last = last_intact_key(log.path / "data.mdb", b"log", bad)
+    return from_u64(last) if last is not None and len(last) == 8 else 0
+
+
+def _page_damage(log: LmdbLog, damaged: dict[str, list[str]]) -> IntegrityError:
+    """The error for damaged pages that leave every record readable (checked by then)."""
+    rebuilt = [t for t in damaged if t != "free"]
+    if rebuilt:
+        table = rebuilt[0]
+        name = f"the {INDEXES[table]} index" if table in INDEXES else "the Merkle tree table"
+        return IntegrityError(
+            f"{log.path / 'data.mdb'}: {name} is damaged: {damaged[table][0]}; every record read "
+            "intact. Rebuild the store from its log: `braidlog export FILE`, then `braidlog "
+            "--store NEW import FILE` into a new directory (the same records, hashes and head, "
+            "every index written afresh), or restore from a backup")
+    return IntegrityError(
+        f"{log.path / 'data.mdb'}: the file's free-page accounting is damaged: {damaged['free'][0]}; "
+        "every record and index read intact, but a later write may overwrite a page in use. "
+        "Copy the store with `braidlog backup` (which rewrites every page) and use the copy")
+
+
+def _check_metas(log: LmdbLog) -> None:
     env = log._shared_env
     with env.pinned():
         found = meta_findings(log.path / "data.mdb", b"log")
@@ -239,13 +315,6 @@ def _check_file(log: LmdbLog) -> None:
                              "and still be an earlier commit than the last one; compare its head "
                              "with one written down (`braidlog verify --against SEQ:HASH`), and "
                              "restore from a backup")
-    found = env.tree_findings()
-    if found:
-        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        raise IntegrityError(f"{log.path / 'data.mdb'}: the B-tree is damaged: {found[0]}{more}; "
-                             "every record read intact, but a later write may fail or lose data. "
-                             "Copy the store with `braidlog backup` (which rewrites every page) "
-                             "or restore from a backup")
 
 
 # -- repair -------------------------------------------------------------------------------------
@@ -258,6 +327,14 @@ def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, 
     if log.readonly:
         raise StorageError("repairing needs the store open for writing",
                            hint="open it without readonly=True")
+    damaged = _damaged_pages(log)  # first: nothing is read through a damaged page
+    if "log" in damaged:
+        raise IntegrityError(f"the log itself is damaged ({damaged['log'][0]}), so its indexes "
+                             f"cannot be rebuilt from it; nothing was changed. {_RESTORE}")
+    if damaged:  # emptying a damaged table would free the pages its damaged branches name
+        e = _page_damage(log, damaged)
+        raise IntegrityError(f"{e} (repair cannot empty a damaged table safely; nothing was "
+                             "changed)")
     head = log.head()
     unknown = sorted(k for k in log.counts("kind") if not log.registry.knows_subjects(k))
     if unknown:

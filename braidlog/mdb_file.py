@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 __all__ = ["Meta", "FileFinding", "read_metas", "picked", "short_file", "meta_findings",
-           "table_db", "last_key"]
+           "table_db", "last_key", "last_intact_key"]
 
 MAGIC = 0xBEEFC0DE
 _E = "<" if sys.byteorder == "little" else ">"
@@ -29,6 +29,7 @@ P_BRANCH, P_LEAF, P_META, P_LEAF2 = 0x01, 0x02, 0x08, 0x20
 F_BIGDATA, F_SUBDATA = 0x01, 0x02
 P_INVALID = (1 << 64) - 1
 MAX_DEPTH = 32  # LMDB's CURSOR_STACK
+FREE_FLAGS = 0x08  # MDB_INTEGERKEY: the free-page tree's flags, fixed by mdb_env_init_meta
 
 
 class FileFinding(Exception):
@@ -55,6 +56,22 @@ class Meta(NamedTuple):
     txnid: int
     main: Db
     flags: int
+    free: Db = Db(0, 0, 0, 0)
+
+    def damage(self, hdr: int) -> str | None:
+        """What is impossible in this meta page for a braidlog store, or None. LMDB checks
+        none of it: a flipped flag of the free-page tree aborts the process at its first write
+        (an assertion in mdb_cursor_init), one of the main tree at its first read."""
+        if self.magic != MAGIC or self.version != _VERSIONS[hdr] or not self.flags & P_META:
+            return (f"meta page {self.page} is damaged (magic {self.magic:#x}, version "
+                    f"{self.version}, flags {self.flags:#x})")
+        if self.free.flags != FREE_FLAGS:
+            return (f"meta page {self.page} is damaged: its free-page tree has flags "
+                    f"{self.free.flags:#x}, where LMDB always writes {FREE_FLAGS:#x}")
+        if self.main.flags != 0:
+            return (f"meta page {self.page} names main-tree flags {self.main.flags:#x}, which "
+                    "braidlog never writes: the page is damaged, or this is not a braidlog store")
+        return None
 
     @property
     def needs(self) -> int:
@@ -74,9 +91,9 @@ def _meta(buf: bytes, page: int, hdr: int) -> Meta:
     m = hdr
     magic, version = _U32.unpack_from(buf, m)[0], _U32.unpack_from(buf, m + 4)[0]
     psize = _U32.unpack_from(buf, m + 24)[0]  # mm_psize lives in the free DB's md_pad
-    main = Db(*(_DB.unpack_from(buf, m + 72)[i] for i in (1, 2, 6, 7)))
+    free, main = (Db(*(_DB.unpack_from(buf, at)[i] for i in (1, 2, 6, 7))) for at in (m + 24, m + 72))
     last, txnid = _U64.unpack_from(buf, m + 120)[0], _U64.unpack_from(buf, m + 128)[0]
-    return Meta(page, magic, version, psize, last, txnid, main, flags)
+    return Meta(page, magic, version, psize, last, txnid, main, flags, free)
 
 
 def read_metas(fd: int) -> tuple[int, Meta, Meta]:
@@ -115,11 +132,9 @@ def short_file(path: Path) -> str | None:
         # the size after the meta pages: a writer extends the file before it commits a meta page
         # naming the new pages, so a store growing meanwhile is never taken for a short one
         size = os.fstat(f.fileno()).st_size
-    bad = [m for m in (m0, m1) if m.magic != MAGIC or m.version != _VERSIONS[hdr]
-           or not m.flags & P_META]
+    bad = [why for why in (m0.damage(hdr), m1.damage(hdr)) if why]
     if bad:
-        return (f"{path}: meta page {bad[0].page} is damaged (magic {bad[0].magic:#x}, "
-                f"version {bad[0].version}, flags {bad[0].flags:#x})")
+        return f"{path}: {bad[0]}"
     m = picked(m0, m1)
     if size < m.needs:
         return (f"{path} is {size:,} bytes, but its meta page {m.page} (commit {m.txnid}) names "
@@ -224,6 +239,43 @@ def last_key(fd: int, hdr: int, meta: Meta, table: bytes) -> bytes | None:
     return r.node(leaf, off, pgno)[3]
 
 
+def last_intact_key(path: Path, table: bytes, bad: set[int]) -> bytes | None:
+    """The last key of ``table`` stored before, in key order, the first page that is in ``bad``
+    or fails this module's checks (None when there is none): every key up to it is reached
+    through checked pages only. Read under a read transaction of the store."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        hdr, m0, m1 = read_metas(fd)
+        meta = picked(m0, m1)
+        r = _Reader(fd, hdr, meta.psize, meta.last_pgno)
+        last: bytes | None = None
+
+        def walk(pgno: int, depth: int) -> bool:  # False: stop, a page on the way is damaged
+            nonlocal last
+            if pgno in bad or depth > MAX_DEPTH:
+                return False
+            buf = r.page(pgno)
+            flags = _U16.unpack_from(buf, hdr - 6)[0]
+            offs = r.nodes(buf, pgno)
+            if flags & P_BRANCH:
+                for off in offs:
+                    lo_hi, nflags, _, _ = r.node(buf, off, pgno)
+                    if not walk(lo_hi | nflags << 32, depth + 1):
+                        return False
+                return True
+            if flags & P_LEAF and not flags & P_LEAF2:
+                last = r.node(buf, offs[-1], pgno)[3]
+                return True
+            return False
+        try:
+            db = table_db(fd, hdr, meta, table)
+            if db.root != P_INVALID:
+                walk(db.root, 1)
+        except FileFinding:
+            pass
+        return last
+
+
 def meta_findings(path: Path, table: bytes) -> list[str]:
     """What is wrong with the two meta pages of ``path`` (a data.mdb); empty when nothing is.
 
@@ -241,8 +293,9 @@ def meta_findings(path: Path, table: bytes) -> list[str]:
         except FileFinding as e:
             return [f"{path}: {e}"]
         for m in (m0, m1):
-            if m.magic != MAGIC or m.version != _VERSIONS[hdr] or not m.flags & P_META:
-                out.append(f"meta page {m.page} is damaged (magic {m.magic:#x}, version {m.version})")
+            why = m.damage(hdr)
+            if why:
+                out.append(why)
             elif m.psize != m0.psize:
                 out.append(f"meta page {m.page} names page size {m.psize}, page 0 says {m0.psize}")
             elif m.txnid and m.txnid % 2 != m.page:

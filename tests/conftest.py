@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import pickle
 import random
+import select
+import signal
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -66,3 +70,36 @@ def random_deltas(rng: random.Random, n: int, braids: int = 3) -> list[GenericDe
             confidence=round(rng.random(), 3), payload=payload, refs=refs,
             tags=tuple(rng.sample(["a", "b", "c"], rng.randrange(3)))))
     return out
+
+
+def in_child(fn, *args, timeout: float = 30.0) -> str:
+    """``fn(*args)`` in a forked child: its outcome (picklable), or how the child died (a signal,
+    an exception that is not caught, a hang past ``timeout`` seconds)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(r)
+        try:
+            outcome = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - a non-braidlog exception is the finding
+            outcome = f"crash: {type(e).__name__}: {e}"
+        os.write(w, pickle.dumps(outcome))
+        os._exit(0)
+    os.close(w)
+    deadline, data = time.monotonic() + timeout, b""
+    while True:
+        ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(r)
+            return "hang"
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"crash: killed by signal {signal.Signals(os.WTERMSIG(status)).name}"
+    return pickle.loads(data) if data else "crash: no outcome"

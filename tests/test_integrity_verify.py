@@ -5,17 +5,18 @@ The damage is made in the bytes of data.mdb, located with braidlog.mdb_file."""
 from __future__ import annotations
 
 import os
+import re
 import struct
 import sys
 
 import lmdb
 import pytest
 
-from braidlog import IntegrityError, LmdbLog, Refs
+from braidlog import BraidlogError, IntegrityError, LmdbLog, Refs
 from braidlog.cli import main
-from braidlog.mdb_file import picked, read_metas, table_db
+from braidlog.mdb_file import _Reader, picked, read_metas, table_db
 
-from .conftest import make_delta
+from .conftest import in_child, make_delta
 
 _E = "<" if sys.byteorder == "little" else ">"
 
@@ -150,8 +151,8 @@ def test_lmdb_corruption_is_an_integrity_error_naming_the_last_seq_read_intact(l
         with pytest.raises(IntegrityError) as e:
             log.verify()
     message = str(e.value)
-    assert "damaged" in message and f"{first - 1} were read intact" in message
-    assert "MDB_" in message or "is missing" in message
+    assert "damaged" in message and f"seqs 1..{first - 1} were read intact" in message
+    assert re.search(rf"page {leaf}\b", message), message  # named by the structural check, before LMDB reads it
 
 
 def test_repair_rebuilds_every_index_from_the_log_and_verify_passes(lmdb_path, capsys):
@@ -217,3 +218,52 @@ def test_the_demo_store_verifies_in_a_fresh_process(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("ok: ")
+
+
+def _verify_in_child(path) -> str:
+    def run() -> str:
+        try:
+            with LmdbLog(path, check_head=False) as log:
+                log.verify()
+        except BraidlogError as e:
+            return f"{type(e).__name__}: {e}"
+        return "passed"
+    return in_child(run, timeout=60)
+
+
+def test_a_node_pointing_past_the_end_of_the_file_is_found_before_lmdb_reads_it(lmdb_path):
+    """A flipped node offset in a Merkle tree page near the end of the file: LMDB would read
+    past the file's end and die of SIGBUS; the page check reads with pread first."""
+    _store(lmdb_path, 500)
+    data = lmdb_path / "data.mdb"
+    with open(data, "rb") as f:
+        hdr, m0, m1 = read_metas(f.fileno())
+        meta = picked(m0, m1)
+        db = table_db(f.fileno(), hdr, meta, b"tree")
+        _, _, leaf, _ = _Reader(f.fileno(), hdr, meta.psize, meta.last_pgno).last_leaf_node(
+            db.root, db.depth)
+    assert leaf * meta.psize + 0xFFF0 > os.path.getsize(data), "the page lies near the file's end"
+    _write(lmdb_path, leaf * meta.psize + hdr, struct.pack(_E + "H", 0xFFF0))  # its first node
+    outcome = _verify_in_child(str(lmdb_path))
+    assert "the Merkle tree table is damaged" in outcome and "every record read intact" in outcome
+    with LmdbLog(lmdb_path) as log:  # nothing was changed: the same finding again
+        with pytest.raises(IntegrityError, match="Merkle tree table is damaged"):
+            log.repair_indexes()
+    # the remedy the message gives: export, import into a new store, which verifies
+    export = lmdb_path.parent / "export.jsonl"
+    assert main(["--store", str(lmdb_path), "export", str(export)]) == 0
+    assert main(["--store", str(lmdb_path.parent / "new"), "import", str(export)]) == 0
+    assert main(["--store", str(lmdb_path.parent / "new"), "verify"]) == 0
+
+
+def test_a_flipped_flag_of_the_free_page_tree_is_refused_at_open(lmdb_path):
+    """LMDB does not check the free-page tree's flags: a DUPSORT bit there aborts the process
+    (an assertion in mdb_cursor_init) at its first write."""
+    _store(lmdb_path, 100)
+    with open(lmdb_path / "data.mdb", "rb") as f:
+        hdr, m0, m1 = read_metas(f.fileno())
+    m = picked(m0, m1)
+    assert m.free.flags == 0x08
+    _write(lmdb_path, m.page * m.psize + hdr + 28, struct.pack(_E + "H", 0x9F))  # md_flags of mm_dbs[0]
+    outcome = _verify_in_child(str(lmdb_path))
+    assert outcome.startswith("StorageError") and "free-page tree has flags 0x9f" in outcome, outcome
