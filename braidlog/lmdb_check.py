@@ -1,6 +1,7 @@
 """``verify`` and ``repair_indexes`` of an LmdbLog: everything it writes, checked against the log.
 
-``LmdbLog.verify()`` over the whole log runs, in this order, stopping at the first damage:
+``LmdbLog.verify()`` runs, in this order, stopping at the first damage (steps 1 and 2 whatever
+the range, since a damaged page can crash the reader; step 4 over the whole log only):
 
 1. **meta pages**: both of LMDB's meta pages, read from the file (mdb_file.py).
 2. **pages**: py-lmdb's structural check of every page of the file, read with ``pread``, not
@@ -54,23 +55,23 @@ _RESTORE = ("Restore the store from a backup, or salvage the seqs before it with
 
 
 def verify(log: LmdbLog, start: int, stop: int | None, progress: Progress | None) -> Head:
-    whole = start <= 1 and stop is None
-    if whole:
-        _check_metas(log)
-    damaged = _damaged_pages(log) if whole else {}
+    _check_metas(log)
+    damaged = _damaged_pages(log)  # before anything is read through LMDB, whatever the range
     if "log" in damaged:  # read only the records reached through checked pages, then report
         intact = _intact_seqs(log, damaged["log"])
-        verify_bodies(log, 1, intact + 1, progress, rows=_by_lookup(log),
-                      tree="tree" not in damaged)
+        if start <= intact:
+            verify_bodies(log, start, intact + 1 if stop is None else min(stop, intact + 1),
+                          progress, rows=_by_lookup(log), tree="tree" not in damaged)
         raise IntegrityError(
-            f"{log.path / 'data.mdb'}: the log table is damaged: {damaged['log'][0]}; seqs "
-            f"1..{intact} were read intact, through undamaged pages only (a damaged page can "
+            f"{log.path / 'data.mdb'}: the log table is damaged: {damaged['log'][0]}; the "
+            f"records up to seq {intact} are reached through undamaged pages, and seqs "
+            f"{start}..{intact} were read intact (nothing past them was read: a damaged page can "
             f"crash the reader). {_RESTORE}", seq=intact + 1)
     checked = verify_bodies(log, start, stop, progress, rows=_by_lookup(log),
                             tree="tree" not in damaged)
-    if whole:
-        if damaged:
-            raise _page_damage(log, damaged)
+    if damaged:
+        raise _page_damage(log, damaged)
+    if start <= 1 and stop is None:
         _check_indexes(log)
     return checked
 

@@ -151,7 +151,7 @@ def test_lmdb_corruption_is_an_integrity_error_naming_the_last_seq_read_intact(l
         with pytest.raises(IntegrityError) as e:
             log.verify()
     message = str(e.value)
-    assert "damaged" in message and f"seqs 1..{first - 1} were read intact" in message
+    assert "damaged" in message and f"seqs 1..{first - 1} were read intact" in message, message
     assert re.search(rf"page {leaf}\b", message), message  # named by the structural check, before LMDB reads it
 
 

@@ -55,26 +55,27 @@ def register(sub: Any) -> None:
 def cmd_prove_inclusion(args: Any, out: IO[str]) -> int:
     with open_store(args) as store:
         proof = proofs.inclusion_proof(store, args.seq, args.size)
-    if args.json:
-        write_json(out, proof.to_json())
-    else:
-        out.write(f"record {proof.seq} is leaf {proof.seq - 1} of the tree of size {proof.tree_size}\n"
-                  f"leaf hash  {proof.leaf_hash.hex()}\nroot       {proof.root.hex()}\n")
-        for n, h in enumerate(proof.path):
-            out.write(f"path[{n}]{' ' * (3 - len(str(n)))}{h.hex()}\n")
-    return 0
+    return _print_proof(args, out, proof, f"record {proof.seq} is leaf {proof.seq - 1} of the tree "
+                        f"of size {proof.tree_size}\nleaf hash  {proof.leaf_hash.hex()}\nroot       "
+                        f"{proof.root.hex()}\n")
 
 
 def cmd_prove_consistency(args: Any, out: IO[str]) -> int:
     with open_store(args) as store:
         proof = proofs.consistency_proof(store, args.old, args.new)
+    return _print_proof(args, out, proof, f"the tree of size {proof.new_size} extends the tree of "
+                        f"size {proof.old_size}\nold root   {proof.old_root.hex()}\nnew root   "
+                        f"{proof.new_root.hex()}\n")
+
+
+def _print_proof(args: Any, out: IO[str], proof: Any, head: str) -> int:
+    """A proof as JSON, or ``head`` and its audit path a hash a line."""
     if args.json:
         write_json(out, proof.to_json())
-    else:
-        out.write(f"the tree of size {proof.new_size} extends the tree of size {proof.old_size}\n"
-                  f"old root   {proof.old_root.hex()}\nnew root   {proof.new_root.hex()}\n")
-        for n, h in enumerate(proof.path):
-            out.write(f"path[{n}]{' ' * (3 - len(str(n)))}{h.hex()}\n")
+        return 0
+    out.write(head)
+    for n, h in enumerate(proof.path):
+        out.write(f"path[{n}]{' ' * (3 - len(str(n)))}{h.hex()}\n")
     return 0
 
 
