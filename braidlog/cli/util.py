@@ -113,15 +113,17 @@ def _width() -> int:
 
 @contextlib.contextmanager
 def progress_bar(label: str, total: int, *, enabled: bool = True) -> Iterator[Any]:
-    """A rich progress bar on stderr; yields ``update(done)``."""
+    """A rich progress bar on stderr when it is a terminal (a pipe or a log file gets nothing,
+    not even the blank line a finished bar leaves); yields ``update(done)``."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    if not enabled or total <= 0:
+    console = Console(stderr=True)
+    if not enabled or total <= 0 or not console.is_terminal:
         yield lambda done: None
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
+                  TimeRemainingColumn(), console=console, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda done: bar.update(task, completed=done)
 
