@@ -1252,14 +1252,14 @@ NO_TREE = "braidlog without the Merkle tree"
 @contextlib.contextmanager
 def _without_tree() -> Iterator[None]:
     """Appends that skip the Merkle tree (the tree table is left behind: a bench-only store)."""
-    from . import lmdb_log
+    from . import lmdb_format
 
-    real = lmdb_log._put_tree
-    lmdb_log._put_tree = lambda *a: None
+    real = lmdb_format.put_tree
+    lmdb_format.put_tree = lambda *a: None
     try:
         yield
     finally:
-        lmdb_log._put_tree = real
+        lmdb_format.put_tree = real
 
 
 def _proofs(run: _Run) -> list[Sample]:

@@ -37,6 +37,7 @@ import msgspec
 from .chain import HASH_SIZE
 from .delta import referenced_ids
 from .errors import BraidlogError, IntegrityError, StorageError
+from .lmdb_format import DUPS, build_tree, from_u64, id_digest, u64
 from .mdb_file import last_intact_key, meta_findings
 from .store import Head, Progress, verify_bodies
 
@@ -79,8 +80,6 @@ def verify(log: LmdbLog, start: int, stop: int | None, progress: Progress | None
 def _by_lookup(log: LmdbLog):
     """Rows (seq, hash, body) for [start, stop), each looked up through the B-tree as reads
     do, a chunk per read transaction."""
-    from .lmdb_log import u64
-
     def rows(start: int, stop: int) -> Iterator[tuple[int, bytes, bytes]]:
         lo = start
         while lo < stop:
@@ -131,8 +130,6 @@ def _expected(log: LmdbLog, seq: int, value: Any, unsure: set[str]
     """Record ``seq``'s delta and the (table, key) entries it must have, each valued u64(seq).
     A kind whose payload subjects this process cannot name goes into ``unsure``: its record
     may have more refers-to entries than the ones returned."""
-    from .lmdb_log import id_digest
-
     d = log._decoded(seq, value).delta
     out = [("ids", d.id.encode()), ("braid", d.braid_id.encode()), ("kind", d.kind.encode())]
     if not log.registry.knows_subjects(d.kind):
@@ -151,8 +148,6 @@ def _check_indexes(log: LmdbLog) -> None:
     """Every record's entries are in their tables, and each table holds nothing else. The head
     and the tables' entry counts are read in one transaction, so a writer appending meanwhile
     changes neither side of the comparison."""
-    from .lmdb_log import _DUPS, u64
-
     db = log._db
     tables = [t for t in INDEXES if t in db]
     end, counts = log._read(lambda txn: (log._head_in(txn)[0].seq,
@@ -171,7 +166,7 @@ def _check_indexes(log: LmdbLog) -> None:
                 key = u64(seq)
                 d, entries = _expected(log, seq, txn.get(key, db=db["log"]), unsure)
                 for table, k in entries:
-                    if table in _DUPS:
+                    if table in DUPS:
                         ok = curs[table].set_key_dup(k, key)
                     else:
                         found = txn.get(k, db=db[table])
@@ -212,7 +207,7 @@ def _walk_entries(log: LmdbLog, table: str) -> None:
 
 def _first_bad(log: LmdbLog, table: str, txn: Any) -> tuple[bytes, int, str] | None:
     """(key, seq, why) of the first entry of ``table`` whose record does not hold its key."""
-    from .lmdb_log import _INDEX, from_u64, id_digest
+    from .lmdb_log import _INDEX
 
     db = log._db
     end = log._head_in(txn)[0].seq  # entries a writer added since the counts are right
@@ -282,8 +277,6 @@ def _damaged_pages(log: LmdbLog) -> dict[str, list[str]]:
 def _intact_seqs(log: LmdbLog, findings: list[str]) -> int:
     """The last seq the log's tree reaches through pages that neither the structural check
     (``findings`` name them) nor mdb_file's own checks find damaged."""
-    from .lmdb_log import from_u64
-
     bad = {int(n) for f in findings for n in re.findall(r"\bpage (\d+)", f)}
     with log._shared_env.pinned():
         last = last_intact_key(log.path / "data.mdb", b"log", bad)
@@ -323,8 +316,6 @@ def _check_metas(log: LmdbLog) -> None:
 def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, int]:
     """Rebuild every derived table (the indexes and the Merkle tree) from the log, in one write
     transaction; return the entries written per table. The log's chain is verified first."""
-    from .lmdb_log import _DUPS, _build_tree, id_digest, u64
-
     if log.readonly:
         raise StorageError("repairing needs the store open for writing",
                            hint="open it without readonly=True")
@@ -365,7 +356,7 @@ def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, 
             for t, batch in rows.items():
                 if batch and t != "spaces":
                     batch.sort()
-                    txn.cursor(db[t]).putmulti(batch, dupdata=t in _DUPS, overwrite=t in _DUPS)
+                    txn.cursor(db[t]).putmulti(batch, dupdata=t in DUPS, overwrite=t in DUPS)
                     written[t] += len(batch)
                     batch.clear()
         for key, value in txn.cursor(db["log"]):
@@ -390,6 +381,6 @@ def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, 
             txn.put(space, dim, db=db["spaces"])
         written["spaces"] = len(spaces)
         if "tree" in db:
-            _build_tree(txn, db)
+            build_tree(txn, db)
         return written
     return log._write(fn)

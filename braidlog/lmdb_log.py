@@ -18,7 +18,6 @@ long form):
 
 from __future__ import annotations
 
-import hashlib
 import os
 import weakref
 from itertools import islice
@@ -37,7 +36,11 @@ from .delta import GenericDelta, _decoder, referenced_ids
 from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, ValidationError
 from .kind_schema import store_kinds
 from .kinds import REGISTRY, Registry
-from .lmdb_env import Env
+from .lmdb_format import (
+    FORMAT_VERSION, MAX_KEY, TABLES, U64, copied, decode_keys, from_u64, id_digest, open_tables,
+    u64,
+)
+from . import lmdb_format
 from .store import (
     Admit, BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage,
     ts_micros,
@@ -45,32 +48,13 @@ from .store import (
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 3  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
-#                    3: the id-digest index ("idh"). An older store is upgraded on its first
-#                    writable open, in one transaction; read-only it opens as it is.
 DEFAULT_MAP_SIZE = 1 << 30
 MAX_MAP_SIZE = lmdb_env.MAX_MAP_SIZE
 CHUNK = 1024
-MAX_KEY = 511  # LMDB's longest key
-_U64 = 8
-_DBS = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces", "tree", "notes", "idh")
-_DUPS = {"braid", "kind", "refs"}  # DUPSORT, not DUPFIXED: LMDB 0.9's compacting copy crashes on that
-_SINCE = {"tree": 2, "notes": 2, "idh": 3}  # tables an older store lacks until it is upgraded
 
 T = TypeVar("T")
 
 _decode = _decoder.decode  # the strict decoder; records are decoded only as callers pull them
-
-
-class _Keys(msgspec.Struct):
-    """The envelope fields an index is keyed by, decoded without the rest of the record."""
-
-    id: str
-    braid_id: str
-    kind: str
-
-
-_decode_keys = msgspec.msgpack.Decoder(_Keys).decode
 
 
 _REPAIR = ("The index is damaged, the log may be intact: run `braidlog verify`, then "
@@ -78,11 +62,6 @@ _REPAIR = ("The index is damaged, the log may be intact: run `braidlog verify`, 
 _FIELD = {"id": "id", "braid": "braid_id", "kind": "kind", "refers-to": "reference"}
 _INDEX = {"ids": "id", "braid": "braid", "kind": "kind", "refs": "refers-to"}
 
-
-def id_digest(delta_id: str) -> bytes:
-    """The key of a delta id in the id-digest index: the id index kept a second time, in a tree
-    of another shape, so that no single damaged page can hide an id from both."""
-    return hashlib.blake2b(delta_id.encode(), digest_size=16).digest()
 
 _open_stores: weakref.WeakSet[LmdbLog] = weakref.WeakSet()
 
@@ -93,82 +72,6 @@ def _forked() -> None:
 
 
 os.register_at_fork(after_in_child=_forked)
-
-
-def u64(n: int) -> bytes:
-    return n.to_bytes(_U64, "big")
-
-
-def from_u64(b: bytes | memoryview) -> int:
-    return int.from_bytes(b, "big")
-
-
-def _open_tables(env: Env) -> None:
-    """Check an environment is a braidlog store of a format this code reads, then open its
-    tables (creating them in a new store). Runs once per environment, before any other use."""
-    path = env.path
-    names = env.read(lambda txn: {bytes(k) for k, _ in txn.cursor()}, buffers=False)
-    if not names and env.readonly:
-        raise StorageError(f"{path} is an empty store", hint="run `braidlog init` first")
-    if names and b"meta" not in names:
-        raise StorageError(f"{path} is an LMDB environment but not a braidlog store",
-                           hint="open it with lmdb directly, or give another path")
-    if names:  # an existing store: its format is checked before anything is opened or written
-        meta = env.open_tables(["meta"], set(), create=False)["meta"]
-        raw = env.read(lambda txn: _copy(txn.get(b"format", db=meta)))
-        version = int(raw) if raw is not None and raw.isdigit() else 0
-        if version > FORMAT_VERSION:
-            raise StorageError(
-                f"{path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
-                hint="upgrade braidlog to open it")
-        if version < 1:
-            raise StorageError(f"{path} has no braidlog format version", hint="not a braidlog store")
-        foreign = sorted(n.decode(errors="replace") for n in names - {t.encode() for t in _DBS})
-        if foreign:
-            raise StorageError(f"{path} is not a braidlog store: it holds {', '.join(foreign)}, "
-                               "which braidlog never writes", hint="give another path")
-        missing = [t for t in _DBS if t.encode() not in names and _SINCE.get(t, 1) <= version]
-        if missing:  # never recreated empty: an empty id index would let a retry write twice
-            raise StorageError(f"{path} lacks the table(s) {', '.join(missing)}: the store is "
-                               "damaged, or was not written by braidlog",
-                               hint="restore it from a backup")
-    else:
-        version = FORMAT_VERSION
-    present = [t for t in _DBS if not names or t.encode() in names]
-    env.db = env.open_tables(present, _DUPS, create=not names and not env.readonly)
-    if not names and not env.readonly:
-        def stamp(txn):
-            txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
-            txn.put(b"engine", b"braidlog", db=env.db["meta"])
-        env.write(stamp)
-    elif version < FORMAT_VERSION and not env.readonly:
-        version = _upgrade(env, version)
-    env.format_version = version
-
-
-def _upgrade(env: Env, version: int) -> int:
-    """Bring a store of an older format up to this one, in one transaction: the tables it
-    lacks, built from the log."""
-    added = [t for t, since in _SINCE.items() if since > version]
-
-    def fn(txn):
-        tables = {t: env.env.open_db(t.encode(), txn=txn, dupsort=t in _DUPS) for t in added}
-        db = {**env.db, **tables}
-        if "tree" in tables:
-            _build_tree(txn, db)
-        if "idh" in tables:
-            _fill_idh(txn, db)
-        txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
-        return tables
-    env.db.update(env.write(fn))
-    return FORMAT_VERSION
-
-
-def _fill_idh(txn, db: dict[str, Any]) -> None:
-    """The id-digest index, from the log (the truth), not from the id index."""
-    rows = ((id_digest(_decode_keys(value[HASH_SIZE + _U64:]).id), bytes(key))
-            for key, value in txn.cursor(db["log"]))
-    txn.cursor(db["idh"]).putmulti(rows, overwrite=False)
 
 
 def _store_path(path: Any) -> Path:
@@ -209,7 +112,7 @@ class LmdbLog(IndexScans):
         self._forked = False
         self._check_path(create and not readonly)
         shared = lmdb_env.acquire(self.path, readonly=readonly, create=create, durable=durable,
-                                  map_size=map_size, tables=_DBS, init=_open_tables)
+                                  map_size=map_size, tables=TABLES, init=open_tables)
         self._shared_env = shared
         self._env, self._db = shared.env, shared.db  # the lmdb handles, for tests and tools
         self.format_version = shared.format_version
@@ -315,7 +218,7 @@ class LmdbLog(IndexScans):
     def _append_in(self, txn, checked, expected_version, expected_head, admit=None):
         db = self._db
         head, hw = self._head_in(txn)
-        ids, braids, spaces = db["ids"], db["braid"], db["spaces"]
+        braids, spaces = db["braid"], db["spaces"]
         cur = txn.cursor(braids)
 
         digests: dict[str, bytes] = {}  # each id's digest, made once for the lookup and the puts
@@ -382,7 +285,7 @@ class LmdbLog(IndexScans):
             held = self._refers(self._decoded(seq, value).delta, key)
         else:
             try:
-                keys = _decode_keys(value[HASH_SIZE + _U64:])
+                keys = decode_keys(value[HASH_SIZE + U64:])
             except msgspec.MsgspecError:
                 raise DecodeError(f"the record at seq {seq} is not a delta") from None
             held = getattr(keys, _FIELD[index]) == key
@@ -406,7 +309,7 @@ class LmdbLog(IndexScans):
 
     def _put(self, txn, staged: list[Staged], digests: dict[str, bytes] | None = None) -> None:
         db = self._db
-        keys = [s.seq.to_bytes(_U64, "big") for s in staged]
+        keys = [s.seq.to_bytes(U64, "big") for s in staged]
         cur = txn.cursor(db["log"])
         consumed, added = cur.putmulti([(k, s.hash + s.body) for k, s in zip(keys, staged)],
                                        append=True, overwrite=False)
@@ -431,7 +334,7 @@ class LmdbLog(IndexScans):
         spaces = {d.vector.space.encode(): u64(d.vector.dim) for d in deltas if d.vector is not None}
         for space, dim in spaces.items():  # one dimension per space: stage checked it
             txn.put(space, dim, db=db["spaces"], overwrite=False)
-        _put_tree(txn, db, staged[0].seq - 1, [s.body for s in staged])
+        lmdb_format.put_tree(txn, db, staged[0].seq - 1, [s.body for s in staged])
 
     def _head_in(self, txn) -> tuple[Head, int]:
         cur = txn.cursor(self._db["log"])
@@ -439,7 +342,7 @@ class LmdbLog(IndexScans):
             return Head(0, GENESIS), 0
         value = cur.value()
         return (Head(from_u64(cur.key()), bytes(value[:HASH_SIZE])),
-                from_u64(value[HASH_SIZE:HASH_SIZE + _U64]))
+                from_u64(value[HASH_SIZE:HASH_SIZE + U64]))
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, seq: int) -> Record:
@@ -464,7 +367,7 @@ class LmdbLog(IndexScans):
     @staticmethod
     def _decoded(seq: int, value: Any) -> Record:
         try:
-            return Record(seq, bytes(value[:HASH_SIZE]), _decode(value[HASH_SIZE + _U64:]))
+            return Record(seq, bytes(value[:HASH_SIZE]), _decode(value[HASH_SIZE + U64:]))
         except msgspec.MsgspecError as e:
             raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
 
@@ -500,7 +403,7 @@ class LmdbLog(IndexScans):
         """The stored bytes of record ``seq`` (``hw || canonical delta``), as chained."""
         if not 1 <= seq < 2**63:
             raise IndexError(f"no delta at seq {seq}")
-        value = self._read(lambda txn: _copy(txn.get(u64(seq), db=self._db["log"])))
+        value = self._read(lambda txn: copied(txn.get(u64(seq), db=self._db["log"])))
         if value is None:
             raise IndexError(f"no delta at seq {seq}")
         return value[HASH_SIZE:]
@@ -510,7 +413,7 @@ class LmdbLog(IndexScans):
         """Records with seq in [start, stop), forward or reverse, at most ``limit``."""
         for key, value in self._raw_rows(start, stop, reverse, limit):
             try:
-                yield Record(from_u64(key), value[:HASH_SIZE], _decode(value[HASH_SIZE + _U64:]))
+                yield Record(from_u64(key), value[:HASH_SIZE], _decode(value[HASH_SIZE + U64:]))
             except msgspec.MsgspecError as e:
                 raise DecodeError(f"the record at seq {from_u64(key)} is not a delta ({e})",
                                   ) from None
@@ -597,7 +500,7 @@ class LmdbLog(IndexScans):
             return GENESIS
         if not 1 <= seq < 2**63:
             raise IndexError(f"no delta at seq {seq}")
-        value = self._read(lambda txn: _copy(txn.get(u64(seq), db=self._db["log"])))
+        value = self._read(lambda txn: copied(txn.get(u64(seq), db=self._db["log"])))
         if value is None:
             raise IndexError(f"no delta at seq {seq}")
         return value[:HASH_SIZE]
@@ -645,7 +548,7 @@ class LmdbLog(IndexScans):
             while lo < hi:
                 mid = (lo + hi + 1) // 2
                 value = txn.get(u64(mid), db=log)
-                if from_u64(value[HASH_SIZE:HASH_SIZE + _U64]) <= t:
+                if from_u64(value[HASH_SIZE:HASH_SIZE + U64]) <= t:
                     lo = mid
                 else:
                     hi = mid - 1
@@ -689,12 +592,12 @@ class LmdbLog(IndexScans):
         self._write(lambda txn: txn.put(self._ckpt_key(name, version, seq), blob, db=self._db["ckpt"]))
 
     def checkpoint_seqs(self, name: str, version: int) -> list[int]:
-        prefix = self._ckpt_key(name, version, 0)[:-_U64]
+        prefix = self._ckpt_key(name, version, 0)[:-U64]
         return [s for n, v, s in self._checkpoint_keys(prefix)]
 
     def get_checkpoint(self, name: str, version: int, seq: int) -> bytes | None:
         key = self._ckpt_key(name, version, seq)
-        return self._read(lambda txn: _copy(txn.get(key, db=self._db["ckpt"])))
+        return self._read(lambda txn: copied(txn.get(key, db=self._db["ckpt"])))
 
     def checkpoint_keys(self) -> list[tuple[str, int, int]]:
         return self._checkpoint_keys(b"")
@@ -716,7 +619,7 @@ class LmdbLog(IndexScans):
     # -- the projections a store is used with -------------------------------------------------
     def projections_used(self) -> list[str]:
         """The names of the projections this store has been opened with, first use first."""
-        raw = self._read(lambda txn: _copy(txn.get(b"projections", db=self._db["meta"])))
+        raw = self._read(lambda txn: copied(txn.get(b"projections", db=self._db["meta"])))
         return [] if raw is None else raw.decode().split("\0")
 
     def use_projections(self, names: Iterable[str]) -> None:
@@ -774,9 +677,9 @@ class LmdbLog(IndexScans):
             if last:
                 if not cur.last():
                     return []
-                prefix = bytes(cur.key())[:_U64]
+                prefix = bytes(cur.key())[:U64]
                 cur.set_range(prefix)
-            rows = [(from_u64(bytes(k)[:_U64]), bytes(v)) for k, v in cur]
+            rows = [(from_u64(bytes(k)[:U64]), bytes(v)) for k, v in cur]
             return rows
         return self._read(fn)
 
@@ -815,53 +718,3 @@ class LmdbLog(IndexScans):
 
     def __repr__(self) -> str:
         return f"LmdbLog({str(self.path)!r})"
-
-
-def _copy(value: Any) -> bytes | None:
-    return None if value is None else bytes(value)
-
-
-def _put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes]) -> None:
-    """Add the leaves of ``bodies`` after ``size`` to the Merkle tree, in the append's txn.
-
-    Reads the peaks of ``size`` (popcount(size) nodes), appends at most log2(n) nodes a leaf
-    (one on average) at the end of the table, keyed by their post-order position."""
-    tree = db["tree"]
-    cur = txn.cursor(tree)
-    last = from_u64(cur.key()) if cur.last() else -1
-    if last != merkle.last_position(size):
-        raise IntegrityError(f"the Merkle tree does not end at the log's head (seq {size}): its "
-                             f"last node is {last}, expected {merkle.last_position(size)}; run "
-                             "`braidlog verify`", seq=size)
-    hashes = []
-    for level, index in merkle.peaks(size):
-        value = (txn.get(u64(index + 1), db=db["log"])[HASH_SIZE:] if level == 0
-                 else txn.get(u64(merkle.position((level, index))), db=tree))
-        if value is None:
-            raise IntegrityError(f"the Merkle tree lacks its peak ({level}, {index})", seq=size)
-        hashes.append(merkle.leaf_hash(value) if level == 0 else bytes(value))
-    rows = merkle.Frontier(size, hashes).extend(bodies)
-    if rows and cur.putmulti(rows, append=True, overwrite=False)[1] != len(rows):
-        raise StorageError("tree append was refused: a node already exists",
-                           hint="the store is damaged; run `braidlog verify`")
-
-
-def _build_tree(txn: Any, db: dict[str, Any]) -> None:
-    """Build the Merkle tree of a format-1 store over all its records (the upgrade to format 2)."""
-    frontier = merkle.Frontier()
-    cur = txn.cursor(db["tree"])
-    if cur.first():
-        raise StorageError("a format-1 store already has a tree table",
-                           hint="the store is damaged; restore it from a backup")
-    rows: list[tuple[bytes, bytes]] = []
-    for key, value in txn.cursor(db["log"]):
-        if from_u64(key) != frontier.size + 1:
-            raise IntegrityError(f"seq {frontier.size + 1} is missing from the log",
-                                 seq=frontier.size + 1)
-        rows.extend((u64(merkle.position((lv, ix))), h)
-                    for lv, ix, h in frontier.push(merkle.leaf_hash(bytes(value[HASH_SIZE:]))))
-        if len(rows) >= 4096:
-            cur.putmulti(rows, append=True)
-            rows = []
-    if rows:
-        cur.putmulti(rows, append=True)
