@@ -270,7 +270,7 @@ class Env:
         transaction so that no page of the snapshot it reads is reused meanwhile."""
         from lmdb.verify import VerifyError, verify
 
-        with self.gate.shared(), self.env.begin():
+        with self.pinned():
             try:
                 return list(verify(str(self.path)))
             except VerifyError as e:
@@ -279,9 +279,23 @@ class Env:
     @contextmanager
     def pinned(self) -> Iterator[None]:
         """A read transaction held open: the pages of the current commit (and of the one before
-        it) are not reused while the file is read directly."""
-        with self.gate.shared(), self.env.begin():
-            yield
+        it) are not reused while the file is read directly. Begun again if another process grew
+        the map."""
+        while True:
+            with self.gate.shared():
+                try:
+                    txn = self.env.begin()
+                except lmdb.MapResizedError:
+                    txn = None
+                except lmdb.Error as e:
+                    raise self.error("read", e) from e
+                if txn is not None:
+                    try:
+                        yield
+                    finally:
+                        txn.abort()
+                    return
+            self.adopt_map()
 
     def close(self) -> None:
         if not self.forked:

@@ -41,6 +41,7 @@ from .lmdb_format import (
     u64,
 )
 from . import lmdb_format
+from .mdb_file import edge_findings
 from .store import (
     Admit, BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage,
     ts_micros,
@@ -125,7 +126,17 @@ class LmdbLog(IndexScans):
                 raise
 
     def check_head(self) -> Head:
-        """The O(1) check made on open: the head record chains from the one before it."""
+        """The O(1) check made on open: the pages on the way to the last two records lie within
+        the file (read with pread first: a damaged one would crash the reader), and the head
+        record chains from the one before it."""
+        with self._shared_env.pinned():
+            found = edge_findings(self.path / "data.mdb", b"log")
+        if found:
+            raise IntegrityError(
+                f"{self.path / 'data.mdb'}: a page on the way to the log's head is damaged: "
+                f"{found}; the head was not read. Run `braidlog verify`, which reads the file "
+                "safely, to find what is intact")
+
         def fn(txn):
             cur = txn.cursor(self._db["log"])
             if not cur.last():

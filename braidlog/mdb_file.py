@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 __all__ = ["Meta", "FileFinding", "read_metas", "picked", "short_file", "meta_findings",
-           "table_db", "last_key", "last_intact_key"]
+           "table_db", "last_key", "last_intact_key", "edge_findings"]
 
 MAGIC = 0xBEEFC0DE
 _E = "<" if sys.byteorder == "little" else ">"
@@ -140,6 +140,45 @@ def short_file(path: Path) -> str | None:
         return (f"{path} is {size:,} bytes, but its meta page {m.page} (commit {m.txnid}) names "
                 f"page {m.last_pgno:,}, which needs {m.needs:,} bytes: the file was cut short "
                 "(a partial copy?) or that meta page is damaged")
+    return _main_tree(path, hdr, m)
+
+
+def _main_tree(path: Path, hdr: int, meta: Meta) -> str | None:
+    """Why the main tree (read by every open) is unsafe to read, or None. Its pages are read
+    without a read transaction to keep them: a writer may have reused one meanwhile, which only
+    a commit two past ``meta``'s can do, so a finding counts only if the store did not move."""
+    for _ in range(100):
+        with open(path, "rb") as f:
+            if meta.main.root == P_INVALID:
+                return None
+            try:
+                _Reader(f.fileno(), hdr, meta.psize, meta.last_pgno).whole(meta.main.root)
+                return None
+            except FileFinding as e:
+                found = str(e)
+            now = picked(*read_metas(f.fileno())[1:])
+        if now.txnid <= meta.txnid + 1:
+            return (f"{path}: the main tree (which names every table) is damaged: {found}; "
+                    "LMDB would read past the page")
+        meta = now
+    return None  # the store moved under every attempt: LMDB's own read will see a stable one
+
+
+def edge_findings(path: Path, table: bytes) -> str | None:
+    """Why reading the last records of ``table`` is unsafe (a page on the way to its last two
+    leaves runs past itself or the file), or None. Read under a read transaction of the store."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        hdr, m0, m1 = read_metas(fd)
+        meta = picked(m0, m1)
+        if meta.main.root == P_INVALID:
+            return None
+        try:
+            db = table_db(fd, hdr, meta, table)
+            if db.root != P_INVALID:
+                _Reader(fd, hdr, meta.psize, meta.last_pgno).edge(db.root, 2)
+        except FileFinding as e:
+            return str(e)
     return None
 
 
@@ -176,6 +215,53 @@ class _Reader:
         if off + 8 + ksize > self.psize:
             raise FileFinding(f"page {pgno} has a key running past its end")
         return lo | hi << 16, flags, ksize, buf[off + 8: off + 8 + ksize]
+
+    def checked(self, pgno: int) -> tuple[bytes, int, list[int]]:
+        """Page ``pgno`` whose every node lies within it, a leaf's data too (or its overflow
+        pages within the file), and a branch's children within the file: (bytes, flags, node
+        offsets). What LMDB reads of such a page stays inside the file."""
+        buf = self.page(pgno)
+        flags = _U16.unpack_from(buf, self.hdr - 6)[0]
+        if not flags & (P_BRANCH | P_LEAF) or flags & P_LEAF2:
+            raise FileFinding(f"page {pgno} is neither a branch nor a leaf (flags {flags:#x})")
+        offs = self.nodes(buf, pgno)
+        for off in offs:
+            size, nflags, ksize, _ = self.node(buf, off, pgno)
+            end = off + 8 + ksize
+            if flags & P_BRANCH:
+                self.page(size | nflags << 32)  # the child: within the file, and the page it says
+            elif nflags & F_BIGDATA:
+                if end + 8 > self.psize:
+                    raise FileFinding(f"page {pgno} has an overflow node running past its end")
+                first = _U64.unpack_from(buf, end)[0]
+                if not 2 <= first or first + (size + self.hdr - 1) // self.psize > self.last:
+                    raise FileFinding(f"page {pgno} names overflow pages {first}.. for {size} "
+                                      f"bytes, past the file's last page {self.last}")
+            elif end + size > self.psize:
+                raise FileFinding(f"page {pgno} has data running past its end")
+        return buf, flags, offs
+
+    def edge(self, pgno: int, leaves: int, depth: int = 1) -> None:
+        """Check (``checked``) the pages on the way to the last ``leaves`` (1 or 2) leaves of the
+        tree under ``pgno``: all that reading a table's last records touches."""
+        if depth > MAX_DEPTH:
+            raise FileFinding(f"the tree under page {pgno} is deeper than {MAX_DEPTH} levels")
+        buf, flags, offs = self.checked(pgno)
+        if flags & P_BRANCH:
+            children = [self.node(buf, off, pgno) for off in offs[-2:]]
+            self.edge(children[-1][0] | children[-1][1] << 32, leaves, depth + 1)
+            if leaves == 2 and len(children) == 2:
+                self.edge(children[0][0] | children[0][1] << 32, 1, depth + 1)
+
+    def whole(self, pgno: int, depth: int = 1) -> None:
+        """Check (``checked``) every page of the tree under ``pgno`` (for the small main tree)."""
+        if depth > MAX_DEPTH:
+            raise FileFinding(f"the tree under page {pgno} is deeper than {MAX_DEPTH} levels")
+        buf, flags, offs = self.checked(pgno)
+        if flags & P_BRANCH:
+            for off in offs:
+                lo_hi, nflags, _, _ = self.node(buf, off, pgno)
+                self.whole(lo_hi | nflags << 32, depth + 1)
 
     def last_leaf_node(self, root: int, depth: int) -> tuple[bytes, bytes, int, int]:
         """(page, its last node's offset, pgno, node count) of the rightmost leaf of a tree."""

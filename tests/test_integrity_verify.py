@@ -267,3 +267,48 @@ def test_a_flipped_flag_of_the_free_page_tree_is_refused_at_open(lmdb_path):
     _write(lmdb_path, m.page * m.psize + hdr + 28, struct.pack(_E + "H", 0x9F))  # md_flags of mm_dbs[0]
     outcome = _verify_in_child(str(lmdb_path))
     assert outcome.startswith("StorageError") and "free-page tree has flags 0x9f" in outcome, outcome
+
+
+def _meta(path):
+    with open(path / "data.mdb", "rb") as f:
+        hdr, m0, m1 = read_metas(f.fileno())
+    return hdr, picked(m0, m1)
+
+
+def _open_in_child(path) -> str:
+    def run() -> str:
+        try:
+            with LmdbLog(path) as log:
+                return f"opened at {log.head().seq}"
+        except BraidlogError as e:
+            return f"{type(e).__name__}: {e}"
+    return in_child(run, timeout=60)
+
+
+def test_a_main_tree_node_pointing_past_the_end_of_the_file_is_refused_at_open(lmdb_path):
+    """Every open lists the tables of the main tree, whose one page each commit rewrites near
+    the end of the file: a flipped node offset there is refused before LMDB reads it."""
+    _store(lmdb_path, 300)
+    hdr, meta = _meta(lmdb_path)
+    assert meta.main.root * meta.psize + 0xFFF0 > os.path.getsize(lmdb_path / "data.mdb")
+    _write(lmdb_path, meta.main.root * meta.psize + hdr, struct.pack(_E + "H", 0xFFF0))
+    outcome = _open_in_child(str(lmdb_path))
+    assert outcome.startswith("StorageError") and "the main tree" in outcome, outcome
+
+
+def test_a_damaged_last_page_of_the_log_is_refused_before_the_head_is_read(lmdb_path):
+    """Opening reads the head record: a node offset past the end of the file there is found
+    with pread, and verify (which opens without reading the head) reports the damage."""
+    _store(lmdb_path, 300)
+    with LmdbLog(lmdb_path) as log:  # a second commit: its pages come at the end of the file
+        log.append(make_delta(301, payload={"text": "the last one"}))
+    hdr, meta = _meta(lmdb_path)
+    with open(lmdb_path / "data.mdb", "rb") as f:
+        db = table_db(f.fileno(), hdr, meta, b"log")
+        buf, off, leaf, count = _Reader(f.fileno(), hdr, meta.psize, meta.last_pgno).last_leaf_node(
+            db.root, db.depth)
+    assert count > 1 and leaf * meta.psize + 0xFFF0 > os.path.getsize(lmdb_path / "data.mdb")
+    _write(lmdb_path, leaf * meta.psize + hdr + 2 * (count - 1), struct.pack(_E + "H", 0xFFF0))
+    outcome = _open_in_child(str(lmdb_path))
+    assert outcome.startswith("IntegrityError") and "the head was not read" in outcome, outcome
+    assert main(["--store", str(lmdb_path), "verify"]) == 1

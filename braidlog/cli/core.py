@@ -337,6 +337,15 @@ def cmd_head(args: Any, out: IO[str]) -> int:
     return 0
 
 
+def _head_or_none(store: LmdbLog) -> Head | None:
+    """The head, read only after the pages on the way to it are checked from the file; None
+    when one is damaged (verify and repair check every page first and name the damage)."""
+    try:
+        return store.check_head()
+    except IntegrityError:
+        return None
+
+
 def cmd_verify(args: Any, out: IO[str]) -> int:
     against = None
     if args.against:
@@ -346,15 +355,15 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
             raise ValidationError("--against", e.rule) from None
     load_kinds(args)  # the refers-to index is checked against what the kinds name as subjects
     with open_store(args, check_head=False) as store:
-        head = store.head()  # verify exactly this head, even while a writer appends after it
-        stop = head.seq + 1
+        head = _head_or_none(store)  # verify exactly this head, even while a writer appends
+        stop = None if head is None else head.seq + 1
         if against is not None:
-            if against.seq > head.seq:
+            if head is not None and against.seq > head.seq:
                 raise IntegrityError(f"--against: the log holds {head.seq} deltas, fewer than the "
                                      f"{against.seq} of the head given: deltas were lost",
                                      seq=head.seq + 1)
             stop = against.seq + 1
-        total = stop - 1
+        total = 0 if stop is None else stop - 1
         try:
             with progress_bar("verifying", total, enabled=total >= 100_000) as update:
                 # --against proves a prefix of the chain; otherwise the whole store is checked:
@@ -376,13 +385,13 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
                                  "found": e.found.hex() if e.found else None})
             raise
     if args.json:
-        write_json(out, {"ok": True, "verified": checked.seq, "head": str(head),
+        write_json(out, {"ok": True, "verified": checked.seq, "head": str(head or checked),
                          "against": str(against) if against else None,
                          **({"checkpoints": len(issued)} if issued else {})})
     elif against is not None:
         out.write(f"ok: the first {against.seq} deltas are unchanged since head {against}\n")
     else:
-        out.write(f"ok: {checked.seq} deltas verified; head {head}\n")
+        out.write(f"ok: {checked.seq} deltas verified; head {head or checked}\n")
     if issued and not args.json:
         out.write(f"ok: the log extends all {len(issued)} checkpoint(s) it signed (last at size "
                   f"{issued[-1].size})\n")
@@ -392,7 +401,8 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
 def cmd_repair(args: Any, out: IO[str]) -> int:
     load_kinds(args)  # the refers-to index is rebuilt from what the kinds name as subjects
     with open_store(args, readonly=False, check_head=False) as store:
-        with progress_bar("checking the log", store.head().seq) as update:
+        head = _head_or_none(store)
+        with progress_bar("checking the log", 0 if head is None else head.seq) as update:
             written = store.repair_indexes(progress=update)
         checked = store.verify()
     if args.json:
