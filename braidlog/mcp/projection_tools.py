@@ -13,7 +13,7 @@ allows; a revised field also records MemState provenance ``mcp``.
 # the projection modules imported there, and msgspec reads their annotations as objects.
 
 from datetime import datetime, timezone
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 import msgspec
 from msgspec import Meta, Struct
@@ -93,7 +93,10 @@ def _decision_tools() -> list[ToolSpec]:
     def outcome(braid: Any, records: list[Any], command: Any) -> Any:
         return decisions.memory_decision(command, records)
 
-    search_args = arguments("SearchDecisionsArgs", decisions.SearchDecisionsRequest, _AT,
+    match = [("match", described(Literal["hybrid", "vector", "keyword"],
+                                  "how a record matches: by keyword and meaning together "
+                                  "(reciprocal-rank fusion), by meaning, or by keyword"), "hybrid")]
+    search_args = arguments("SearchDecisionsArgs", decisions.SearchDecisionsRequest, _AT + match,
                             doc=decisions.SearchDecisionsRequest.__doc__)
 
     class SearchOut(Struct):
@@ -106,7 +109,7 @@ def _decision_tools() -> list[ToolSpec]:
         with b.read() as braid:
             source = braid if a.at is None else braid.at(b.seq(braid, a.at))
             found = search_decisions(source, a.query, mode=a.mode, limit=a.limit, offset=a.offset,
-                                     namespace=a.namespace)
+                                     namespace=a.namespace, match=a.match)
         return SearchOut(results=list(found))
 
     md = decisions.MemoryDecision
@@ -127,7 +130,8 @@ def _decision_tools() -> list[ToolSpec]:
         tools.append(ToolSpec("search_decisions", search_args, SearchOut, search,
                               title="Search decisions",
                               description="Search decisions and proposals (modes strict, balanced, "
-                              "audit), as of a point when `at` is given."))
+                              "audit) by keyword and meaning together, as of a point when `at` "
+                              "is given."))
     return tools
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 import time
 import warnings
 import weakref
@@ -42,7 +44,7 @@ from .columns import NO_FILTER, Filter, scope
 from .embedder import delta_text
 from .files import file_digest, index_directory, write_file
 
-__all__ = ["KeywordIndex", "keyword_for", "KEYWORD_FORMAT", "TOKENIZER"]
+__all__ = ["KeywordIndex", "keyword_for", "rank_texts", "KEYWORD_FORMAT", "TOKENIZER"]
 
 KEYWORD_FORMAT = 1
 #: The analyser of text and queries: tantivy's simple tokenizer (runs of letters and digits),
@@ -325,6 +327,57 @@ class KeywordIndex:
     def _zero(self, query: Any) -> tuple[Any, Any]:
         t = self._t
         return t.Occur.Must, t.Query.const_score_query(query, 0.0)
+
+
+#: In-memory indexes of the last few lists of texts ``rank_texts`` was given, by their digest.
+_texts: OrderedDict[bytes, Any] = OrderedDict()
+_texts_lock = threading.Lock()
+TEXT_INDEXES_KEPT = 8
+
+
+def rank_texts(texts: Sequence[str], query: str) -> list[tuple[int, float]]:
+    """BM25 of each of ``texts`` for ``query``, with the keyword index's analyser and scoring:
+    (position in ``texts``, score), best first (ties by position), texts that hold none of the
+    query's words left out. For searches over what is not a delta (projection state, such as
+    LedgerMind's decisions): the texts are indexed in memory, once for each distinct list
+    among the last ``TEXT_INDEXES_KEPT``."""
+    t = _tantivy()
+    analyser = _analyser()
+    words = list(dict.fromkeys(analyser.analyze(query)))
+    if not words or not texts:
+        return []
+    key = digest(msgspec.msgpack.encode(list(texts)))
+    with _texts_lock:
+        index = _texts.get(key)
+        if index is None:
+            b = t.SchemaBuilder()
+            b.add_text_field("text", stored=False, tokenizer_name=TOKENIZER, index_option="freq")
+            b.add_unsigned_field("pos", stored=True, indexed=False, fast=True)
+            index = t.Index(b.build())
+            index.register_tokenizer(TOKENIZER, analyser)
+            writer = index.writer(WRITER_HEAP, 1)
+            for pos, text in enumerate(texts):
+                doc = t.Document()
+                doc.add_text("text", text)
+                doc.add_unsigned("pos", pos)
+                writer.add_document(doc)
+            writer.commit()
+            writer.wait_merging_threads()
+            index.reload()
+            _texts[key] = index
+            while len(_texts) > TEXT_INDEXES_KEPT:
+                _texts.popitem(last=False)
+        else:
+            _texts.move_to_end(key)
+    schema = index.schema
+    q = t.Query.boolean_query([(t.Occur.Should, t.Query.term_query(schema, "text", w)) for w in words])
+    searcher = index.searcher()
+    hits = searcher.search(q, limit=len(texts)).hits
+    if searcher.num_segments == 1:  # one commit: documents are numbered in the order added
+        found = [(addr.doc, float(score)) for score, addr in hits]
+    else:
+        found = [(int(searcher.doc(addr)["pos"][0]), float(score)) for score, addr in hits]
+    return sorted(found, key=lambda h: (-h[1], h[0]))
 
 
 _shared: weakref.WeakKeyDictionary[Any, dict[Any, KeywordIndex]] = weakref.WeakKeyDictionary()

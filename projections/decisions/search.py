@@ -68,6 +68,8 @@ def _candidate(matched: DecisionRecord | ProposalRecord, result: DecisionRecord 
                as_of: datetime, cache: dict[str, Lifecycle]) -> SearchCandidate:
     text_of = matched.content if isinstance(matched, ProposalRecord) else matched
     text = f"{text_of.title}\n{text_of.rationale}"
+    if text_of.keywords:  # the seed's "search terms for retrieval"
+        text += "\n" + " ".join(text_of.keywords)
     if isinstance(result, ProposalRecord):
         c = result.content
         return SearchCandidate(

@@ -56,6 +56,11 @@ def relevance(query: str, target: str, title: str, rationale: str) -> float:
     return float(a @ b)
 
 
+def rrf(keyword_rank: int | None, meaning_rank: int) -> float:
+    """Hybrid relevance by hand: reciprocal ranks (k = 60) over their largest sum, 2 / 61."""
+    return (1 / (60 + meaning_rank) + (1 / (60 + keyword_rank) if keyword_rank else 0)) / (2 / 61)
+
+
 def test_strict_returns_only_active_decisions(braid):
     got = search_decisions(braid, "SQLite memory store", mode="strict")
     assert all(isinstance(i, SearchResultItem) for i in got)
@@ -70,10 +75,15 @@ def test_balanced_follows_supersede_to_the_active_head_and_weights_it(braid):
     head = next(i for i in got if i.id == braid.ids["new"])
     assert (head.status, head.preview, head.kind) == ("active", "Use LMDB for the memory store", "decision")
     state = braid.state("decisions")
+    weight = D.rank_weight(state.decisions[braid.ids["new"]], state.last_ts)
+    # the old record holds all four words of the query, no other record holds any: first by
+    # keyword, and first by meaning too; fused relevance 1.0, times the head's weight
+    assert got[0].id == braid.ids["new"] and head.score == pytest.approx(1.0 * weight, abs=1e-5)
+    by_meaning = search_decisions(braid, "SQLite one file simple backups", match="vector")
     old = state.decisions[braid.ids["old"]]  # the old record matched; its head is returned
     want = relevance("SQLite one file simple backups", old.target, old.title, old.rationale)
-    want *= D.rank_weight(state.decisions[braid.ids["new"]], state.last_ts)
-    assert head.score == pytest.approx(want, abs=1e-5)
+    head = next(i for i in by_meaning if i.id == braid.ids["new"])
+    assert head.score == pytest.approx(want * weight, abs=1e-5)
 
 
 def test_balanced_penalises_rejected_proposals(braid):
@@ -90,58 +100,50 @@ def test_audit_returns_records_as_they_are(braid):
     assert got[braid.ids["rejected"]].status == "rejected"
     state = braid.state("decisions")
     old = state.decisions[braid.ids["old"]]
-    assert got[braid.ids["old"]].score == pytest.approx(
+    by_meaning = {i.id: i for i in search_decisions(braid, "SQLite memory store", mode="audit",
+                                                    limit=50, match="vector")}
+    assert by_meaning[braid.ids["old"]].score == pytest.approx(
         relevance("SQLite memory store", old.target, old.title, old.rationale), abs=1e-5)
+    # hybrid: the old record is first by keyword (it alone holds "SQLite", and "memory store"
+    # twice) and first by meaning; relevance 1.0, unweighted in audit
+    assert list(got)[0] == braid.ids["old"] and got[braid.ids["old"]].score == pytest.approx(1.0)
 
 
-def test_namespace_and_paging(braid):
-    every = search_decisions(braid, "memory store", mode="audit", limit=50)
-    assert braid.ids["other"] in {i.id for i in every}
-    only = search_decisions(braid, "memory store", mode="audit", namespace="research")
-    assert [i.id for i in only] == [braid.ids["other"]]
-    assert search_decisions(braid, "memory store", namespace="nowhere") == []
-    pages = [search_decisions(braid, "memory store", mode="audit", limit=2, offset=o) for o in (0, 2, 4)]
-    assert [i.id for p in pages for i in p] == [i.id for i in every][:6]
-    assert [i.score for i in every] == sorted((i.score for i in every), reverse=True)
-    assert search_decisions(braid, "memory store", mode="audit", offset=len(every)) == []
-
-
-def test_unrelated_query_finds_nothing(braid):
-    assert search_decisions(braid, "weather in Lisbon tomorrow", mode="audit") == []
-
-
-def test_as_of_a_view_searches_the_decisions_then(braid):
-    before = braid.at(1)  # only the SQLite decision, still active
-    got = search_decisions(before, "memory store", mode="strict")
-    assert [i.id for i in got] == [braid.ids["old"]] and got[0].status == "active"
-
-
-def test_a_chain_deeper_than_20_yields_nothing_in_balanced(tmp_path):
+def test_an_exact_identifier_ranks_its_decision_first(tmp_path):
+    """An error code in a decision's keywords (not in its text), asked for as an agent types it,
+    alone or beside a word twelve other decisions hold: the decision is first."""
     with braidlog.open(tmp_path / "store", projections=D.PROJECTIONS) as b:
-        first = run(b, RecordDecision(title="Original quokka cache policy", target="cache policy",
-                                      rationale="Keep everything for one day, then evict."))[0].delta.id
-        prev = first
-        for n in range(1, 22):
-            prev = run(b, SupersedeDecision(title=f"Cache policy revision {n}", target="cache policy",
-                                            rationale=f"Revision number {n} of the eviction rule.",
-                                            old_decision_ids=[prev]), n)[0].delta.id
-        assert [i.id for i in search_decisions(b, "quokka", mode="audit")] == [first]
-        assert search_decisions(b, "quokka", mode="balanced") == []  # 21 links: too deep
+        for n in range(12):
+            run(b, RecordDecision(title=f"Retry policy for the payment service, variant {n}",
+                                  target=f"payments-{n}", rationale="Retry the payment call "
+                                  "with backoff when the gateway times out or errors."), n)
+        coded = run(b, RecordDecision(title="Page the on-call engineer", target="alerts",
+                                      rationale="The nightly export must not fail silently.",
+                                      keywords=["ERR-4711"]), 13)[0].delta.id
+        for query in ("ERR 4711", "err-4711 retry"):
+            assert search_decisions(b, query, mode="audit", limit=50)[0].id == coded, query
+        assert [i.id for i in search_decisions(b, "ERR 4711", match="keyword")] == [coded]
 
 
-def test_a_short_chain_resolves_in_balanced(tmp_path):
-    with braidlog.open(tmp_path / "store", projections=D.PROJECTIONS) as b:
-        first = run(b, RecordDecision(title="Original quokka cache policy", target="cache policy",
-                                      rationale="Keep everything for one day, then evict."))[0].delta.id
-        head = run(b, SupersedeDecision(title="Cache policy revision", target="cache policy",
-                                        rationale="Keep everything for one hour, then evict.",
-                                        old_decision_ids=[first]), 1)[0].delta.id
-        assert [i.id for i in search_decisions(b, "quokka", mode="balanced")] == [head]
+def test_hybrid_fuses_the_two_rankings_by_reciprocal_rank(braid):
+    """'PostgreSQL' is held by the draft and the rejected proposal alone (the same text: tied
+    first by keyword, tied by meaning); their relevance is computed by hand from the ranks."""
+    got = search_decisions(braid, "PostgreSQL", mode="audit", limit=50)
+    ids = {braid.ids["draft"], braid.ids["rejected"]}
+    assert {i.id for i in got[:2]} == ids
+    draft = braid.state("decisions").proposals[braid.ids["draft"]].content
+    cos = relevance("PostgreSQL", draft.target, draft.title, draft.rationale)
+    by_meaning = search_decisions(braid, "PostgreSQL", mode="audit", limit=50, match="vector")
+    higher = sum(1 for i in by_meaning if i.id not in ids and i.score > cos + 1e-6)
+    want = rrf(1, 1 + higher)
+    assert want < 1.0 or higher == 0
+    assert [i.score for i in got[:2]] == pytest.approx([want, want], abs=1e-5)
 
 
 @pytest.mark.parametrize("kw, field", [
     ({"query": ""}, "query"), ({"query": "   "}, "query"), ({"mode": "fuzzy"}, "mode"),
     ({"limit": 0}, "limit"), ({"limit": 51}, "limit"), ({"offset": -1}, "offset"),
+    ({"match": "fuzzy"}, "match"),
 ])
 def test_bad_requests_are_refused(braid, kw, field):
     args = {"query": "memory store", **kw}
