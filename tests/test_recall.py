@@ -135,7 +135,7 @@ def test_index_persists_and_catches_up_on_open(filled):
     store, x, seqs, _ = filled
     r = Recall(store, **SMALL)
     r.seal()
-    before = r.search(x[3], 10, as_of=seqs[700])
+    before = r.search(x[3], 10, as_of=seqs[700], reproducible=True)
     r.close()
     more = vectors(100, seed=9)
     store.append_batch(deltas(more, start=5000))
@@ -144,7 +144,7 @@ def test_index_persists_and_catches_up_on_open(filled):
         again = Recall(store, **SMALL)
     assert again.notices == []
     assert again.covered_seq == store.head().seq and len(again) == 1300
-    assert np.array_equal(again.search(x[3], 10, as_of=seqs[700])[0], before[0])
+    assert np.array_equal(again.search(x[3], 10, as_of=seqs[700], reproducible=True)[0], before[0])
     got, _ = again.search(more[42], 1)
     assert store.read(int(got[0])).delta.payload["data"]["i"] == 5042
 
@@ -178,7 +178,7 @@ def test_damaged_block_is_rebuilt_alone(filled):
     store, x, seqs, _ = filled
     r = Recall(store, **SMALL)
     r.seal()
-    want = r.search(x[11], 10, as_of=seqs[1000])
+    want = r.search(x[11], 10, as_of=seqs[1000], reproducible=True)
     r.close()
     block = r.directory / "L3-0.hnsw"
     data = bytearray(block.read_bytes())
@@ -186,7 +186,7 @@ def test_damaged_block_is_rebuilt_alone(filled):
     block.write_bytes(bytes(data))
     again = Recall(store, **SMALL)
     with pytest.warns(RecallWarning, match="L3-0.hnsw is damaged"):
-        got = again.search(x[11], 10, as_of=seqs[1000])
+        got = again.search(x[11], 10, as_of=seqs[1000], reproducible=True)
     assert np.array_equal(got[0], want[0])
 
 
@@ -257,12 +257,12 @@ def test_as_of_equals_an_index_built_from_the_prefix(tmp_path, filled, exact_max
         m = seqs.index(k_seq) + 1 if k_seq in seqs else sum(s <= k_seq for s in seqs)
         for q in queries:
             for filters in ({}, {"braid": "b1"}, {"tags": "odd", "kinds": "observation"}):
-                a = full.search(q, 10, as_of=k_seq, **filters)
-                b = fresh.search(q, 10, as_of=k_seq, **filters)
+                a = full.search(q, 10, as_of=k_seq, reproducible=True, **filters)
+                b = fresh.search(q, 10, as_of=k_seq, reproducible=True, **filters)
                 assert np.array_equal(a[0], b[0]), (k_seq, filters)
                 np.testing.assert_allclose(a[1], b[1], rtol=0, atol=1e-6)
                 assert (a[0] <= k_seq).all()
-            inexact += list(full.search(q, 10, as_of=k_seq)[0]) != exact(x[:m], seqs[:m], q, 10)
+            inexact += list(full.search(q, 10, as_of=k_seq, reproducible=True)[0]) != exact(x[:m], seqs[:m], q, 10)
         prefix.close()
     assert inexact > 0  # the graphs are approximate here, so equality comes from sharing them
 
@@ -277,7 +277,8 @@ def test_as_of_equals_after_incremental_catch_up(tmp_path, filled):
         r.catch_up()
     q = x[500]
     for k_seq in (seqs[100], seqs[640], seqs[1100]):
-        assert np.array_equal(full.search(q, 10, as_of=k_seq)[0], r.search(q, 10, as_of=k_seq)[0])
+        assert np.array_equal(full.search(q, 10, as_of=k_seq, reproducible=True)[0],
+                              r.search(q, 10, as_of=k_seq, reproducible=True)[0])
     grown.close()
 
 
@@ -294,6 +295,29 @@ def test_as_of_sees_only_the_past(filled):
     by_id = r.search(x[900], 10, as_of=store.read(k_seq).delta.id)
     assert np.array_equal(by_time[0], got) and np.array_equal(by_id[0], got)
     assert len(r.search(x[0], 5, as_of=0)[0]) == 0
+
+
+def test_default_as_of_searches_the_head_graph_within_the_prefix(filled):
+    """Without reproducible, an as-of query searches the head graph over-fetched, its later
+    positions ineligible: k hits whenever k exist, none past the point, no block built, and the
+    answer of exact search on this easy data; a small prefix is searched exactly."""
+    store, x, seqs, _ = filled
+    r = Recall(store, **SMALL)
+    rng = np.random.default_rng(5)
+    agree = total = 0
+    for i in rng.integers(0, 1200, 40):
+        k_seq = seqs[int(rng.integers(300, 1200))]
+        m = seqs.index(k_seq) + 1
+        got, scores = r.search(x[i], 10, as_of=k_seq)
+        assert len(got) == 10 and (got <= k_seq).all() and list(scores) == sorted(scores, reverse=True)
+        truth = exact(x[:m], seqs[:m], x[i], 10)
+        agree += len(set(got.tolist()) & set(truth))
+        total += 10
+    assert agree / total >= 0.95
+    assert r.memory()["as-of blocks"] == 0
+    few = seqs[20]  # 21 vectors: below exact_max, searched exactly
+    assert list(r.search(x[3], 5, as_of=few)[0]) == exact(x[:21], seqs[:21], x[3], 5)
+    assert list(r.search(x[3], 50, as_of=few)[0]) == exact(x[:21], seqs[:21], x[3], 50)  # all 21
 
 
 def test_as_of_outside_the_log_is_refused(filled):
@@ -541,6 +565,8 @@ def test_memory_is_one_numpy_copy_one_graph_and_compact_columns(filled):
     assert m["columns"] < 120 * 2 * n  # numpy columns (capacity at most twice the count)
     assert 4 * d * n <= m["head graph"] and m["as-of blocks"] == 0  # blocks only when asked for
     r.search(x[0], as_of=seqs[700])
+    assert r.memory()["as-of blocks"] == 0  # a default as-of query searches the head graph
+    r.search(x[0], as_of=seqs[700], reproducible=True)
     blocks = r._blocks.cover(r._cols.count_upto(seqs[700]))[0]
     per_vector = m["head graph"] / n  # a block spends what the head graph spends per vector
     held = sum(r._blocks.size(level) for level, _ in blocks)

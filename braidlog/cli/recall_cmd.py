@@ -23,6 +23,9 @@ def register(sub: Any) -> None:
                    help="vector (by meaning, default), keyword (BM25) or hybrid (both, fused by rank)")
     p.add_argument("--at", default=None, metavar="POINT",
                    help="recall as of SEQ, delta ID or ISO time (default: the head)")
+    p.add_argument("--reproducible", action="store_true",
+                   help="with --at: answer by meaning with graphs of the deltas up to it alone, "
+                   "the same answer however the log grows (slower; builds them on first use)")
     p.add_argument("--braid", action="append", help="only this braid (repeat for several)")
     p.add_argument("--kind", action="append", help="only this kind (repeat for several)")
     p.add_argument("--tag", action="append", help="only deltas with this tag (repeat: all of them)")
@@ -57,13 +60,15 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
         as_of = index.resolve(parse_point(args.at)) if args.at else None
         filters = {"braid": args.braid, "kinds": args.kind, "tags": args.tag,
                    "namespace": args.namespace, "workspace": args.workspace}
-        hits = index.recall(args.text, args.k, mode=args.mode, as_of=as_of, **filters)
+        hits = index.recall(args.text, args.k, mode=args.mode, as_of=as_of,
+                            reproducible=args.reproducible, **filters)
         if not hits and any(v for v in filters.values()):
             sys.stderr.write(f"braidlog: note: {_empty_because(index, args, as_of, filters)}\n")
         index.close()
     if args.json:
         write_json(out, {
             "query": args.text, "mode": args.mode, "as_of": as_of, "head": str(head),
+            "reproducible": args.reproducible,
             "hits": [{"seq": h.seq, "delta_id": h.delta_id, "score": round(h.score, 6),
                       "braid_id": h.delta.braid_id, "kind": h.delta.kind, "ts": h.delta.ts.isoformat(),
                       "tags": list(h.delta.tags), "text": summary(h.delta, 200)} for h in hits]})

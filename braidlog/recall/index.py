@@ -459,10 +459,11 @@ class Recall:
     def search(self, query: Any, k: int = 10, *, as_of: int | str | datetime | None = None,
                braid: str | Iterable[str] | None = None, kinds: str | Iterable[str] | None = None,
                tags: str | Iterable[str] | None = None, namespace: str | Iterable[str] | None = None,
-               workspace: str | Iterable[str] | None = None, where: Where = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+               workspace: str | Iterable[str] | None = None, where: Where = None,
+               reproducible: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The top k by vector as two arrays, best first: seqs (int64) and scores (float32)."""
-        pos, scores = self._query(query, k, as_of, make_filter(braid, kinds, tags, namespace, workspace, where))
+        pos, scores = self._query(query, k, as_of, make_filter(braid, kinds, tags, namespace, workspace, where),
+                                  reproducible)
         return self._cols.seqs[pos], scores
 
     def recall(self, query: Any, k: int = 10, *, mode: Mode = "vector",
@@ -470,13 +471,14 @@ class Recall:
                braid: str | Iterable[str] | None = None, kinds: str | Iterable[str] | None = None,
                tags: str | Iterable[str] | None = None, namespace: str | Iterable[str] | None = None,
                workspace: str | Iterable[str] | None = None, where: Where = None,
-               deltas: bool = True) -> list[Hit]:
+               reproducible: bool = False, deltas: bool = True) -> list[Hit]:
         """The k deltas that best match ``query`` among those the filters admit, best first.
 
         ``mode`` "vector" (the default) ranks by the closeness of vectors (``query`` a text,
         embedded, or a vector); "keyword" by BM25 over the deltas' text (``query`` a text);
         "hybrid" fuses both rankings by reciprocal rank (``RRF_K``). ``as_of`` (a seq, delta id
-        or datetime) sees only deltas up to it. ``braid``, ``kinds``, ``namespace`` and
+        or datetime) sees only deltas up to it; ``reproducible=True`` answers it by meaning with
+        the graphs of those deltas alone, the same answer forever (docs/recall.md). ``braid``, ``kinds``, ``namespace`` and
         ``workspace`` admit any of the values given; ``tags`` requires every tag given; ``where``
         is a collection of eligible delta ids or a predicate over delta ids (for projection
         state, e.g. only active decisions). Every filter applies before the top k is cut.
@@ -486,7 +488,7 @@ class Recall:
         _check_k(k)
         flt = make_filter(braid, kinds, tags, namespace, workspace, where)
         if mode == "vector":
-            pos, scores = self._query(query, k, as_of, flt)
+            pos, scores = self._query(query, k, as_of, flt, reproducible)
             found = [(self._cols.seq(p), self._cols.id(p), s) for p, s in zip(pos.tolist(), scores.tolist())]
         else:
             if not isinstance(query, str):
@@ -498,15 +500,15 @@ class Recall:
                 found = words
             else:
                 # Each side ranks deeper than k, so a delta both find at rank k+1 can still win.
-                pos, scores = self._query(query, max(k, 2 * k + 10), seq, flt)
+                pos, scores = self._query(query, max(k, 2 * k + 10), seq, flt, reproducible)
                 vector = [(self._cols.seq(p), self._cols.id(p)) for p in pos.tolist()]
                 found = fuse([vector, [(s, i) for s, i, _ in words]], k)
         read = self.store.read
         return [Hit(seq, delta_id, float(score), read(seq).delta if deltas else None)
                 for seq, delta_id, score in found]
 
-    def _query(self, query: Any, k: int, as_of: Any, flt: tuple[Filter, Callable[[str], bool] | None]
-               ) -> tuple[np.ndarray, np.ndarray]:
+    def _query(self, query: Any, k: int, as_of: Any, flt: tuple[Filter, Callable[[str], bool] | None],
+               reproducible: bool = False) -> tuple[np.ndarray, np.ndarray]:
         k = _check_k(k)
         if as_of is None:
             seq = None
@@ -526,6 +528,8 @@ class Recall:
                 if seq is None:
                     return self._search(q, k, self.count, None, *flt)
                 m = self._cols.count_upto(seq)
+                if not reproducible:  # the head graph, its positions below m alone eligible
+                    return self._search(q, k, m, None, *flt)
                 blocks = self._blocks.cover(m)[0]
                 if all(b in self._blocks.graphs for b in blocks):
                     return self._search(q, k, m, blocks, *flt)
@@ -561,7 +565,8 @@ class Recall:
             if not len(elig):
                 return _EMPTY_POS, _EMPTY_SCORE
         parts = self._parts(m, blocks)
-        if len(parts) == 1 and elig is None and pred is None and parts[0][0] is not None:
+        if len(parts) == 1 and elig is None and pred is None and parts[0][0] is not None \
+                and (blocks is not None or parts[0][2] >= self._head_count):
             g, lo, hi, ef = parts[0]
             try:
                 labels, dist = g.knn_query(q, k=min(max(k, ef) if blocks else k, hi - lo), num_threads=1)
@@ -576,8 +581,11 @@ class Recall:
     def _part(self, g: Any, lo: int, hi: int, ef: int, q: np.ndarray, k: int, elig: np.ndarray | None,
               pred: Callable[[str], bool] | None, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
         """The best of positions [lo, hi) the filters admit: from graph ``g`` searched at ``ef``
-        (the head graph's own ef is ``self.ef``; a block's is passed as knn_query's k), or exactly."""
+        (the head graph's own ef is ``self.ef``; a block's is passed as knn_query's k), or exactly.
+        The head graph may hold positions past ``hi`` (an as-of query): they are not eligible."""
         size = hi - lo
+        head = g is self._head
+        nodes = self._head_count if head else size  # what the graph holds
         if elig is not None:
             sub = elig[int(np.searchsorted(elig, lo)):int(np.searchsorted(elig, hi))]
             e = len(sub)
@@ -585,21 +593,24 @@ class Recall:
                 return _EMPTY_POS, _EMPTY_SCORE
         else:
             sub, e = None, size
-        if g is None or (sub is not None and (e <= self.exact_max or e < self.exact_ratio * size)):
+        if g is None or ((sub is not None or size < nodes)
+                         and (e <= self.exact_max or e < self.exact_ratio * nodes)):
             return self._exact(q, k, lo, hi, sub, pred, flt)
-        head = g is self._head
         want = min(k, e)
-        if sub is None and pred is None:
+        if sub is None and pred is None and size == nodes:
             fetch = k if head else max(k, ef)
         else:
-            fetch = max(ef, k, math.ceil(2 * k * size / e))
+            fetch = max(ef, k, math.ceil(2 * k * nodes / e))
         while True:
             try:
-                labels, dist = g.knn_query(q, k=min(fetch, size), num_threads=1)
+                labels, dist = g.knn_query(q, k=min(fetch, nodes), num_threads=1)
             except RuntimeError:  # the graph could not find that many: search the part exactly
                 break
             pos = labels[0].astype(np.int64)
             scores = (1.0 - dist[0]).astype(np.float32)
+            if size < nodes and sub is None:
+                ok = pos < hi
+                pos, scores = pos[ok], scores[ok]
             if sub is not None:
                 at = np.minimum(np.searchsorted(sub, pos), e - 1)
                 ok = sub[at] == pos
@@ -609,8 +620,8 @@ class Recall:
                 pos, scores = pos[ok], scores[ok]
             if len(pos) >= want:
                 return pos[:k], scores[:k]
-            fetch *= 4
-            if fetch > size // 4:
+            fetch *= 2
+            if fetch > nodes // 4:
                 break
         return self._exact(q, k, lo, hi, sub, pred, flt)
 
