@@ -695,6 +695,13 @@ class LmdbLog(IndexScans):
         return self._read(fn)
 
     # -- operating -----------------------------------------------------------------------------
+    def release_pages(self) -> None:
+        """Drop the store's file pages this process has read from its resident set, keeping them
+        in the page cache (Linux; elsewhere nothing): for a scan of the whole log, such as a
+        recall index built from it, whose copies are all the process keeps."""
+        self._alive()
+        self._shared_env.release_pages()
+
     def stat(self) -> dict[str, int]:
         """Map size, file size and page facts of the environment."""
         self._alive()

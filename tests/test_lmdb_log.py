@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from braidlog import IntegrityError, LmdbLog, StorageError
 from braidlog.lmdb_log import FORMAT_VERSION
 
-from .conftest import make_delta
+from .conftest import in_child, make_delta
 
 
 def test_records_survive_close_and_reopen(lmdb_path):
@@ -316,3 +316,29 @@ def test_a_plain_copy_while_another_thread_writes(lmdb_path, tmp_path):
         t.join(10)
     assert not t.is_alive()
     log.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc are Linux's")
+def test_release_pages_drops_the_log_from_the_resident_set(tmp_path):
+    """A whole scan maps the log's pages into the process; release_pages hands them back to the
+    page cache (the reads after it still see every record)."""
+    with LmdbLog(tmp_path / "s", durable=False) as log:
+        for lo in range(0, 20_000, 2_000):
+            log.append_batch([make_delta(i, payload={"text": "x" * 1000}) for i in range(lo, lo + 2_000)])
+
+    def file_kb() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("RssFile"))
+
+    def run() -> tuple[int, int, int, int]:
+        with LmdbLog(tmp_path / "s") as log:
+            before = file_kb()
+            n = sum(1 for _ in log.scan_bodies())
+            read = file_kb()
+            log.release_pages()
+            released = file_kb()
+            assert sum(1 for _ in log.scan_bodies()) == n
+            return before, read, released, n
+    before, read, released, n = in_child(run)
+    assert n == 20_000 and read - before > 15_000  # about 22 MB of records, mapped
+    assert read - released > 15_000

@@ -223,7 +223,8 @@ class Recall:
         bodies: list[Body] = []
         last_hash = self.covered_hash
         added = False
-        for seq, h, body in self.store.scan_bodies(start, stop + 1):
+        release = getattr(self.store, "release_pages", lambda: None)  # the log's pages, once copied
+        for n, (seq, h, body) in enumerate(self.store.scan_bodies(start, stop + 1), start=1):
             last_hash = h
             b = _body_decoder.decode(memoryview(body)[8:])
             if b.vector is not None and b.vector.space == self.space:
@@ -232,9 +233,12 @@ class Recall:
                 if len(bodies) == SCAN_CHUNK:
                     self._add(seqs, bodies)
                     seqs, bodies, added = [], [], True
+            if n % SCAN_CHUNK == 0:
+                release()
         if bodies:
             self._add(seqs, bodies)
             added = True
+        release()
         if added and grow:  # a long catch-up (an index built on open) uses every thread
             many = self.count - self._head_count >= 4 * self.block
             self._grow_head(progress, threads=self.threads if many else 1)
