@@ -695,6 +695,13 @@ class LmdbLog(IndexScans):
         return self._read(fn)
 
     # -- operating -----------------------------------------------------------------------------
+    def last_commit(self) -> int:
+        """A number that changes with every commit to the store, by any process, read without a
+        transaction: a cheap test that nothing was written since it was last read (a commit
+        that appended nothing changes it too)."""
+        self._alive()
+        return self._shared_env.last_commit()
+
     def release_pages(self) -> None:
         """Drop the store's file pages this process has read from its resident set, keeping them
         in the page cache (Linux; elsewhere nothing): for a scan of the whole log, such as a

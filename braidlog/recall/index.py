@@ -127,6 +127,8 @@ class Recall:
         self.threads = threads or os.cpu_count() or 1
         self.save_every = save_every if save_every is not None else block
         self.follow = follow
+        self._last_commit = getattr(self.store, "last_commit", None)  # a cheap "written since?"
+        self._seen_commit: int | None = None
         self.notices: list[str] = []
         self._directory_option = directory
         self.directory = index_directory(self.store, directory, space, metric)
@@ -516,8 +518,12 @@ class Recall:
         k = _check_k(k)
         if as_of is None:
             seq = None
-            if self.follow and self.store.head().seq != self.covered_seq:
-                self.catch_up()
+            if self.follow:  # the head is read only when the store saw a commit since last time
+                mark = self._last_commit() if self._last_commit is not None else None
+                if mark is None or mark != self._seen_commit:
+                    if self.store.head().seq != self.covered_seq:
+                        self.catch_up()
+                    self._seen_commit = mark
         else:
             seq = self.resolve(as_of)
             if seq > self.covered_seq:
@@ -563,6 +569,14 @@ class Recall:
                 flt: Filter, pred: Callable[[str], bool] | None) -> tuple[np.ndarray, np.ndarray]:
         if not m:
             return _EMPTY_POS, _EMPTY_SCORE
+        head = self._head
+        if blocks is None and flt is NO_FILTER and pred is None and m == self._head_count \
+                and head is not None:  # the common query: the whole head graph, unfiltered
+            try:
+                labels, dist = head.knn_query(q, k=min(k, m), num_threads=1)
+            except RuntimeError:  # the graph could not find k: search it exactly
+                return self._exact(q, k, 0, m, None, None, flt)
+            return labels[0].astype(np.int64), 1.0 - dist[0]
         elig = None if flt is NO_FILTER else self._eligible(flt)
         if elig is not None:
             elig = elig[: int(np.searchsorted(elig, m))]
@@ -603,8 +617,8 @@ class Recall:
         want = min(k, e)
         if sub is None and pred is None and size == nodes:
             fetch = k if head else max(k, ef)
-        else:
-            fetch = max(ef, k, math.ceil(2 * k * nodes / e))
+        else:  # the head graph searches at max(its ef, fetch) anyway: ask only for what is needed
+            fetch = max(0 if head else ef, k, math.ceil(2 * k * nodes / e))
         while True:
             try:
                 labels, dist = g.knn_query(q, k=min(fetch, nodes), num_threads=1)
