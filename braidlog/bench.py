@@ -1618,6 +1618,8 @@ def _fmt(value: float, unit: str) -> str:
         return f"{value:.3f}"
     if unit == "ms":
         return f"{value:.3f} ms" if value < 1 else f"{value:.2f} ms" if value < 100 else f"{value:,.0f} ms"
+    if unit != "/s":  # seconds, megabytes: the value and its unit
+        return f"{value:,.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
     if value >= 1e6:
         return f"{value / 1e6:.2f} M/s"
     if value >= 1e4:
