@@ -248,8 +248,8 @@ def _show(table: str, key: bytes) -> str:
 
 # -- the file -----------------------------------------------------------------------------------
 
-#: Tables whose damaged pages leave the records readable: rebuilt from the log, or (``free``)
-#: LMDB's accounting of free pages, which reads never touch.
+#: Tables rebuilt from the log: damaged pages there leave the records readable (as does damage
+#: in LMDB's accounting of free pages, ``free`` below, which reads never touch).
 _DERIVED = (*INDEXES, "tree")
 
 
