@@ -571,3 +571,34 @@ def test_memory_is_one_numpy_copy_one_graph_and_compact_columns(filled):
     per_vector = m["head graph"] / n  # a block spends what the head graph spends per vector
     held = sum(r._blocks.size(level) for level, _ in blocks)
     assert r.memory()["as-of blocks"] == pytest.approx(per_vector * held, rel=0.25)
+
+
+def test_a_query_filtered_by_one_braid_searches_that_braids_own_graph(filled):
+    """Filtered by one braid alone, the index builds that braid's graph on first use and keeps
+    it in step: answers agree with exact search over the braid, as of a point too, and a vector
+    appended to the braid later is found."""
+    store, x, seqs, ds = filled
+    r = Recall(store, exact_max=50, exact_ratio=0.0, **SMALL)
+    in_b1 = {store.seq_of(d.id) for d in ds if d.vector is not None and d.braid_id == "b1"}
+    assert r.memory()["braid graphs"] == 0
+    rng = np.random.default_rng(8)
+    agree = 0
+    for i in rng.integers(0, 1200, 20):
+        got, _ = r.search(x[i], 10, braid="b1")
+        assert len(got) == 10 and set(got.tolist()) <= in_b1
+        agree += len(set(got.tolist()) & set(exact(x, seqs, x[i], 10, keep=lambda j: seqs[j] in in_b1)))
+    assert agree >= 0.95 * 200
+    assert r.memory()["braid graphs"] > 0
+    k_seq = seqs[600]
+    got, _ = r.search(x[5], 10, braid="b1", as_of=k_seq)
+    assert set(got.tolist()) <= {s for s in in_b1 if s <= k_seq} and len(got) == 10
+    before = r.memory()["braid graphs"]
+    more = np.random.default_rng(9).normal(size=(200, DIM)).astype(np.float32)
+    added = store.append_batch([make_delta(9000 + i, braid="b1", kind="observation", vector=Vector.of(v))
+                                for i, v in enumerate(more)])  # past block: into both graphs
+    got, _ = r.search(more[150], 1, braid="b1")
+    assert int(got[0]) == added[150]
+    assert r.memory()["braid graphs"] > before
+    plain = Recall(store, directory=False, exact_max=50, exact_ratio=0.0, braid_graphs=False, **SMALL)
+    assert int(plain.search(more[150], 1, braid="b1")[0][0]) == added[150]
+    assert plain.memory()["braid graphs"] == 0

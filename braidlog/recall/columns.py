@@ -146,6 +146,14 @@ class Columns:
         """How many positions hold deltas at or before ``seq``."""
         return int(np.searchsorted(self.seqs, seq, side="right"))
 
+    def braid_code(self, braid_id: str) -> int | None:
+        """The code of a braid among the positions held, or None if none holds it."""
+        return self._vocab["braid"].codes.get(braid_id)
+
+    def of_braid(self, code: int, lo: int, hi: int) -> np.ndarray:
+        """The positions in [lo, hi) whose delta is in the braid of ``code``, sorted."""
+        return (np.flatnonzero(self._codes["braid"][lo:hi] == code) + lo).astype(np.int64)
+
     # -- filters ---------------------------------------------------------------------------------
     def eligible(self, flt: Filter, seq_of: Callable[[str], int | None]) -> np.ndarray:
         """The sorted positions the structured filters admit."""
@@ -233,6 +241,13 @@ class Filter(Struct, frozen=True):
 
     def empty(self) -> bool:
         return all(v is None for v in self.key())
+
+    def one_braid(self) -> str | None:
+        """The braid when the filter is exactly one braid and nothing else, else None."""
+        if self.braid is None or len(self.braid) != 1 or any(
+                v is not None for v in (self.kinds, self.tags, self.namespace, self.workspace, self.ids)):
+            return None
+        return next(iter(self.braid))
 
     def key(self) -> tuple:
         return (self.braid, self.kinds, self.tags, self.namespace, self.workspace, self.ids)

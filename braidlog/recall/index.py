@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import threading
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -103,7 +104,7 @@ class Recall:
                  M: int = 16, ef_construction: int = 100, ef: int = 64, block: int = 4096,
                  fanout: int = 2, exact_max: int = 2048, exact_ratio: float = 0.05,
                  seed: int = 100, threads: int | None = None, save_every: int | None = None,
-                 follow: bool = True, progress: Progress | None = None) -> None:
+                 follow: bool = True, braid_graphs: bool = True, progress: Progress | None = None) -> None:
         if metric not in METRICS:
             raise ValidationError("metric", f"must be one of {', '.join(METRICS)}, not {metric!r}")
         if not isinstance(space, str) or not space:
@@ -127,6 +128,8 @@ class Recall:
         self.threads = threads or os.cpu_count() or 1
         self.save_every = save_every if save_every is not None else block
         self.follow = follow
+        self.braid_graphs = braid_graphs
+        self._braid_lock = threading.Lock()  # builds one braid graph at a time, under a read lock
         self._last_commit = getattr(self.store, "last_commit", None)  # a cheap "written since?"
         self._seen_commit: int | None = None
         self.notices: list[str] = []
@@ -158,6 +161,7 @@ class Recall:
         self._cols = Columns()
         self._head: Any = None
         self._head_count = 0
+        self._braids: dict[int, tuple[Any, int]] = {}  # braid code -> (its graph, positions in it)
         self._blocks.clear()
         self._saved_count = 0
         self._generation = ""
@@ -189,13 +193,15 @@ class Recall:
         warnings.warn(message, RecallWarning, stacklevel=3)
 
     def memory(self) -> dict[str, int]:
-        """Bytes held, by part: the numpy vectors, the columns, the head graph, the as-of blocks."""
+        """Bytes held, by part: the numpy vectors, the columns, the head graph, the braid graphs,
+        the as-of blocks."""
         from .blocks import _graph_bytes
 
         dim = self.dim or 0
         return {"vectors": self._rows.nbytes if self._rows is not None else 0,
                 "columns": self._cols.nbytes(),
                 "head graph": _graph_bytes(self._head, dim, self.M) if self._head is not None else 0,
+                "braid graphs": sum(_graph_bytes(g, dim, self.M) for g, _ in self._braids.values()),
                 "as-of blocks": self._blocks.nbytes(dim)}
 
     # -- following the log -----------------------------------------------------------------------
@@ -280,9 +286,33 @@ class Recall:
             hi = min(lo + chunk, self.count)
             g.add_items(self._rows.slice(lo, hi), np.arange(lo, hi, dtype=np.int64),  # type: ignore[union-attr]
                         num_threads=threads)
+            for code, (bg, n) in list(self._braids.items()):  # each braid graph keeps up
+                self._braids[code] = (bg, n + self._add_to(bg, self._cols.of_braid(code, lo, hi), threads))
             self._head_count = hi
             if progress is not None:
                 progress(self._cols.seq(hi - 1))
+
+    def _add_to(self, g: Any, positions: np.ndarray, threads: int) -> int:
+        if len(positions):
+            if g.get_max_elements() < g.get_current_count() + len(positions):
+                g.resize_index(max(g.get_current_count() + len(positions), 2 * g.get_max_elements()))
+            g.add_items(self._rows.take(positions), positions, num_threads=threads)  # type: ignore[union-attr]
+        return len(positions)
+
+    def _braid_graph(self, code: int) -> tuple[Any, int]:
+        """The graph of one braid's positions in the head graph (positions as labels), built on
+        the first query filtered by that braid alone and kept in step as the head graph grows."""
+        got = self._braids.get(code)
+        if got is not None:
+            return got
+        with self._braid_lock:
+            got = self._braids.get(code)
+            if got is None:
+                positions = self._cols.of_braid(code, 0, self._head_count)
+                g = new_graph(self.dim, max(len(positions), 1), M=self.M,  # type: ignore[arg-type]
+                              ef_construction=self.ef_construction, seed=self.seed, ef=self._ef)
+                got = self._braids[code] = (g, self._add_to(g, positions, self.threads))
+        return got
 
     # -- as-of blocks ----------------------------------------------------------------------------
     def sealed(self) -> list[tuple[int, int]]:
@@ -582,6 +612,9 @@ class Recall:
             elig = elig[: int(np.searchsorted(elig, m))]
             if not len(elig):
                 return _EMPTY_POS, _EMPTY_SCORE
+            braid = flt.one_braid() if self.braid_graphs and blocks is None and pred is None else None
+            if braid is not None and head is not None and len(elig) > self.exact_max:
+                return self._in_braid(q, k, m, elig, flt)
         parts = self._parts(m, blocks)
         if len(parts) == 1 and elig is None and pred is None and parts[0][0] is not None \
                 and (blocks is not None or parts[0][2] >= self._head_count):
@@ -595,6 +628,32 @@ class Recall:
         pos = np.concatenate([f[0] for f in found])
         scores = np.concatenate([f[1] for f in found])
         return top(pos, scores, k)
+
+    def _in_braid(self, q: np.ndarray, k: int, m: int, elig: np.ndarray, flt: Filter
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The best of one braid's positions below ``m`` (``elig``): its graph, over-fetched when
+        ``m`` leaves out some of its positions, and the tail not yet in the head graph exactly."""
+        g, nodes = self._braid_graph(self._cols.braid_code(flt.one_braid()))  # type: ignore[arg-type]
+        h = min(m, self._head_count)
+        e = int(np.searchsorted(elig, h))  # the eligible positions the braid graph holds
+        found = []
+        if e:
+            fetch = k if e == nodes else max(k, math.ceil(2 * k * nodes / e))
+            while True:
+                labels, dist = g.knn_query(q, k=min(fetch, nodes), num_threads=1)
+                pos, scores = labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
+                if e < nodes:
+                    ok = pos < h
+                    pos, scores = pos[ok], scores[ok]
+                if len(pos) >= min(k, e) or fetch >= nodes:
+                    found.append((pos[:k], scores[:k]))
+                    break
+                fetch *= 2
+        if len(elig) > e:
+            found.append(self._exact(q, k, h, m, elig[e:], None, flt))
+        if len(found) == 1:
+            return found[0]
+        return top(np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]), k)
 
     def _part(self, g: Any, lo: int, hi: int, ef: int, q: np.ndarray, k: int, elig: np.ndarray | None,
               pred: Callable[[str], bool] | None, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
