@@ -514,8 +514,8 @@ class Recall:
         embedded, or a vector); "keyword" by BM25 over the deltas' text (``query`` a text);
         "hybrid" fuses both rankings by reciprocal rank (``RRF_K``). ``as_of`` (a seq, delta id
         or datetime) sees only deltas up to it; ``reproducible=True`` answers it by meaning with
-        the graphs of those deltas alone, the same answer forever (docs/recall.md). ``braid``, ``kinds``, ``namespace`` and
-        ``workspace`` admit any of the values given; ``tags`` requires every tag given; ``where``
+        the graphs of those deltas alone, the same answer forever (docs/recall.md). ``braid``,
+        ``kinds``, ``namespace`` and ``workspace`` admit any of the values given; ``tags`` requires every tag given; ``where``
         is a collection of eligible delta ids or a predicate over delta ids (for projection
         state, e.g. only active decisions). Every filter applies before the top k is cut.
         """
@@ -640,7 +640,11 @@ class Recall:
         if e:
             fetch = k if e == nodes else max(k, math.ceil(2 * k * nodes / e))
             while True:
-                labels, dist = g.knn_query(q, k=min(fetch, nodes), num_threads=1)
+                try:
+                    labels, dist = g.knn_query(q, k=min(fetch, nodes), num_threads=1)
+                except RuntimeError:  # the graph could not find that many: search it exactly
+                    found.append(self._exact(q, k, 0, h, elig[:e], None, flt))
+                    break
                 pos, scores = labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
                 if e < nodes:
                     ok = pos < h
