@@ -19,7 +19,7 @@ from .errors import (
 )
 from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
 from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, declare, typed
-from .lmdb_log import LmdbLog
+from .lmdb.log import LmdbLog
 from .projection import Boundary, Context, Decider, Projection, refuse
 from .store import BraidHead, Head, LogStore, MemoryLog, Record
 

@@ -46,7 +46,7 @@ from .delta import BeadRef, GenericDelta, Provenance, Refs, encode, validate
 from .errors import BraidlogError, MissingDependency, Rejected, ValidationError
 from .group_commit import GroupCommitter
 from .kinds import REGISTRY
-from .lmdb_log import LmdbLog
+from .lmdb.log import LmdbLog
 from .projection import Projection
 from .store import MemoryLog, check_batch
 
@@ -1252,7 +1252,7 @@ NO_TREE = "braidlog without the Merkle tree"
 @contextlib.contextmanager
 def _without_tree() -> Iterator[None]:
     """Appends that skip the Merkle tree (the tree table is left behind: a bench-only store)."""
-    from . import lmdb_format
+    from .lmdb import format as lmdb_format
 
     real = lmdb_format.put_tree
     lmdb_format.put_tree = lambda *a: None

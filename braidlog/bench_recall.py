@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from .delta import Vector
-from .lmdb_log import LmdbLog
+from .lmdb.log import LmdbLog
 
 __all__ = ["RECALL_DIM", "RECALL_K", "DEFAULT_SIZE", "recall_vectors", "build_store", "peak_memory", "workload"]
 

@@ -69,7 +69,7 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
     if path is None:
         store: LogStore = MemoryLog(registry)
     else:
-        from .lmdb_log import LmdbLog
+        from .lmdb.log import LmdbLog
 
         store = LmdbLog(path, durable=durable, readonly=readonly, create=create,
                         registry=registry, **store_options)

@@ -522,7 +522,7 @@ def _empty_target(path: Path, what: str) -> None:
 
 
 def _lmdb(path: Any, **kw: Any) -> Any:
-    from .lmdb_log import LmdbLog
+    from .lmdb.log import LmdbLog
 
     return LmdbLog(path, **kw)
 

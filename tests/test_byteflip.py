@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from braidlog import BraidlogError, LmdbLog, Refs, Vector
-from braidlog.mdb_file import picked, read_metas
+from braidlog.lmdb.file import picked, read_metas
 
 from .conftest import in_child, make_delta
 

@@ -9,7 +9,7 @@ import pytest
 
 from braidlog import IntegrityError, LmdbLog, Refs
 from braidlog.cli import main
-from braidlog.lmdb_log import FORMAT_VERSION, id_digest
+from braidlog.lmdb.log import FORMAT_VERSION, id_digest
 
 from .conftest import make_delta
 

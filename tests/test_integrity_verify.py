@@ -1,6 +1,6 @@
 """verify reaches every record the way reads do, checks every index both ways, reads both meta
 pages and wraps LMDB's corruption errors; repair --indexes rebuilds the indexes from the log.
-The damage is made in the bytes of data.mdb, located with braidlog.mdb_file."""
+The damage is made in the bytes of data.mdb, located with braidlog.lmdb.file."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from braidlog import BraidlogError, IntegrityError, LmdbLog, Refs
 from braidlog.cli import main
-from braidlog.mdb_file import _Reader, picked, read_metas, table_db
+from braidlog.lmdb.file import _Reader, picked, read_metas, table_db
 
 from .conftest import in_child, make_delta
 
@@ -90,7 +90,7 @@ def test_an_index_entry_the_log_does_not_give_is_named(lmdb_path, table, name):
 def test_a_record_whose_index_entry_is_lost_is_named(lmdb_path, table, name):
     deltas, _ = _store(lmdb_path, 300)
     d = deltas[150]  # seq 151: braid b0, kind message, refers to E3
-    from braidlog.lmdb_log import id_digest
+    from braidlog.lmdb.log import id_digest
     key = {"braid": b"b0", "kind": b"message", "refs": b"E3", "ids": d.id.encode(),
            "idh": id_digest(d.id)}[table]
     env = lmdb.open(str(lmdb_path), max_dbs=16)

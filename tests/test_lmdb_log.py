@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from braidlog import IntegrityError, LmdbLog, StorageError
-from braidlog.lmdb_log import FORMAT_VERSION
+from braidlog.lmdb.log import FORMAT_VERSION
 
 from .conftest import in_child, make_delta
 

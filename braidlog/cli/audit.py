@@ -11,7 +11,7 @@ from typing import IO, Any
 from .. import audit, transfer
 from ..apps import discover, for_store
 from ..errors import StorageError, ValidationError
-from ..lmdb_log import LmdbLog
+from ..lmdb.log import LmdbLog
 from .util import (
     console, load_kinds, open_braid, open_for_state, open_store, parse_point, progress_bar,
     record_json, store_path, write_json,

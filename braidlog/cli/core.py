@@ -14,7 +14,7 @@ import msgspec
 
 from ..delta import from_json, repeated_key, repeated_key_rule
 from ..errors import DecodeError, IntegrityError, ValidationError
-from ..lmdb_log import LmdbLog
+from ..lmdb.log import LmdbLog
 from ..store import Head, Record
 from .util import (
     console, holds_nothing, load_kinds, open_for_state, open_store, parse_point, progress_bar,

@@ -56,7 +56,7 @@ def _schema(path: str) -> Any:
 
 def cmd_add(args: Any, out: IO[str]) -> int:
     schema = _schema(args.schema)
-    from ..lmdb_log import LmdbLog
+    from ..lmdb.log import LmdbLog
 
     with LmdbLog(store_path(args)) as log:
         seq = declare_kind(log, args.name, schema, owner=args.owner, version=args.version,

@@ -11,7 +11,7 @@ import time
 from typing import IO, Any
 
 from ..errors import ValidationError
-from ..lmdb_log import LmdbLog
+from ..lmdb.log import LmdbLog
 from .util import open_store, store_path, write_json
 
 

@@ -14,7 +14,7 @@ import msgspec
 from ..braid import Braid, Point
 from ..braid import open as open_braid
 from ..errors import StorageError, ValidationError
-from ..lmdb_log import LmdbLog
+from ..lmdb.log import LmdbLog
 from ..store import Record
 
 _json = msgspec.json.Encoder(order="deterministic")

@@ -67,7 +67,7 @@ def _open(path: str, read_only: bool, apps: Iterable[str] | None) -> Braid:
     those of the application modules ``apps`` (``--app``); a recorded projection that cannot be
     found is named on standard error."""
     from ..apps import APP_ENV, discover, for_store
-    from ..lmdb_log import LmdbLog
+    from ..lmdb.log import LmdbLog
 
     store = LmdbLog(path, readonly=read_only, create=not read_only)
     try:

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .chain import HASH_SIZE
-from .delta import referenced_ids
-from .errors import BraidlogError, IntegrityError, StorageError
-from .lmdb_format import DUPS, build_tree, from_u64, id_digest, u64
-from .mdb_file import last_intact_key, meta_findings
-from .store import Head, Progress, verify_bodies
+from ..chain import HASH_SIZE
+from ..delta import referenced_ids
+from ..errors import BraidlogError, IntegrityError, StorageError
+from .format import DUPS, build_tree, from_u64, id_digest, u64
+from .file import last_intact_key, meta_findings
+from ..store import Head, Progress, verify_bodies
 
 if TYPE_CHECKING:
-    from .lmdb_log import LmdbLog
+    from .log import LmdbLog
 
 __all__ = ["verify", "repair_indexes", "INDEXES"]
 
@@ -207,7 +207,7 @@ def _walk_entries(log: LmdbLog, table: str) -> None:
 
 def _first_bad(log: LmdbLog, table: str, txn: Any) -> tuple[bytes, int, str] | None:
     """(key, seq, why) of the first entry of ``table`` whose record does not hold its key."""
-    from .lmdb_log import _INDEX
+    from .log import _INDEX
 
     db = log._db
     end = log._head_in(txn)[0].seq  # entries a writer added since the counts are right

@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 
-from . import tree as merkle
-from .chain import HASH_SIZE
-from .errors import IntegrityError, StorageError
-from .lmdb_env import Env
+from .. import tree as merkle
+from ..chain import HASH_SIZE
+from ..errors import IntegrityError, StorageError
+from .env import Env
 
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
            "put_tree", "build_tree"]

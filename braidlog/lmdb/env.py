@@ -36,8 +36,8 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from .errors import BraidlogError, IntegrityError, StorageError, StoreFullError
-from .mdb_file import short_file
+from ..errors import BraidlogError, IntegrityError, StorageError, StoreFullError
+from .file import short_file
 
 __all__ = ["Env", "acquire", "release", "MAX_MAP_SIZE"]
 

@@ -28,21 +28,21 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from . import lmdb_env
-from .chain import GENESIS, HASH_SIZE
-from .chain import digest, link
-from . import tree as merkle
-from .delta import GenericDelta, _decoder, referenced_ids
-from .errors import BraidlogError, DecodeError, IntegrityError, StorageError, ValidationError
-from .kind_schema import store_kinds
-from .kinds import REGISTRY, Registry
-from .lmdb_format import (
+from . import env as lmdb_env
+from ..chain import GENESIS, HASH_SIZE
+from ..chain import digest, link
+from .. import tree as merkle
+from ..delta import GenericDelta, _decoder, referenced_ids
+from ..errors import BraidlogError, DecodeError, IntegrityError, StorageError, ValidationError
+from ..kind_schema import store_kinds
+from ..kinds import REGISTRY, Registry
+from .format import (
     FORMAT_VERSION, MAX_KEY, TABLES, U64, copied, decode_keys, from_u64, id_digest, open_tables,
     u64,
 )
-from . import lmdb_format
-from .mdb_file import edge_findings
-from .store import (
+from . import format as lmdb_format
+from .file import edge_findings
+from ..store import (
     Admit, BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage,
     ts_micros,
 )
@@ -572,13 +572,13 @@ class LmdbLog(IndexScans):
         reads do; over the whole log (the default) also check every index against the log both
         ways, both meta pages and the file's B-tree (lmdb_check.py). The head of the range, or
         IntegrityError naming the first damage and the remedy."""
-        from .lmdb_check import verify
+        from .check import verify
         return verify(self, start, stop, progress)
 
     def repair_indexes(self, progress: Progress | None = None) -> dict[str, int]:
         """Rebuild every index (and the Merkle tree) from the log in one write transaction,
         after verifying the log's chain; the entries written per table."""
-        from .lmdb_check import repair_indexes
+        from .check import repair_indexes
         return repair_indexes(self, progress)
 
     def counts(self, index: str) -> dict[str, int]:
