@@ -79,14 +79,14 @@ def test_sqlite_batched(benchmark, rates, sqlite, stream, batch):
     """sqlite3, WAL, synchronous=FULL: one transaction per batch."""
     benchmark.group = f"append-{batch}"
     benchmark.pedantic(sqlite.put_batch,
-                       setup=lambda: (([bench._sql_row(d) for d in stream.take(batch)],), {}),
+                       setup=lambda: (([bench.sql_row(d) for d in stream.take(batch)],), {}),
                        rounds=ROUNDS, iterations=1)
     rates.record(f"append-{batch}:sqlite3", batch)
 
 
 def test_sqlite_single(benchmark, rates, sqlite, stream):
     benchmark.group = "single"
-    benchmark.pedantic(sqlite.put_one, setup=lambda: ((bench._sql_row(stream.take(1)[0]),), {}),
+    benchmark.pedantic(sqlite.put_one, setup=lambda: ((bench.sql_row(stream.take(1)[0]),), {}),
                        rounds=500, iterations=1)
     rates.record("single:sqlite3", 1)
 
@@ -126,7 +126,7 @@ def test_raw_scan_blake3(benchmark, rates, raw_prebuilt, size):
 @pytest.mark.parametrize("size", bench.suite_sizes())
 def test_sqlite_scan_decode(benchmark, tmp_path, session, size):
     s = bench.SqliteLog(str(tmp_path / "scan.db"), durable=False)
-    rows = [bench._sql_row(d) for d in session.deltas(size)]
+    rows = [bench.sql_row(d) for d in session.deltas(size)]
     for i in range(0, size, 1000):
         s.put_batch(rows[i:i + 1000])
     benchmark.group = f"scan-{size}"

@@ -44,7 +44,7 @@ def test_concurrent_appenders(benchmark, rates, tmp_path, stream, appenders, mod
         return (log, per_thread, append), {}
 
     def work(log, per_thread, append):
-        bench._appenders(log, per_thread, append)
+        bench.appenders(log, per_thread, append)
         log.close()
 
     benchmark.pedantic(work, setup=setup, rounds=5, iterations=1)

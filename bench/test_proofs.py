@@ -26,8 +26,7 @@ ROUNDS = 20
 def test_batched_append_with_and_without_the_tree(benchmark, rates, tmp_path, stream, tree):
     """One durable transaction of 1,000 deltas, with the Merkle tree maintained or skipped."""
     benchmark.group = "append-1000 tree"
-    with LmdbLog(tmp_path / "s", durable=True) as store, \
-            (contextlib.nullcontext() if tree else bench._without_tree()):
+    with (LmdbLog if tree else bench.NoTreeLog)(tmp_path / "s", durable=True) as store:
         benchmark.pedantic(store.append_batch, setup=lambda: ((stream.take(1000),), {}),
                            rounds=ROUNDS, iterations=1)
     rates.record(f"append-1000:braidlog {'with' if tree else 'without'} tree", 1000)

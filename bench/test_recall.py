@@ -15,7 +15,7 @@ Targets: recall@10 >= 0.95 on clustered data in every case; unfiltered >= 90% of
 queries/s; as-of and filtered >= 80% of unfiltered (the reproducible as-of has no target: it is
 the price of an answer that never changes). Memory and the large sizes (1,000,000 × 128,
 200,000 × 384) are in ``braidlog bench --only recall --recall-size N --recall-dim D``
-(braidlog/bench_recall.py), which measures each side's build in a fresh process.
+(braidlog/bench/recall.py), which measures each side's build in a fresh process.
 ``test_summary`` measures every case interleaved, round after round (the best round counts), so
 load on a shared machine hits all cases alike, and prints the table at the end of the run.
 

@@ -30,6 +30,6 @@ def test_startup(benchmark, rates, commands, key):
     """One fresh process running the command, to its exit."""
     benchmark.group = "start-up"
     argv = commands[key]
-    bench._launch(argv)  # warm the page cache
-    benchmark.pedantic(bench._launch, args=(argv,), rounds=ROUNDS, iterations=1)
+    bench.launch(argv)  # warm the page cache
+    benchmark.pedantic(bench.launch, args=(argv,), rounds=ROUNDS, iterations=1)
     rates.record(f"startup:{key[0]} {key[1]}", 1)

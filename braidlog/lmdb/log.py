@@ -38,9 +38,8 @@ from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
 from .format import (
     FORMAT_VERSION, MAX_KEY, TABLES, U64, copied, decode_keys, from_u64, id_digest, open_tables,
-    u64,
+    put_tree, u64,
 )
-from . import format as lmdb_format
 from .file import edge_findings
 from ..store import (
     Admit, BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage,
@@ -345,7 +344,11 @@ class LmdbLog(IndexScans):
         spaces = {d.vector.space.encode(): u64(d.vector.dim) for d in deltas if d.vector is not None}
         for space, dim in spaces.items():  # one dimension per space: stage checked it
             txn.put(space, dim, db=db["spaces"], overwrite=False)
-        lmdb_format.put_tree(txn, db, staged[0].seq - 1, [s.body for s in staged])
+        self._put_tree(txn, staged)
+
+    def _put_tree(self, txn, staged: list[Staged]) -> None:
+        """Add the staged records' leaves to the Merkle tree, in the append's transaction."""
+        put_tree(txn, self._db, staged[0].seq - 1, [s.body for s in staged])
 
     def _head_in(self, txn) -> tuple[Head, int]:
         cur = txn.cursor(self._db["log"])

@@ -6,7 +6,7 @@ Figures, per size (``--recall-size N --recall-dim D``; default 20,000 × 128):
 - **build**: seconds to index the vectors: braidlog's ``Recall`` catching up from the log
   (reading every delta, building the head graph) against hnswlib's ``add_items`` on an array
   already in memory; and the peak memory of each, each measured in a fresh subprocess that does
-  only that (``python -m braidlog.bench_recall memory``), so neither pollutes the other: peak
+  only that (``python -m braidlog.bench.recall memory``), so neither pollutes the other: peak
   resident set (``VmHWM``) and peak anonymous memory (``RssAnon``, sampled every 10 ms: the
   memory the process itself holds, without the file pages of the mapped log).
 - **queries**: recall@10 against exact search and queries/s, unfiltered, as of a seq, and
@@ -33,10 +33,13 @@ from typing import Any
 
 import msgspec
 
-from .delta import Vector
-from .lmdb.log import LmdbLog
+from ..delta import Vector
+from ..errors import MissingDependency
+from ..lmdb.log import LmdbLog
+from .harness import Run, Sample
 
-__all__ = ["RECALL_DIM", "RECALL_K", "DEFAULT_SIZE", "recall_vectors", "build_store", "peak_memory", "workload"]
+__all__ = ["RECALL_DIM", "RECALL_K", "DEFAULT_SIZE", "STEPS", "recall_vectors", "build_store",
+           "peak_memory", "setup", "workload", "run_workload"]
 
 RECALL_DIM = 128
 RECALL_K = 10
@@ -44,6 +47,7 @@ DEFAULT_SIZE = 20_000
 M, EF_CONSTRUCTION, EF, SEED = 16, 100, 64, 100
 BATCH = 2_000
 PROGRESS_TICKS = 10  # build progress lines per index build
+STEPS = 11  # timed steps per repeat, for the progress bar
 
 
 #: The as-of queries again with ``reproducible=True`` (graphs of the prefix alone); only up to
@@ -104,7 +108,7 @@ def peak_memory(side: str, *, n: int, dim: int, seed: int, store: str | None = N
                 threads: int | None = None) -> dict[str, float]:
     """Index the vectors in a fresh interpreter (side "raw hnswlib" or "braidlog"); its peak
     resident and anonymous memory and its baseline before indexing, in MB, and the build seconds."""
-    argv = [sys.executable, "-m", "braidlog.bench_recall", "memory", "raw" if side == "raw hnswlib" else "braidlog",
+    argv = [sys.executable, "-m", "braidlog.bench.recall", "memory", "raw" if side == "raw hnswlib" else "braidlog",
             str(n), str(dim), str(seed), store or "-", str(threads or os.cpu_count() or 1)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=6 * 3600)
     if p.returncode != 0:
@@ -174,7 +178,7 @@ def _memory_main(side: str, n: int, dim: int, seed: int, store: str, threads: in
             seconds = time.perf_counter() - t
         count = g.get_current_count()
     else:
-        from .recall import Recall
+        from ..recall import Recall
 
         log = LmdbLog(store, readonly=True)
         _reset_peak()
@@ -215,12 +219,12 @@ def _ticks(n: int, step: Callable[[str], None], label: str) -> Callable[[int], N
     return progress
 
 
-def setup(run: Any, n: int, dim: int) -> dict[str, Any]:
+def setup(run: Run, n: int, dim: int) -> dict[str, Any]:
     """Build the store, braidlog's index and raw hnswlib's (timed, with build progress), once per run."""
     import hnswlib
     import numpy as np
 
-    from .recall import Recall
+    from ..recall import Recall
 
     threads = os.cpu_count() or 1
     run.step(f"recall · {n:,} × {dim} clustered vectors and their store")
@@ -255,16 +259,14 @@ def setup(run: Any, n: int, dim: int) -> dict[str, Any]:
             "build": {"braidlog": ours, "raw hnswlib": theirs}, "parts": index.memory(), "threads": threads}
 
 
-def workload(run: Any, setup_: dict[str, Any]) -> list[Any]:
+def workload(run: Run, setup_: dict[str, Any]) -> list[Sample]:
     """The recall samples of one repeat: build time and peak memory of each side in a fresh
     subprocess, then the queries on the indexes ``setup`` built."""
     import numpy as np
 
-    from .bench import Sample
-
     index, data, queries, raw = setup_["index"], setup_["data"], setup_["queries"], setup_["raw"]
     n, k = setup_["n"], RECALL_K
-    out: list[Any] = []
+    out: list[Sample] = []
     W = "recall build"
     for system in ("braidlog", "raw hnswlib"):
         run.step(f"recall build · {system} indexing {n:,} in a fresh process (time, peak memory)")
@@ -321,7 +323,21 @@ def workload(run: Any, setup_: dict[str, Any]) -> list[Any]:
     return out
 
 
-if __name__ == "__main__":  # python -m braidlog.bench_recall memory SIDE N DIM SEED STORE THREADS
+def run_workload(run: Run) -> list[Sample]:
+    """The recall workload of one repeat (the store and both indexes built on the first), or
+    nothing and a note when the recall extra is not installed."""
+    try:
+        from .. import recall  # noqa: F401  (the recall extra)
+    except MissingDependency as e:
+        run.skipped.append(f"recall: {e}")
+        return []
+    if "recall" not in run.cache:
+        n = run.config.recall_size or min(run.config.size, DEFAULT_SIZE)
+        run.cache["recall"] = setup(run, n, run.config.recall_dim)
+    return workload(run, run.cache["recall"])
+
+
+if __name__ == "__main__":  # python -m braidlog.bench.recall memory SIDE N DIM SEED STORE THREADS
     _, cmd, side, n, dim, seed, store, threads = sys.argv
     assert cmd == "memory", cmd
     print(json.dumps(_memory_main(side, int(n), int(dim), int(seed), store, int(threads))))

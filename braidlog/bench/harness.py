@@ -1,0 +1,219 @@
+"""How the bench times: a run's configuration, its samples, the per-run context that caches the
+generated workload, and the timing helpers (garbage collector quieted, percentiles, latencies,
+fresh processes)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+from ..delta import GenericDelta, encode
+from ..errors import ValidationError
+from .data import AgentSession
+from .peers import IndexKeys, index_keys
+
+__all__ = ["WORKLOADS", "BIG", "Config", "Sample", "Step", "no_detail", "Run", "percentile", "quiet_heap",
+           "timed", "each", "latencies", "remove", "launch"]
+
+#: Workload names, in the order a run does them (``--only`` takes these).
+WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall",
+             "proofs")
+
+
+class Sample(NamedTuple):
+    """One figure of one repeat."""
+
+    workload: str
+    system: str
+    metric: str
+    value: float
+    unit: str
+    better: str  # "higher" or "lower"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation."""
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+#: From this size on a run repeats each workload once unless told otherwise: building and
+#: folding logs of a million deltas takes minutes, each repeat as long again.
+BIG = 500_000
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a run measures and how big."""
+
+    size: int = 100_000          # deltas of the append, scan, replay and time-travel logs
+    seed: int = 7
+    repeat: int = 5
+    single: int = 2_000          # single durable appends per system and repeat
+    appends: int = 200           # single appends per appender in the concurrent workload
+    queries: int = 200           # random at(seq) per repeat
+    checkpoint_every: int = 5_000
+    launches: int = 9            # fresh processes per start-up figure and repeat
+    entities: int = 10_000
+    only: tuple[str, ...] = WORKLOADS
+    quick: bool = False
+    dir: str | None = None
+    recall_size: int | None = None  # vectors in the recall workload (default: size, at most 20,000)
+    recall_dim: int = 128
+
+    @classmethod
+    def make(cls, *, quick: bool = False, size: int | None = None, seed: int = 7,
+             repeat: int | None = None, only: Sequence[str] | None = None,
+             dir: str | None = None, recall_size: int | None = None, recall_dim: int = 128) -> Config:
+        """A config for a full run, or a quick one (under a minute), with overrides."""
+        base = cls(size=5_000, repeat=3, single=200, appends=25, queries=60,
+                   checkpoint_every=1_000, launches=3, quick=True) if quick else cls()
+        if size is not None:
+            if size < 100:
+                raise ValidationError("size", f"must be at least 100 deltas, got {size}")
+            base = replace(base, size=size, single=max(50, min(base.single, size // 5)),
+                           checkpoint_every=min(base.checkpoint_every, max(100, size // 10)),
+                           repeat=base.repeat if size < BIG else 1)
+        if repeat is not None:
+            if repeat < 1:
+                raise ValidationError("repeat", f"must be at least 1, got {repeat}")
+            base = replace(base, repeat=repeat)
+        if only:
+            bad = [w for w in only if w not in WORKLOADS]
+            if bad:
+                raise ValidationError("only", f"unknown workload {bad[0]!r}; choose from "
+                                      f"{', '.join(WORKLOADS)}")
+            base = replace(base, only=tuple(w for w in WORKLOADS if w in only))
+        for name, value, low in (("recall_size", recall_size, 100), ("recall_dim", recall_dim, 2)):
+            if value is not None and (not isinstance(value, int) or value < low):
+                raise ValidationError(name, f"must be an int of at least {low}, got {value!r}")
+        return replace(base, seed=seed, dir=dir, entities=min(10_000, max(10, base.size // 10)),
+                       recall_size=recall_size, recall_dim=recall_dim)
+
+
+Step = Callable[[str], None]
+
+
+def no_detail(label: str) -> None:
+    """The progress callback that reports nothing."""
+
+
+@dataclass
+class Run:
+    """One run in progress: its config and directory, progress callbacks, and the workload data,
+    logs and peers it builds once and reuses across repeats."""
+
+    config: Config
+    root: str
+    step: Step
+    session: AgentSession
+    cache: dict[str, Any] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    detail: Step = no_detail  # how far an untimed step (building a log) has got
+    _n: int = 0
+
+    def counting(self, label: str, n: int) -> Callable[[int], None]:
+        """A progress callback for building ``n`` items: "label · k of n", each tenth."""
+        every = max(1, n // 10)
+        last = [0]
+
+        def progress(k: int) -> None:
+            if k - last[0] >= every or k >= n:
+                last[0] = k
+                self.detail(f"{label} · {k:,} of {n:,}")
+        return progress
+
+    def path(self, name: str) -> str:
+        self._n += 1
+        return os.path.join(self.root, f"{self._n:04d}-{name}")
+
+    def deltas(self, n: int, offset: int = 0) -> list[GenericDelta]:
+        key = f"deltas:{offset}:{n}"
+        if key not in self.cache:
+            self.cache[key] = self.session.deltas(n, offset)
+        return self.cache[key]
+
+    def bodies(self, n: int) -> list[bytes]:
+        key = f"bodies:{n}"
+        if key not in self.cache:
+            self.cache[key] = [encode(d) for d in self.deltas(n)]
+        return self.cache[key]
+
+    def index_keys(self, n: int, offset: int = 0) -> list[IndexKeys]:
+        key = f"keys:{offset}:{n}"
+        if key not in self.cache:
+            self.cache[key] = index_keys(self.deltas(n, offset))
+        return self.cache[key]
+
+
+@contextlib.contextmanager
+def quiet_heap() -> Iterator[None]:
+    """Freeze the harness's own objects (the generated workload) out of the garbage
+    collector's reach while a system is timed, so that no system pays for collections that
+    traverse data only the harness holds; what a system allocates is still collected."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    with quiet_heap():
+        t = time.perf_counter()
+        out = fn()
+        return time.perf_counter() - t, out
+
+
+def remove(path: str) -> None:
+    """Delete a store directory, or a database file with its WAL and shared-memory files."""
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(path + suffix)
+        except FileNotFoundError:
+            pass
+
+
+def launch(argv: list[str]) -> float:
+    """Seconds from spawning ``argv`` to its exit (it must succeed)."""
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def latencies(W: str, system: str, lat: list[float], out: list[Sample]) -> None:
+    """Append the rate and latency percentiles of one-delta commits timed ``lat``."""
+    total = sum(lat)
+    out.append(Sample(W, system, "deltas/s", len(lat) / total, "/s", "higher"))
+    out.append(Sample(W, system, "commits/s", len(lat) / total, "/s", "higher"))
+    for q, name in ((50, "p50"), (99, "p99"), (99.9, "p99.9")):
+        out.append(Sample(W, system, f"{name} ms", percentile(lat, q) * 1000, "ms", "lower"))
+
+
+def each(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[float]:
+    """The seconds ``fn(x)`` takes for each item, the garbage collector quieted."""
+    lat: list[float] = []
+    clock = time.perf_counter
+    with quiet_heap():
+        for x in items:
+            t = clock()
+            fn(x)
+            lat.append(clock() - t)
+    return lat
+

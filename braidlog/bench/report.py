@@ -1,0 +1,241 @@
+"""What a run reports: rows aggregated over the repeats, the speed targets checked on them, and
+the rich tables ``braidlog bench`` prints."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from .harness import Sample
+from .peers import ES_BATCH, NO_TREE, PEER_IMPORT, RAW_INDEXED
+
+__all__ = ["Row", "TargetResult", "Report", "TARGETS", "check", "aggregate", "render"]
+
+class Row(msgspec.Struct, kw_only=True):
+    """One figure over every repeat: median, spread and ratio to braidlog."""
+
+    workload: str
+    system: str
+    metric: str
+    unit: str
+    better: str
+    median: float
+    low: float
+    high: float
+    spread: float  # half the range, relative to the median
+    samples: list[float]
+    ratio: float | None = None  # median of per-repeat ratios system / braidlog
+
+
+class TargetResult(msgspec.Struct, kw_only=True):
+    """A speed target, named by what it compares, checked on this run's figures."""
+
+    name: str
+    want: str
+    value: float | None
+    unit: str
+    ok: bool | None
+    note: str = ""
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """Everything a run measured, for the table and for ``--json``."""
+
+    machine: dict[str, Any]
+    config: dict[str, Any]
+    rows: list[Row]
+    targets: list[TargetResult]
+    skipped: list[str]
+    seconds: float
+
+
+
+@dataclass(frozen=True)
+class _Target:
+    name: str  # what it compares, in the words of the people who set it
+    num: tuple[str, str, str]
+    den: tuple[str, str, str] | None
+    op: str
+    bound: float
+    unit: str
+
+
+TARGETS = (
+    _Target(f"import braidlog vs {PEER_IMPORT}",
+            ("start-up", "braidlog", "import ms"), ("start-up", PEER_IMPORT, "import ms"), "<=", 1.5, "×"),
+    _Target(f"braidlog head vs import {PEER_IMPORT}",
+            ("start-up", "braidlog", "head ms"), ("start-up", PEER_IMPORT, "import ms"), "<=", 2, "×"),
+    _Target("batched append vs raw LMDB puts, same bytes, 1,000/commit",
+            ("append", "braidlog", "deltas/s"), ("append", "raw LMDB", "deltas/s"), ">=", 0.25, "×"),
+    _Target(f"batched append vs {RAW_INDEXED}, 1,000/commit",
+            ("append", "braidlog", "deltas/s"), ("append", RAW_INDEXED, "deltas/s"), ">=", 0.5, "×"),
+    _Target(f"batched append vs eventsourcing SQLite at {ES_BATCH}/save",
+            ("append", "braidlog", "deltas/s"),
+            ("append", f"eventsourcing SQLite ({ES_BATCH}/save)", "deltas/s"), ">=", 4, "×"),
+    _Target("single durable appends vs raw LMDB one put per commit",
+            ("single", "braidlog", "deltas/s"), ("single", "raw LMDB", "deltas/s"), ">=", 0.8, "×"),
+    _Target("single durable append vs sqlite3 WAL FULL",
+            ("single", "braidlog", "deltas/s"), ("single", "sqlite3 WAL FULL", "deltas/s"), ">=", 1, "×"),
+    _Target("scan with decode vs raw cursor + msgspec decode",
+            ("scan", "braidlog", "scan+decode/s"), ("scan", "raw LMDB", "scan+decode/s"), ">=", 0.7, "×"),
+    _Target("verify vs raw iteration + blake3",
+            ("scan", "braidlog", "verify/s"), ("scan", "raw LMDB", "verify/s"), ">=", 0.5, "×"),
+    _Target("replay vs eventsourcing SQLite aggregate read",
+            ("replay", "braidlog", "deltas/s"),
+            ("replay", "eventsourcing SQLite aggregate read", "deltas/s"), ">=", 8, "×"),
+    _Target("live catch-up, trivial fold",
+            ("replay", "braidlog · trivial fold", "deltas/s"), None, ">=", 300_000, "/s"),
+    _Target("at(seq) p50, random seqs",
+            ("time travel", "braidlog", "at(seq) p50 ms"), None, "<=", 10, "ms"),
+    _Target("at(seq) p99, random seqs",
+            ("time travel", "braidlog", "at(seq) p99 ms"), None, "<=", 30, "ms"),
+    _Target("batched append with the Merkle tree vs without it",
+            ("proofs", "braidlog", "append deltas/s"), ("proofs", NO_TREE, "append deltas/s"),
+            ">=", 0.9, "×"),
+    _Target("inclusion proof p50, random records",
+            ("proofs", "braidlog", "inclusion proof p50 ms"), None, "<=", 1, "ms"),
+    _Target("consistency proof p50, random sizes",
+            ("proofs", "braidlog", "consistency proof p50 ms"), None, "<=", 1, "ms"),
+    _Target("`braidlog checkpoint` p50",
+            ("proofs", "braidlog", "checkpoint p50 ms"), None, "<=", 50, "ms"),
+    _Target("entity as-of p50, random entities and seqs",
+            ("time travel", "braidlog", "entity as-of p50 ms"), None, "<=", 1, "ms"),
+    _Target("recall peak resident memory vs raw hnswlib indexing the same vectors",
+            ("recall build", "braidlog", "peak RSS MB"), ("recall build", "raw hnswlib", "peak RSS MB"),
+            "<=", 1.3, "×"),
+    _Target("recall queries/s unfiltered vs raw hnswlib",
+            ("recall unfiltered", "braidlog", "queries/s"), ("recall unfiltered", "raw hnswlib", "queries/s"),
+            ">=", 0.9, "×"),
+    _Target("recall queries/s as of a seq vs unfiltered",
+            ("recall as of a seq", "braidlog", "queries/s"), ("recall unfiltered", "braidlog", "queries/s"),
+            ">=", 0.8, "×"),
+    _Target("recall queries/s filtered by braid vs unfiltered",
+            ("recall filtered by braid", "braidlog", "queries/s"),
+            ("recall unfiltered", "braidlog", "queries/s"), ">=", 0.8, "×"),
+    _Target("recall@10 unfiltered vs exact search",
+            ("recall unfiltered", "braidlog", "recall@10"), None, ">=", 0.95, ""),
+    _Target("recall@10 as of a seq vs exact search",
+            ("recall as of a seq", "braidlog", "recall@10"), None, ">=", 0.95, ""),
+    _Target("recall@10 filtered by braid vs exact search",
+            ("recall filtered by braid", "braidlog", "recall@10"), None, ">=", 0.95, ""),
+)
+
+
+def check(t: _Target, by_key: dict[tuple[str, str, str], list[float]], size: int) -> TargetResult:
+    want = f"{t.op} {t.bound:,g}{' ' if t.unit == 'ms' else ''}{t.unit}"
+    num = by_key.get(t.num)
+    den = by_key.get(t.den) if t.den else None
+    if num is None or (t.den and den is None):
+        return TargetResult(name=t.name, want=want, value=None, unit=t.unit, ok=None,
+                            note="not measured in this run")
+    if den is not None:
+        value = statistics.median(a / b for a, b in zip(num, den))
+    else:
+        value = statistics.median(num)
+    ok = value >= t.bound if t.op == ">=" else value <= t.bound
+    note = ""
+    if t.num[0] == "time travel" and size < 1_000_000:
+        note = f"set for 1,000,000 deltas; this log has {size:,}"
+    return TargetResult(name=t.name, want=want, value=value, unit=t.unit, ok=ok, note=note)
+
+
+
+def aggregate(samples: list[tuple[Sample, int]]
+               ) -> tuple[list[Row], dict[tuple[str, str, str], list[float]]]:
+    by_key: dict[tuple[str, str, str], list[float]] = {}
+    meta: dict[tuple[str, str, str], Sample] = {}
+    reps: dict[tuple[str, str, str], list[int]] = {}
+    for s, rep in samples:
+        key = (s.workload, s.system, s.metric)
+        by_key.setdefault(key, []).append(s.value)
+        reps.setdefault(key, []).append(rep)
+        meta.setdefault(key, s)
+    rows = []
+    for key, values in by_key.items():
+        s = meta[key]
+        med = statistics.median(values)
+        lo, hi = min(values), max(values)
+        ratio = None
+        ref = by_key.get((s.workload, "braidlog", s.metric))
+        if ref is not None and s.system != "braidlog" and len(ref) == len(values):
+            ratio = statistics.median(v / b for v, b in zip(values, ref) if b)
+        rows.append(Row(workload=s.workload, system=s.system, metric=s.metric, unit=s.unit,
+                        better=s.better, median=med, low=lo, high=hi,
+                        spread=(hi - lo) / 2 / med if med else 0.0, samples=values, ratio=ratio))
+    return rows, by_key
+
+
+
+# -- rendering ------------------------------------------------------------------------------------------
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "":
+        return f"{value:.3f}"
+    if unit == "ms":
+        return f"{value:.3f} ms" if value < 1 else f"{value:.2f} ms" if value < 100 else f"{value:,.0f} ms"
+    if unit != "/s":  # seconds, megabytes: the value and its unit
+        return f"{value:,.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M/s"
+    if value >= 1e4:
+        return f"{value / 1e3:.1f} k/s"
+    return f"{value:,.0f}/s"
+
+
+def _fmt_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return ""
+    return f"{ratio:.2f}×" if ratio < 100 else f"{ratio:,.0f}×"
+
+
+def render(report: Report, console: Any) -> None:
+    """Print the report as rich tables on ``console``."""
+    from rich.table import Table
+
+    m = report.machine
+    st = m["storage"]
+    v = m["versions"]
+    cfg = report.config
+    console.print(
+        f"[bold]braidlog bench[/bold]  {m['cores']} cores · {m['cpu']} · {m['memory_gib']} GiB · "
+        f"Python {m['python']} · {m['platform']}")
+    console.print(
+        f"storage: {st['filesystem']} on {st['device']} at {st['mount']}"
+        f"{' (rotational)' if st.get('rotational') else ''} · fsync p50 {st['fsync_ms_p50']} ms")
+    console.print("versions: " + ", ".join(f"{k} {val}" for k, val in v.items()))
+    console.print(
+        f"size {cfg['size']:,} deltas (mean {cfg['payload_bytes_mean']} bytes encoded), "
+        f"single {cfg['single']:,}, {cfg['appends']:,} per appender, seed {cfg['seed']}, "
+        f"{cfg['repeat']} repeats{' (quick)' if cfg['quick'] else ''}, {report.seconds:.0f} s")
+    table = Table(title="figures: median ± half-range over repeats; vs braidlog = median of "
+                  "per-repeat ratios (system / braidlog)", title_justify="left")
+    for col, justify in (("workload", "left"), ("system", "left"), ("metric", "left"),
+                         ("median", "right"), ("±", "right"), ("vs braidlog", "right")):
+        table.add_column(col, justify=justify)
+    last = None
+    for row in report.rows:
+        if last is not None and row.workload != last:
+            table.add_section()
+        table.add_row(row.workload if row.workload != last else "", row.system, row.metric,
+                      _fmt(row.median, row.unit), f"{row.spread * 100:.0f}%",
+                      _fmt_ratio(row.ratio))
+        last = row.workload
+    console.print(table)
+    targets = Table(title="targets (ratios measured pairwise in this run)", title_justify="left")
+    for col in ("target", "want", "measured", ""):
+        targets.add_column(col)
+    for t in report.targets:
+        if t.value is None:
+            shown, mark = "—", "[dim]not run[/dim]"
+        else:
+            shown = (f"{t.value:.2f}×" if t.unit == "×" else _fmt(t.value, t.unit))
+            mark = "[green]met[/green]" if t.ok else "[red]missed[/red]"
+        targets.add_row(t.name + (f" [dim]({t.note})[/dim]" if t.note else ""), t.want, shown,
+                        mark)
+    console.print(targets)
+    for s in report.skipped:
+        console.print(f"[yellow]note[/yellow]: {s}")
+

@@ -1,0 +1,276 @@
+"""The write workloads: start-up, batched append, single durable appends, concurrent appenders
+with and without group commit; each timed on braidlog and on its peers."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ..braid import Braid
+from ..delta import GenericDelta, encode
+from ..errors import BraidlogError
+from ..group_commit import GroupCommitter
+from ..lmdb.log import LmdbLog
+from .data import BATCH, admissible, all_projections
+from .harness import Run, Sample, each, latencies, launch, percentile, quiet_heap, remove, timed
+from .peers import (
+    ES_BATCH, RAW_INDEXED, EventsourcingApp, RawLmdb, SqliteLog, eventsourcing_installed,
+    sql_row, startup_commands,
+)
+
+__all__ = ["BRAID_FOLLOWING", "BRAID_CHECKED", "APPENDERS", "appenders", "RUNNERS", "STEPS"]
+
+BRAID_FOLLOWING = "braidlog + shipped projections following, checks off"
+BRAID_CHECKED = "braidlog + shipped projections, batched append with projection checks"
+APPENDERS = (1, 2, 4, 8)
+
+
+def _startup(run: Run) -> list[Sample]:
+    """Each command ``launches`` times, the commands interleaved so that load hits them alike;
+    a figure is the median of its launches, in milliseconds."""
+    store = run.cache.get("startup:store")
+    if store is None:
+        store = run.cache["startup:store"] = run.path("startup-store")
+        LmdbLog(store).close()
+    commands = startup_commands(store)
+    run.step("start-up · import braidlog, braidlog head, the peer import")
+    for argv in commands.values():  # warm the page cache: every repeat then times the same thing
+        launch(argv)
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in commands}
+    for _ in range(run.config.launches):
+        for key, argv in commands.items():
+            times[key].append(launch(argv))
+    return [Sample("start-up", system, metric, statistics.median(ts) * 1000, "ms", "lower")
+            for (system, metric), ts in times.items()]
+
+
+# -- append: batched, 1,000 per durable commit -----------------------------------------------------
+
+def _append(run: Run) -> list[Sample]:
+    n = run.config.size
+    ds, bodies = run.deltas(n), run.bodies(n)
+    batches = [ds[i:i + BATCH] for i in range(0, n, BATCH)]
+    out: list[Sample] = []
+    W = "append"
+
+    def rates(system: str, seconds: float, commits: int) -> None:
+        out.append(Sample(W, system, "deltas/s", n / seconds, "/s", "higher"))
+        out.append(Sample(W, system, "commits/s", commits / seconds, "/s", "higher"))
+
+    run.step("append · braidlog")
+    path = run.path("braidlog")
+    log = LmdbLog(path, durable=True)
+    try:
+        seconds, _ = timed(lambda: [log.append_batch(b) for b in batches])
+    finally:
+        log.close()
+        remove(path)
+    rates("braidlog", seconds, len(batches))
+
+    # The shipped projections kept live on the same batches: first following the log after each
+    # commit with their checks off, then through the boundary (checks inside the transaction,
+    # the batch folded in as it is checked). The difference is what the checks cost.
+    shipped, _ = all_projections()
+    unchecked = [replace(p, check=None) for p in shipped]
+    admitted = admissible(ds, shipped)  # the session's random bead and decision deltas break rules
+    checked_batches = [admitted[i:i + BATCH] for i in range(0, len(admitted), BATCH)]
+    for label, projections, follow in (
+            (BRAID_FOLLOWING, unchecked, True), (BRAID_CHECKED, shipped, False)):
+        run.step(f"append · {label}")
+        path = run.path("braidlog-projections")
+        braid = Braid(LmdbLog(path, durable=True), projections)
+        try:
+            def write() -> None:
+                for b in checked_batches:
+                    braid.append_batch(b)
+                    if follow:
+                        braid.catch_up()
+            seconds, _ = timed(write)
+        finally:
+            braid.close()
+            remove(path)
+        out.append(Sample(W, label, "deltas/s", len(admitted) / seconds, "/s", "higher"))
+        out.append(Sample(W, label, "commits/s", len(checked_batches) / seconds, "/s", "higher"))
+
+    run.step("append · raw LMDB")
+    path = run.path("raw-lmdb")
+    raw = RawLmdb(path)
+    chunks = [bodies[i:i + BATCH] for i in range(0, n, BATCH)]
+    try:
+        seconds, _ = timed(lambda: [raw.put_batch(c) for c in chunks])
+    finally:
+        raw.close()
+        remove(path)
+    rates("raw LMDB", seconds, len(chunks))
+
+    run.step("append · raw LMDB, braidlog's five tables")
+    path = run.path("raw-lmdb-indexed")
+    raw = RawLmdb(path, indexed=True)
+    keys = run.index_keys(n)
+    key_chunks = [keys[i:i + BATCH] for i in range(0, n, BATCH)]
+    try:
+        seconds, _ = timed(lambda: [raw.put_batch(c, k) for c, k in zip(chunks, key_chunks)])
+    finally:
+        raw.close()
+        remove(path)
+    rates(RAW_INDEXED, seconds, len(chunks))
+
+    run.step("append · sqlite3")
+    path = run.path("sqlite.db")
+    sql = SqliteLog(path)
+    rows = [sql_row(d) for d in ds]
+    row_chunks = [rows[i:i + BATCH] for i in range(0, n, BATCH)]
+    try:
+        seconds, _ = timed(lambda: [sql.put_batch(c) for c in row_chunks])
+    finally:
+        sql.close()
+        remove(path)
+    rates("sqlite3 WAL FULL", seconds, len(row_chunks))
+
+    if eventsourcing_installed():
+        es_batches = [ds[i:i + ES_BATCH] for i in range(0, n, ES_BATCH)]
+        for persistence, label in (("sqlite", "eventsourcing SQLite"),
+                                   ("popo", "eventsourcing memory")):
+            run.step(f"append · {label}")
+            path = run.path("es.db")
+            es = EventsourcingApp(persistence, path)
+            try:
+                seconds, _ = timed(lambda: [es.save(b) for b in es_batches])
+            finally:
+                es.close()
+                remove(path)
+            rates(f"{label} ({ES_BATCH}/save)", seconds, len(es_batches))
+    return out
+
+
+# -- single: one delta per durable commit ---------------------------------------------------------
+
+def _single(run: Run) -> list[Sample]:
+    n = run.config.single
+    ds = run.deltas(n, offset=10_000_000)
+    bodies = [encode(d) for d in ds]
+    out: list[Sample] = []
+    W = "single"
+
+    run.step("single · braidlog")
+    path = run.path("braidlog")
+    log = LmdbLog(path, durable=True)
+    try:
+        latencies(W, "braidlog", each(log.append, ds), out)
+    finally:
+        log.close()
+        remove(path)
+
+    run.step("single · raw LMDB")
+    path = run.path("raw-lmdb")
+    raw = RawLmdb(path)
+    try:
+        latencies(W, "raw LMDB", each(raw.put_one, bodies), out)
+    finally:
+        raw.close()
+        remove(path)
+
+    run.step("single · raw LMDB, braidlog's five tables")
+    path = run.path("raw-lmdb-indexed")
+    raw = RawLmdb(path, indexed=True)
+    pairs = list(zip(bodies, run.index_keys(n, offset=10_000_000)))
+    try:
+        latencies(W, RAW_INDEXED, each(lambda p: raw.put_one(*p), pairs), out)
+    finally:
+        raw.close()
+        remove(path)
+
+    run.step("single · sqlite3")
+    path = run.path("sqlite.db")
+    sql = SqliteLog(path)
+    try:
+        latencies(W, "sqlite3 WAL FULL", each(sql.put_one, [sql_row(d) for d in ds]), out)
+    finally:
+        sql.close()
+        remove(path)
+
+    if eventsourcing_installed():
+        for persistence, label in (("sqlite", "eventsourcing SQLite"),
+                                   ("popo", "eventsourcing memory")):
+            run.step(f"single · {label}")
+            path = run.path("es.db")
+            es = EventsourcingApp(persistence, path)
+            try:
+                latencies(W, f"{label} (1/save)", each(lambda d: es.save((d,)), ds), out)
+            finally:
+                es.close()
+                remove(path)
+    return out
+
+
+# -- concurrent appenders, durable, with and without group commit -----------------------------------
+
+def appenders(log: LmdbLog, per_thread: list[list[GenericDelta]], append: Callable[[GenericDelta], Any]
+               ) -> tuple[float, list[float]]:
+    barrier = threading.Barrier(len(per_thread) + 1)
+    lats: list[list[float]] = [[] for _ in per_thread]
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        clock = time.perf_counter
+        mine = lats[k]
+        barrier.wait()
+        try:
+            for d in per_thread[k]:
+                t = clock()
+                append(d)
+                mine.append(clock() - t)
+        except BaseException as e:  # surfaced below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(per_thread))]
+    for t in threads:
+        t.start()
+    with quiet_heap():
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        seconds = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return seconds, [x for lat in lats for x in lat]
+
+
+def _concurrent(run: Run) -> list[Sample]:
+    m = run.config.appends
+    out: list[Sample] = []
+    for k in APPENDERS:
+        W = f"concurrent ×{k}"
+        per_thread = [run.deltas(m, offset=20_000_000 + t * m) for t in range(k)]
+        total = k * m
+        for system in ("braidlog", "braidlog + group commit"):
+            run.step(f"concurrent ×{k} · {system}")
+            path = run.path("braidlog")
+            log = LmdbLog(path, durable=True)
+            try:
+                if system == "braidlog":
+                    seconds, lat = appenders(log, per_thread, log.append)
+                    commits = total
+                else:
+                    group = GroupCommitter(log)
+                    seconds, lat = appenders(log, per_thread, group.append)
+                    commits = group.commits
+                if log.head().seq != total:
+                    raise BraidlogError(f"{system}: {log.head().seq} deltas stored, {total} appended")
+            finally:
+                log.close()
+                remove(path)
+            out.append(Sample(W, system, "deltas/s", total / seconds, "/s", "higher"))
+            out.append(Sample(W, system, "commits/s", commits / seconds, "/s", "higher"))
+            out.append(Sample(W, system, "p50 ms", percentile(lat, 50) * 1000, "ms", "lower"))
+            out.append(Sample(W, system, "p99 ms", percentile(lat, 99) * 1000, "ms", "lower"))
+    return out
+
+
+RUNNERS = {"startup": _startup, "append": _append, "single": _single, "concurrent": _concurrent}
+STEPS = {"startup": 1, "append": 7, "single": 5, "concurrent": 2 * len(APPENDERS)}
