@@ -3,9 +3,9 @@
 ``LmdbLog.verify()`` runs, in this order, stopping at the first damage (steps 1 and 2 whatever
 the range, since a damaged page can crash the reader; step 4 over the whole log only):
 
-1. **meta pages**: both of LMDB's meta pages, read from the file (mdb_file.py).
+1. **meta pages**: both of LMDB's meta pages, read from the file (file.py).
 2. **pages**: py-lmdb's structural check of every page of the file, read with ``pread``, not
-   through the map (lmdb_env.py), *before anything is read through LMDB*: LMDB trusts the offsets
+   through the map (env.py), *before anything is read through LMDB*: LMDB trusts the offsets
    and sizes it finds in a page, and one that runs past the end of the file kills the reader with
    SIGBUS. Damage in the log, its meta table or the main tree stops verify here: nothing is read
    through them. Damage in a derived table (an index, the Merkle tree) or in the free-page
@@ -23,28 +23,49 @@ the range, since a damaged page can crash the reader; step 4 over the whole log 
 checking the pages and the log's chain: the log is the truth, and an index is only rebuilt from
 an intact one. It refuses a derived table whose pages are damaged, since emptying it would hand
 the pages its damaged branches name (possibly the log's own) to the free list.
-Nothing here imports ``lmdb``: the transactions come from the LmdbLog.
+Nothing here imports ``lmdb`` or the log's module: what the checks use of the log (its store
+port, its file, its tables and transactions on them) is named in ``LogAccess``, which
+``LmdbLog`` hands them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
 from ..chain import HASH_SIZE
 from ..delta import referenced_ids
 from ..errors import BraidlogError, IntegrityError, StorageError
+from ..kinds import Registry
+from .env import Env
 from .format import DUPS, build_tree, from_u64, id_digest, u64
 from .file import last_intact_key, meta_findings
-from ..store import Head, Progress, verify_bodies
+from ..store import Head, LogStore, Progress, Record, verify_bodies
 
-if TYPE_CHECKING:
-    from .log import LmdbLog
+__all__ = ["LogAccess", "verify", "repair_indexes", "INDEXES"]
 
-__all__ = ["verify", "repair_indexes", "INDEXES"]
+T = TypeVar("T")
+
+
+class LogAccess(NamedTuple):
+    """What the checks use of an LmdbLog, and nothing more: the store as every store is (its
+    port), the file it lives in, and its tables inside the log's own transactions."""
+
+    store: LogStore
+    path: Path  # the store's directory
+    readonly: bool
+    registry: Registry
+    tables: Mapping[str, Any]  # the open LMDB tables by name (lmdb.format.TABLES)
+    env: Env  # the shared environment: tree_findings(), pinned()
+    read: Callable[..., Any]  # read(fn, *, buffers=True): fn(txn) in a read transaction
+    write: Callable[[Callable[[Any], T]], T]  # fn(txn) in the write transaction
+    head_in: Callable[[Any], tuple[Head, int]]  # (head, high-water time) seen by txn
+    decoded: Callable[[int, Any], Record]  # the record of a stored value, or DecodeError
+    landed: Callable[[Any, str, str, int], Any]  # the value of the record an index entry names
 
 CHUNK = 1024
 #: The derived tables ``verify`` checks and ``repair_indexes`` rebuilds, with their names in messages.
@@ -55,20 +76,20 @@ _RESTORE = ("Restore the store from a backup, or salvage the seqs before it with
             "`braidlog export --stop SEQ`")
 
 
-def verify(log: LmdbLog, start: int, stop: int | None, progress: Progress | None) -> Head:
+def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | None) -> Head:
     _check_metas(log)
     damaged = _damaged_pages(log)  # before anything is read through LMDB, whatever the range
     if "log" in damaged:  # read only the records reached through checked pages, then report
         intact = _intact_seqs(log, damaged["log"])
         if start <= intact:
-            verify_bodies(log, start, intact + 1 if stop is None else min(stop, intact + 1),
+            verify_bodies(log.store, start, intact + 1 if stop is None else min(stop, intact + 1),
                           progress, rows=_by_lookup(log), tree="tree" not in damaged)
         raise IntegrityError(
             f"{log.path / 'data.mdb'}: the log table is damaged: {damaged['log'][0]}; the "
             f"records up to seq {intact} are reached through undamaged pages, and seqs "
             f"{start}..{intact} were read intact (nothing past them was read: a damaged page can "
             f"crash the reader). {_RESTORE}", seq=intact + 1)
-    checked = verify_bodies(log, start, stop, progress, rows=_by_lookup(log),
+    checked = verify_bodies(log.store, start, stop, progress, rows=_by_lookup(log),
                             tree="tree" not in damaged)
     if damaged:
         raise _page_damage(log, damaged)
@@ -77,7 +98,7 @@ def verify(log: LmdbLog, start: int, stop: int | None, progress: Progress | None
     return checked
 
 
-def _by_lookup(log: LmdbLog):
+def _by_lookup(log: LogAccess):
     """Rows (seq, hash, body) for [start, stop), each looked up through the B-tree as reads
     do, a chunk per read transaction."""
     def rows(start: int, stop: int) -> Iterator[tuple[int, bytes, bytes]]:
@@ -85,7 +106,7 @@ def _by_lookup(log: LmdbLog):
         while lo < stop:
             hi = min(stop, lo + CHUNK)
             try:
-                got = log._read(lambda txn: read(txn, start, stop, lo, hi), buffers=False)
+                got = log.read(lambda txn: read(txn, start, stop, lo, hi), buffers=False)
             except IntegrityError as e:
                 if e.seq is not None:
                     raise
@@ -93,7 +114,7 @@ def _by_lookup(log: LmdbLog):
                 # hand on every record before the damage, then name the first it cannot read
                 for seq in range(lo, hi):
                     try:
-                        one = log._read(lambda txn: read(txn, start, stop, seq, seq + 1),
+                        one = log.read(lambda txn: read(txn, start, stop, seq, seq + 1),
                                         buffers=False)
                     except IntegrityError as e2:
                         if e2.seq is not None:
@@ -109,7 +130,7 @@ def _by_lookup(log: LmdbLog):
             lo = hi
 
     def read(txn, start: int, stop: int, lo: int, hi: int) -> list[tuple[int, bytes, bytes]]:
-        db, out = log._db["log"], []
+        db, out = log.tables["log"], []
         for seq in range(lo, hi):
             value = txn.get(u64(seq), db=db)
             if value is None:
@@ -125,16 +146,16 @@ def _by_lookup(log: LmdbLog):
 
 # -- indexes ------------------------------------------------------------------------------------
 
-def _expected(log: LmdbLog, seq: int, value: Any, unsure: set[str]
+def _expected(log: LogAccess, seq: int, value: Any, unsure: set[str]
               ) -> tuple[Any, list[tuple[str, bytes]]]:
     """Record ``seq``'s delta and the (table, key) entries it must have, each valued u64(seq).
     A kind whose payload subjects this process cannot name goes into ``unsure``: its record
     may have more refers-to entries than the ones returned."""
-    d = log._decoded(seq, value).delta
+    d = log.decoded(seq, value).delta
     out = [("ids", d.id.encode()), ("braid", d.braid_id.encode()), ("kind", d.kind.encode())]
     if not log.registry.knows_subjects(d.kind):
         unsure.add(d.kind)
-    if "idh" in log._db:
+    if "idh" in log.tables:
         out.append(("idh", id_digest(d.id)))
     try:
         refs = referenced_ids(d, log.registry)
@@ -144,13 +165,13 @@ def _expected(log: LmdbLog, seq: int, value: Any, unsure: set[str]
     return d, out
 
 
-def _check_indexes(log: LmdbLog) -> None:
+def _check_indexes(log: LogAccess) -> None:
     """Every record's entries are in their tables, and each table holds nothing else. The head
     and the tables' entry counts are read in one transaction, so a writer appending meanwhile
     changes neither side of the comparison."""
-    db = log._db
+    db = log.tables
     tables = [t for t in INDEXES if t in db]
-    end, counts = log._read(lambda txn: (log._head_in(txn)[0].seq,
+    end, counts = log.read(lambda txn: (log.head_in(txn)[0].seq,
                                          {t: txn.stat(db[t])["entries"] for t in tables}))
     want = dict.fromkeys(tables, 0)
     want["ids"] = want["braid"] = want["kind"] = end
@@ -179,9 +200,9 @@ def _check_indexes(log: LmdbLog) -> None:
                 if d.vector is not None:
                     spaces.setdefault(d.vector.space.encode(), u64(d.vector.dim))
             return refs
-        want["refs"] += log._read(chunk)
+        want["refs"] += log.read(chunk)
     want["spaces"] = len(spaces)
-    stored_spaces = log._read(lambda txn: {bytes(k): bytes(v) for k, v in txn.cursor(db["spaces"])})
+    stored_spaces = log.read(lambda txn: {bytes(k): bytes(v) for k, v in txn.cursor(db["spaces"])})
     if stored_spaces != spaces:
         bad = sorted(set(stored_spaces.items()) ^ set(spaces.items()))[0]
         raise IntegrityError(f"the vector-space index holds {len(stored_spaces)} space(s) where "
@@ -196,31 +217,29 @@ def _check_indexes(log: LmdbLog) -> None:
             _name_extra(log, table, counts[table], want[table])
 
 
-def _walk_entries(log: LmdbLog, table: str) -> None:
+def _walk_entries(log: LogAccess, table: str) -> None:
     """Every entry of ``table`` lands on a record that holds its key (IntegrityError if not)."""
-    bad = log._read(lambda txn: _first_bad(log, table, txn))
+    bad = log.read(lambda txn: _first_bad(log, table, txn))
     if bad is not None:
         key, seq, why = bad
         raise IntegrityError(f"the {INDEXES[table]} index has an entry {_show(table, key)} -> "
                              f"seq {seq}, {why}; {_REMEDY}", seq=seq)
 
 
-def _first_bad(log: LmdbLog, table: str, txn: Any) -> tuple[bytes, int, str] | None:
+def _first_bad(log: LogAccess, table: str, txn: Any) -> tuple[bytes, int, str] | None:
     """(key, seq, why) of the first entry of ``table`` whose record does not hold its key."""
-    from .log import _INDEX
-
-    db = log._db
-    end = log._head_in(txn)[0].seq  # entries a writer added since the counts are right
+    db = log.tables
+    end = log.head_in(txn)[0].seq  # entries a writer added since the counts are right
     for k, v in txn.cursor(db[table]):
         seq = from_u64(v)
         if not 1 <= seq <= end:
             return bytes(k), seq, f"which is past the head {end}"
         value = txn.get(bytes(v), db=db["log"])
         if table == "idh":
-            held = id_digest(log._decoded(seq, value).delta.id) == bytes(k)
+            held = id_digest(log.decoded(seq, value).delta.id) == bytes(k)
         else:
             try:
-                log._landed(txn, _INDEX[table], bytes(k).decode(), seq)
+                log.landed(txn, INDEXES[table], bytes(k).decode(), seq)
                 held = True
             except IntegrityError:
                 held = False
@@ -229,10 +248,10 @@ def _first_bad(log: LmdbLog, table: str, txn: Any) -> tuple[bytes, int, str] | N
     return None
 
 
-def _name_extra(log: LmdbLog, table: str, count: int, want: int) -> None:
+def _name_extra(log: LogAccess, table: str, count: int, want: int) -> None:
     """A table holds more (or fewer) entries than the log gives it: walk it and name the first
     entry whose record does not hold its key."""
-    bad = log._read(lambda txn: _first_bad(log, table, txn))
+    bad = log.read(lambda txn: _first_bad(log, table, txn))
     if bad is None:
         raise IntegrityError(f"the {INDEXES[table]} index counts {count} entries where the log "
                              f"gives it {want}, yet every entry it holds is right: its table "
@@ -253,13 +272,13 @@ def _show(table: str, key: bytes) -> str:
 _DERIVED = (*INDEXES, "tree")
 
 
-def _damaged_pages(log: LmdbLog) -> dict[str, list[str]]:
+def _damaged_pages(log: LogAccess) -> dict[str, list[str]]:
     """{table: its findings} of the structural check of every page (read with pread, not
     through the map). Raises IntegrityError, before anything is read through LMDB, when the
     main tree, braidlog's meta table or a meta page is damaged: LMDB would trust the damaged
     page, and could crash the process reading it."""
     found: dict[str, list[str]] = {}
-    for finding in log._shared_env.tree_findings():
+    for finding in log.env.tree_findings():
         table = re.search(r"\bmain/(\S+?) DB\b", finding)
         where = (table.group(1) if table else "free" if "freeDB" in finding
                  else "main" if "main DB" in finding else "file")
@@ -274,16 +293,16 @@ def _damaged_pages(log: LmdbLog) -> dict[str, list[str]]:
     return found
 
 
-def _intact_seqs(log: LmdbLog, findings: list[str]) -> int:
+def _intact_seqs(log: LogAccess, findings: list[str]) -> int:
     """The last seq the log's tree reaches through pages that neither the structural check
-    (``findings`` name them) nor mdb_file's own checks find damaged."""
+    (``findings`` name them) nor file.py's own checks find damaged."""
     bad = {int(n) for f in findings for n in re.findall(r"\bpage (\d+)", f)}
-    with log._shared_env.pinned():
+    with log.env.pinned():
         last = last_intact_key(log.path / "data.mdb", b"log", bad)
     return from_u64(last) if last is not None and len(last) == 8 else 0
 
 
-def _page_damage(log: LmdbLog, damaged: dict[str, list[str]]) -> IntegrityError:
+def _page_damage(log: LogAccess, damaged: dict[str, list[str]]) -> IntegrityError:
     """The error for damaged pages that leave every record readable (checked by then)."""
     rebuilt = [t for t in damaged if t != "free"]
     if rebuilt:
@@ -300,8 +319,8 @@ def _page_damage(log: LmdbLog, damaged: dict[str, list[str]]) -> IntegrityError:
         "Copy the store with `braidlog backup` (which rewrites every page) and use the copy")
 
 
-def _check_metas(log: LmdbLog) -> None:
-    env = log._shared_env
+def _check_metas(log: LogAccess) -> None:
+    env = log.env
     with env.pinned():
         found = meta_findings(log.path / "data.mdb", b"log")
     if found:
@@ -313,7 +332,7 @@ def _check_metas(log: LmdbLog) -> None:
 
 # -- repair -------------------------------------------------------------------------------------
 
-def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, int]:
+def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str, int]:
     """Rebuild every derived table (the indexes and the Merkle tree) from the log, in one write
     transaction; return the entries written per table. The log's chain is verified first."""
     if log.readonly:
@@ -327,8 +346,8 @@ def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, 
         e = _page_damage(log, damaged)
         raise IntegrityError(f"{e} (repair cannot empty a damaged table safely; nothing was "
                              "changed)")
-    head = log.head()
-    unknown = sorted(k for k in log.counts("kind") if not log.registry.knows_subjects(k))
+    head = log.store.head()
+    unknown = sorted(k for k in log.store.counts("kind") if not log.registry.knows_subjects(k))
     if unknown:
         raise StorageError(
             f"this process cannot name the entity ids that deltas of kind(s) {', '.join(unknown)} "
@@ -336,15 +355,15 @@ def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, 
             hint="load the projections or application that declare them first (the command line "
                  "loads every installed one; name others with --app MODULE)")
     try:
-        verify_bodies(log, 1, None, progress, rows=_by_lookup(log))
+        verify_bodies(log.store, 1, None, progress, rows=_by_lookup(log))
     except IntegrityError as e:
         raise IntegrityError(f"the log itself is damaged, so its indexes cannot be rebuilt from it: "
                              f"{e}", seq=e.seq, expected=e.expected, found=e.found) from e
-    db = log._db
+    db = log.tables
     tables = [t for t in INDEXES if t in db]
 
     def fn(txn):
-        if log._head_in(txn)[0] != head:
+        if log.head_in(txn)[0] != head:
             raise StorageError("the log grew while it was checked", hint="run the repair again")
         for t in tables + (["tree"] if "tree" in db else []):
             txn.drop(db[t], delete=False)
@@ -361,7 +380,7 @@ def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, 
                     batch.clear()
         for key, value in txn.cursor(db["log"]):
             seq = bytes(key)
-            d = log._decoded(int.from_bytes(seq, "big"), value).delta
+            d = log.decoded(int.from_bytes(seq, "big"), value).delta
             rows["ids"].append((d.id.encode(), seq))
             if "idh" in rows:
                 rows["idh"].append((id_digest(d.id), seq))
@@ -383,4 +402,4 @@ def repair_indexes(log: LmdbLog, progress: Progress | None = None) -> dict[str, 
         if "tree" in db:
             build_tree(txn, db)
         return written
-    return log._write(fn)
+    return log.write(fn)

@@ -2,8 +2,8 @@
 
 It opens a store's file (refusing one it cannot map safely), keeps one environment per path per
 process, survives ``fork``, grows the map, runs every transaction with the retries LMDB asks
-for, and turns every ``lmdb`` exception into a braidlog one. ``LmdbLog`` (lmdb_log.py, its
-format in lmdb_format.py) keeps the log's tables on top of it and never sees ``lmdb`` itself.
+for, and turns every ``lmdb`` exception into a braidlog one. ``LmdbLog`` (log.py, its
+format in format.py) keeps the log's tables on top of it and never sees ``lmdb`` itself.
 
 Hazards, handled here so callers never meet them (docs/operations.md has the long form):
 

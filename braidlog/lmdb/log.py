@@ -1,6 +1,6 @@
-"""``LmdbLog``: the log in an LMDB environment (lmdb_env.py opens it and runs its transactions).
+"""``LmdbLog``: the log in an LMDB environment (env.py opens it and runs its transactions).
 
-Hazards, handled here and in lmdb_env.py so callers never meet them (docs/operations.md has the
+Hazards, handled here and in env.py so callers never meet them (docs/operations.md has the
 long form):
 
 - Every transaction is short: scans copy a chunk of records out of a read transaction, close it,
@@ -8,9 +8,9 @@ long form):
   (long-lived readers make the file grow).
 - One writer at a time: LMDB's write lock serialises writer threads and processes; a second
   writer waits for the first to commit. Every write re-reads the head inside its transaction.
-- The map grows by itself, and a process adopts another one's growth (lmdb_env.py).
+- The map grows by itself, and a process adopts another one's growth (env.py).
 - An LmdbLog must not be used across ``fork``: one used in a child raises StorageError; open the
-  store again in the child (which works: see lmdb_env.py).
+  store again in the child (which works: see env.py).
 - Nothing read through an index is trusted: the record an index entry lands on must hold that
   key, and the id index is kept twice (by id and by a digest of the id) so that a damaged entry
   can never let an idempotent retry write a delta a second time.
@@ -573,16 +573,22 @@ class LmdbLog(IndexScans):
                progress: Progress | None = None) -> Head:
         """Recompute the chain over [start, stop), reading each record through the B-tree as
         reads do; over the whole log (the default) also check every index against the log both
-        ways, both meta pages and the file's B-tree (lmdb_check.py). The head of the range, or
+        ways, both meta pages and the file's B-tree (check.py). The head of the range, or
         IntegrityError naming the first damage and the remedy."""
         from .check import verify
-        return verify(self, start, stop, progress)
+        return verify(self._access(), start, stop, progress)
 
     def repair_indexes(self, progress: Progress | None = None) -> dict[str, int]:
         """Rebuild every index (and the Merkle tree) from the log in one write transaction,
         after verifying the log's chain; the entries written per table."""
         from .check import repair_indexes
-        return repair_indexes(self, progress)
+        return repair_indexes(self._access(), progress)
+
+    def _access(self):
+        """What lmdb/check.py uses of this log (its ``LogAccess``)."""
+        from .check import LogAccess
+        return LogAccess(self, self.path, self.readonly, self.registry, self._db, self._shared_env,
+                         self._read, self._write, self._head_in, self._decoded, self._landed)
 
     def counts(self, index: str) -> dict[str, int]:
         """Number of deltas per key of an index ("braid" or "kind")."""
