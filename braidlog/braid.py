@@ -33,7 +33,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-import msgspec
 
 from .command import command_fault
 from .delta import PROVENANCE_KINDS, GenericDelta, Provenance
@@ -353,10 +352,10 @@ class Braid:
         if decider.name not in self._projections:
             raise ValidationError("decider", f"{decider.name!r} is not a projection of this braid")
         if isinstance(provenance, str):
-            try:
-                provenance = msgspec.convert({"kind": provenance}, Provenance)
-            except msgspec.ValidationError:
-                raise ValidationError("provenance.kind", f"unknown provenance kind {provenance!r}") from None
+            if provenance not in PROVENANCE_KINDS:
+                raise ValidationError("provenance.kind", f"unknown provenance kind {provenance!r}: "
+                                      f"one of {', '.join(PROVENANCE_KINDS)}")
+            provenance = Provenance(kind=provenance)
         elif not isinstance(provenance, Provenance):
             raise ValidationError("provenance", f"must be a provenance kind ({', '.join(PROVENANCE_KINDS)}) "
                                   f"or a Provenance, not {type(provenance).__name__}")

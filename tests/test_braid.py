@@ -62,6 +62,8 @@ def test_execute_checks_its_arguments(braid):
         braid.execute(COUNTS, Increment(), braid_id="c")
     with pytest.raises(ValidationError, match="unknown provenance kind 'robot'"):
         braid.execute(COUNTER, Increment(), braid_id="c", provenance="robot")
+    with pytest.raises(ValidationError, match="unknown provenance kind"):  # a lone surrogate
+        braid.execute(COUNTER, Increment(), braid_id="c", provenance="\ud800")
     with pytest.raises(ValidationError, match="now"):
         braid.execute(COUNTER, Increment(), braid_id="c", now=T0.replace(tzinfo=None))
     with pytest.raises(ValidationError, match="no projection 'nope'"):
