@@ -1,0 +1,10 @@
+"""braidlog as LangGraph's storage: ``BraidlogSaver`` (a checkpointer) and ``BraidlogStore``
+(long-term memory), both on a braidlog store, so a graph's threads and memories are deltas in
+a hash-chained log: time travel, proofs, export and replication work on them (docs/langgraph.md).
+
+Needs the ``langgraph`` extra: ``pip install 'braidlog[langgraph]'``.
+"""
+
+from .saver import BraidlogSaver
+
+__all__ = ["BraidlogSaver"]

@@ -1,0 +1,247 @@
+"""What the LangGraph saver and store share: values in delta payloads, byte deltas between two
+versions of a value, braid names, the kinds they declare in the log, and opening a store.
+
+A payload is JSON, so a value goes in one of two forms: ``{"j": value}`` when it is plain JSON
+(dicts with string keys, lists, strings, 64-bit integers, finite floats, booleans, None), which
+``braidlog log`` shows as it is, else ``{"t": type, "b": base64}``, the bytes and type tag of
+LangGraph's serializer (``serde.dumps_typed``). A channel value may also be stored as a byte
+delta against an earlier version of the same channel (``{"t", "base", "d", "ops"}``: ``base``
+the seq of the record holding that version, ``d`` how many deltas deep the chain is, ``ops``
+copies ``[offset, length]`` out of the base's bytes and base64 literals), so a value that grows
+(a list of messages, a dict gaining keys) costs what it gained, not its whole size again.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ...delta import Provenance
+from ...errors import BraidlogError, ValidationError
+
+__all__ = ["KINDS", "braid_of", "dump", "load", "dump_any", "load_any", "bdiff", "bpatch",
+           "open_braid", "declare_kinds", "plain", "PROVENANCE"]
+
+PROVENANCE = Provenance("system", source="langgraph")
+MAX_BRAID = 120
+
+_STR = {"type": "string"}
+_OBJ = {"type": "object"}
+#: The kinds the saver and the store write, declared in the store's log on first use so every
+#: process (the ``braidlog`` command among them) knows them without importing this package.
+KINDS: dict[str, dict[str, Any]] = {
+    "langgraph.checkpoint": {
+        "type": "object", "required": ["thread_id", "ns", "checkpoint_id", "checkpoint", "metadata", "values"],
+        "properties": {"thread_id": _STR, "ns": _STR, "checkpoint_id": _STR,
+                       "parent_id": {"type": ["string", "null"]}, "run_id": {"type": ["string", "null"]},
+                       "checkpoint": _OBJ, "metadata": _OBJ, "values": _OBJ}},
+    "langgraph.writes": {
+        "type": "object", "required": ["thread_id", "ns", "checkpoint_id", "task_id", "writes"],
+        "properties": {"thread_id": _STR, "ns": _STR, "checkpoint_id": _STR, "task_id": _STR,
+                       "task_path": _STR, "replace": {"type": "boolean"},
+                       "writes": {"type": "array"}}},
+    "langgraph.deleted": {
+        "type": "object", "required": ["what"],
+        "properties": {"what": {"enum": ["thread", "prune", "runs"]}, "thread_id": _STR,
+                       "keep": {"type": "array"}, "run_ids": {"type": "array"}}},
+    "langgraph.item": {
+        "type": "object", "required": ["namespace", "key"],
+        "properties": {"namespace": {"type": "array", "items": _STR}, "key": _STR,
+                       "value": {"type": ["object", "null"]}, "ttl": {"type": ["number", "null"]},
+                       "index": {"type": ["array", "boolean", "null"]},
+                       "refreshed": {"type": "boolean"}}},
+}
+
+
+def braid_of(prefix: str, name: str) -> str:
+    """The braid of a thread or namespace: ``prefix + name``, or a digest of the name when that
+    would pass the envelope's 120 characters (the payload still holds the whole name)."""
+    braid = prefix + name
+    if len(braid) <= MAX_BRAID:
+        return braid
+    return prefix + "#" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON a payload stores as it is, and reads back equal and of the same
+    types (nested at most 8 deep, so it fits the payload's 16 levels with room for ours)."""
+    t = type(value)
+    if t is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if value is None or t is bool:
+        return True
+    if t is int:
+        return -2**63 <= value < 2**64
+    if t is float:
+        return math.isfinite(value)
+    if depth >= 8:
+        return False
+    if t is list:
+        return all(plain(v, depth + 1) for v in value)
+    if t is dict:
+        return all(type(k) is str and plain(k) and plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def dump(serde: Any, value: Any, field: str) -> tuple[str, bytes]:
+    """``serde.dumps_typed(value)``; a value it cannot serialize is a ValidationError naming
+    ``field``."""
+    try:
+        t, data = serde.dumps_typed(value)
+    except Exception as e:  # the serializer's own error types vary: say which field and why
+        raise ValidationError(field, f"cannot be serialized by LangGraph's serializer "
+                              f"({type(e).__name__}: {e})") from None
+    return t, bytes(data)
+
+
+def load(serde: Any, t: str, data: bytes) -> Any:
+    return serde.loads_typed((t, data))
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def dump_any(serde: Any, value: Any, field: str) -> dict[str, Any]:
+    """A value in the form a payload holds: plain JSON as it is, anything else as typed bytes."""
+    if plain(value):
+        return {"j": value}
+    t, data = dump(serde, value, field)
+    return {"t": t, "b": b64(data)}
+
+
+def load_any(serde: Any, enc: Mapping[str, Any]) -> Any:
+    if "j" in enc:
+        return enc["j"]
+    return load(serde, enc["t"], unb64(enc["b"]))
+
+
+# -- byte deltas -------------------------------------------------------------------------------
+
+def _common_prefix(a: memoryview, b: memoryview) -> int:
+    """Length of the common prefix of ``a`` and ``b``: a binary search of memcmp's."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while lo < hi:  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: memoryview, b: memoryview) -> int:
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    if a[len(a) - hi:] == b[len(b) - hi:]:
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid:len(a) - lo] == b[len(b) - mid:len(b) - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _size(ops: list[Any]) -> int:
+    return sum(len(op) if isinstance(op, str) else 12 for op in ops)
+
+
+def _ops(parts: list[tuple[int, int] | bytes]) -> list[Any]:
+    out: list[Any] = []
+    for p in parts:
+        if isinstance(p, tuple):
+            if p[1]:
+                out.append([p[0], p[1]])
+        elif p:
+            out.append(b64(p))
+    return out
+
+
+def bdiff(old: bytes, new: bytes) -> list[Any] | None:
+    """Ops that make ``new`` out of ``old`` (``bpatch``), or None when they would not be much
+    smaller than ``new`` itself. Two shapes are tried, each a handful of memcmp's: the bytes
+    both share at the start and the end (a change in place), and ``old`` less a short header
+    found in ``new`` after a short header (a list or map that grew: its length prefix changes,
+    its items stay)."""
+    a, b = memoryview(old), memoryview(new)
+    p = _common_prefix(a, b)
+    s = _common_suffix(a[p:], b[p:])
+    best = _ops([(0, p), bytes(b[p:len(b) - s]), (len(a) - s, s)])
+    if len(old) >= 16:
+        for k in range(0, min(10, len(old) - 15)):
+            j = new.find(old[k:k + 16], 0, 10 + 16)
+            if j < 0:
+                continue
+            m = _common_prefix(a[k:], b[j:])
+            tail = b[j + m:]
+            rest = a[k + m:]
+            t = _common_suffix(rest, tail)
+            cand = _ops([bytes(b[:j]), (k, m), bytes(tail[:len(tail) - t]), (len(a) - t, t)])
+            if _size(cand) < _size(best):
+                best = cand
+    if _size(best) * 10 > len(b64(new)) * 6:  # not worth a chain: store the value whole
+        return None
+    return best
+
+
+def bpatch(old: bytes, ops: list[Any]) -> bytes:
+    out = bytearray()
+    for op in ops:
+        if isinstance(op, str):
+            out += unb64(op)
+        else:
+            off, n = op
+            out += old[off:off + n]
+    return bytes(out)
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+def open_braid(store: Any, field: str = "store") -> tuple[Any, bool]:
+    """The Braid behind ``store``: an open Braid as it is, else a path opened (and created when
+    missing) with no projections. Returns (braid, owned): whether closing is ours."""
+    from ...braid import Braid, open as open_store
+
+    if isinstance(store, Braid):
+        return store, False
+    if isinstance(store, (str, os.PathLike)):
+        try:
+            return open_store(os.fspath(store), projections=[]), True
+        except BraidlogError:
+            raise
+        except (OSError, ValueError, TypeError) as e:
+            raise ValidationError(field, f"cannot open a store at {store!r}: {e}") from None
+    raise ValidationError(field, f"must be a path or an open braidlog.Braid, not {type(store).__name__}")
+
+
+def declare_kinds(braid: Any) -> None:
+    """Declare the kinds this package writes in the store's log, once per store: a second
+    process that races us to it finds them declared and goes on."""
+    from ...kind_schema import declare_kind
+
+    registry = braid.log.registry
+    for name, schema in KINDS.items():
+        if registry.get(name) is not None:
+            continue
+        try:
+            declare_kind(braid, name, schema, owner="langgraph", version=1,
+                         description="written by braidlog.integrations.langgraph")
+        except ValidationError:
+            if registry.get(name) is None:
+                raise
