@@ -6,5 +6,6 @@ Needs the ``langgraph`` extra: ``pip install 'braidlog[langgraph]'``.
 """
 
 from .saver import BraidlogSaver
+from .store import BraidlogStore, ItemVersion, StoreAt
 
-__all__ = ["BraidlogSaver"]
+__all__ = ["BraidlogSaver", "BraidlogStore", "StoreAt", "ItemVersion"]

@@ -1,0 +1,644 @@
+"""``BraidlogStore``: LangGraph's long-term memory (a ``BaseStore``) on a braidlog log.
+
+Each namespace is a braid (``langgraph:store:<labels joined by '.'>``); each put, delete, TTL
+refresh and expiry is a ``langgraph.item`` delta in it, so nothing is overwritten: ``history``
+gives every version of an item and ``at(point)`` the whole store as it was at a seq, delta id or
+time. With an ``index`` config, an item's text (its ``fields``) is stored with it and embedded
+into a vector the delta carries, and ``search(query=...)`` goes through braidlog's recall: by
+meaning, by keyword (BM25) or both fused (``mode``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.store.base import (
+    BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchItem, SearchOp, TTLConfig,
+)
+
+from ...delta import Provenance, Vector
+from ...delta import delta as make_delta
+from ...errors import BraidlogError, ValidationError
+from ._encoding import PROVENANCE, declare_kinds, dump_any, load_any, open_braid
+from ._items import (
+    STORE_PREFIX, Current, Items, braid_of_namespace, check_filter, check_namespace, matches,
+    namespace_matches,
+)
+
+__all__ = ["BraidlogStore", "StoreAt", "ItemVersion", "MODES"]
+
+log = logging.getLogger(__name__)
+MODES = ("vector", "keyword", "hybrid")
+SPACE = "langgraph"
+
+
+@dataclass(frozen=True)
+class ItemVersion:
+    """One version of an item: its value (None: deleted), the delta that wrote it (``seq``,
+    ``id``), when, by whom (``provenance``), its TTL in minutes, and whether it was a deletion
+    by the TTL sweep (``expired``)."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any] | None
+    seq: int
+    id: str
+    updated_at: datetime
+    provenance: Provenance
+    ttl: float | None = None
+    expired: bool = False
+
+
+def _key(key: Any, field: str) -> str:
+    if not isinstance(key, str):
+        raise ValidationError(field, f"must be a string, not {type(key).__name__}")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(field, "must be text UTF-8 can encode (it holds a lone surrogate)") from None
+    return key
+
+
+def _whole(value: Any, field: str, least: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValidationError(field, f"must be a whole number, at least {least}, not {value!r}"[:120])
+    return value
+
+
+class _Reader:
+    """What the store and a store as of a point read alike: get, search, list_namespaces."""
+
+    serde: Any
+    _log: Any
+    _recall_on: bool
+    _embedder: Any
+    _braid: Any
+    mode: str
+
+    def _namespaces(self) -> list[Items]:  # every namespace's items, caught up
+        raise NotImplementedError
+
+    def _items(self, namespace: tuple[str, ...]) -> Items:
+        raise NotImplementedError
+
+    def _now(self) -> datetime:
+        raise NotImplementedError
+
+    def _as_of(self) -> int | None:
+        return None
+
+    def _omit_expired(self) -> bool:
+        cfg = getattr(self, "ttl_config", None) or {}
+        return bool(cfg.get("omit_expired", False))
+
+    def _alive(self, cur: Current) -> bool:
+        return not (self._omit_expired() and cur.expires_at is not None and cur.expires_at < self._now())
+
+    def _value(self, cur: Current) -> dict[str, Any]:
+        return load_any(self.serde, self._log.read(cur.seq).delta.payload["value"])
+
+    def _item(self, items: Items, key: str, cur: Current, cls: type = Item, **kw: Any) -> Any:
+        return cls(value=self._value(cur), key=key, namespace=items.namespace,
+                   created_at=cur.created_at, updated_at=cur.updated_at, **kw)
+
+    def _get(self, op: GetOp) -> Item | None:
+        ns = check_namespace(op.namespace, "namespace")
+        key = _key(op.key, "key")
+        items = self._items(ns)
+        cur = items.live.get(key)
+        if cur is None or not self._alive(cur):
+            return None
+        return self._item(items, key, cur)
+
+    def _candidates(self, op: SearchOp) -> list[tuple[Items, str, Current, dict[str, Any]]]:
+        prefix = check_namespace(op.namespace_prefix, "namespace_prefix")
+        flt = check_filter(op.filter)
+        found = []
+        for items in self._namespaces():
+            if items.namespace is None or items.namespace[:len(prefix)] != prefix:
+                continue
+            for key, cur in items.live.items():
+                if not self._alive(cur):
+                    continue
+                value = self._value(cur)
+                if flt and not all(matches(value.get(k), v) for k, v in flt.items()):
+                    continue
+                found.append((items, key, cur, value))
+        found.sort(key=lambda f: f[2].updated_at, reverse=True)  # newest first, as SqliteStore
+        return found
+
+    def _search(self, op: SearchOp, query_vector: Any = None) -> list[SearchItem]:
+        limit = _whole(op.limit, "limit")
+        offset = _whole(op.offset, "offset")
+        if op.query is not None and not isinstance(op.query, str):
+            raise ValidationError("query", f"must be a string or None, not {type(op.query).__name__}")
+        found = self._candidates(op)
+        if not op.query or not self._recall_on or not found:
+            return [SearchItem(items.namespace, key, value, cur.created_at, cur.updated_at)
+                    for items, key, cur, value in found[offset:offset + limit]]
+        from ...recall import recall_for  # the recall extra: numpy, hnswlib, tantivy
+
+        by_id = {f[2].id.upper(): f for f in found}
+        query = query_vector if self.mode == "vector" else op.query
+        index = recall_for(self._braid, SPACE, "cosine", embedder=self._embedder)
+        hits = index.recall(query, offset + limit, mode=self.mode, as_of=self._as_of(),
+                            kinds="langgraph.item", where=set(by_id), deltas=False)
+        out: list[SearchItem] = []
+        seen = set()
+        for hit in hits:
+            f = by_id.get(hit.delta_id.upper())
+            if f is None:
+                continue
+            seen.add(hit.delta_id.upper())
+            items, key, cur, value = f
+            out.append(SearchItem(items.namespace, key, value, cur.created_at, cur.updated_at,
+                                  score=float(hit.score)))
+        out = out[offset:offset + limit]
+        if len(out) < limit:  # items with nothing to search by (index=False, no text) follow,
+            rest = [f for f in found if not f[2].indexed]  # unscored, as LangGraph's stores do
+            out += [SearchItem(i.namespace, k, v, c.created_at, c.updated_at)
+                    for i, k, c, v in rest[:limit - len(out)]]
+        return out
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = op.match_conditions or ()
+        for c in conditions:
+            if getattr(c, "match_type", None) not in ("prefix", "suffix"):
+                raise ValidationError("match_conditions", "each must be a prefix or suffix MatchCondition")
+            check_namespace(c.path, "match_conditions.path")
+        depth = op.max_depth
+        if depth is not None:
+            _whole(depth, "max_depth", 1)
+        limit, offset = _whole(op.limit, "limit"), _whole(op.offset, "offset")
+        names = {items.namespace for items in self._namespaces()
+                 if items.namespace is not None and any(self._alive(c) for c in items.live.values())}
+        names = {n for n in names if all(namespace_matches(n, c.match_type, tuple(c.path)) for c in conditions)}
+        if depth is not None:
+            names = {n[:depth] for n in names}
+        return sorted(names)[offset:offset + limit]
+
+    def _history(self, namespace: Any, key: Any) -> list[ItemVersion]:
+        ns = check_namespace(namespace, "namespace")
+        key = _key(key, "key")
+        out = []
+        for rec in self._log.scan_braid(braid_of_namespace(ns)):
+            d = rec.delta
+            p = d.payload
+            if d.kind != "langgraph.item" or p.get("key") != key or p.get("refreshed"):
+                continue
+            value = None if p.get("value") is None else load_any(self.serde, p["value"])
+            out.append(ItemVersion(tuple(p["namespace"]), key, value, rec.seq, d.id, d.ts,
+                                   d.provenance, p.get("ttl"), bool(p.get("expired"))))
+        return out
+
+
+class BraidlogStore(_Reader, BaseStore):
+    """LangGraph's ``BaseStore`` on a braidlog store (a path, created when missing, or an open
+    ``Braid``): namespaces, put, get, delete, search with filters, and by ``query`` through
+    braidlog's recall when ``index`` (LangGraph's IndexConfig: ``dims``, ``embed``, ``fields``)
+    is given; TTLs as LangGraph's ``TTLConfig`` defines them. Plus ``history(namespace, key)``
+    and ``at(point)``, which only a log can give."""
+
+    supports_ttl = True
+
+    def __init__(self, store: Any, *, index: Any = None, ttl: Any = None, mode: str = "vector",
+                 provenance: Provenance | None = None) -> None:
+        if mode not in MODES:
+            raise ValidationError("mode", f"must be one of {', '.join(MODES)}, not {mode!r}"[:120])
+        if provenance is not None and not isinstance(provenance, Provenance):
+            raise ValidationError("provenance", f"must be a braidlog.Provenance, not {type(provenance).__name__}")
+        self.mode = mode
+        self.provenance = provenance or PROVENANCE
+        self.index_config, self.embeddings, self._fields = self._index(index, mode)
+        self.ttl_config = self._ttl(ttl)
+        self.serde = JsonPlusSerializer()
+        self._braid, self._owned = open_braid(store)
+        self._log = self._braid.log
+        self._lock = threading.RLock()
+        self._spaces: dict[str, Items] = {}
+        self._declared = False
+        self._recall_on = self.index_config is not None
+        self._embedder = None if self.embeddings is None else _Embedder(self.embeddings, index["dims"])
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @staticmethod
+    def _index(index: Any, mode: str) -> tuple[dict[str, Any] | None, Any, list[tuple[str, Any]]]:
+        if index is None:
+            return None, None, []
+        if not isinstance(index, Mapping):
+            raise ValidationError("index", f"must be an IndexConfig (dims, embed, fields), not {type(index).__name__}")
+        from langgraph.store.base.embed import ensure_embeddings, tokenize_path
+
+        cfg = dict(index)
+        embed = cfg.get("embed")
+        if embed is None and mode != "keyword":
+            raise ValidationError("index.embed", "is required to search by meaning (mode "
+                                  "'vector' or 'hybrid'); mode='keyword' needs none")
+        dims = cfg.get("dims")
+        if embed is not None:
+            _whole(dims, "index.dims", 1)
+        fields = cfg.get("fields") or ["$"]
+        if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
+            raise ValidationError("index.fields", "must be a list of JSON paths such as 'text' or 'notes[*].body'")
+        try:
+            embeddings = None if embed is None else ensure_embeddings(embed)
+            paths = [(f, f if f == "$" else tokenize_path(f)) for f in fields]
+        except BraidlogError:
+            raise
+        except Exception as e:
+            raise ValidationError("index", f"LangGraph cannot use it ({type(e).__name__}: {e})") from None
+        return cfg, embeddings, paths
+
+    @staticmethod
+    def _ttl(ttl: Any) -> TTLConfig | None:
+        if ttl is None:
+            return None
+        if not isinstance(ttl, Mapping):
+            raise ValidationError("ttl", f"must be a TTLConfig (a dict), not {type(ttl).__name__}")
+        unknown = set(ttl) - {"refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes"}
+        if unknown:
+            raise ValidationError("ttl", f"has keys TTLConfig does not: {sorted(map(str, unknown))}"[:200])
+        for flag in ("refresh_on_read", "omit_expired"):
+            if flag in ttl and not isinstance(ttl[flag], bool):
+                raise ValidationError(f"ttl.{flag}", "must be True or False")
+        if ttl.get("default_ttl") is not None:
+            _minutes(ttl["default_ttl"], "ttl.default_ttl")
+        if ttl.get("sweep_interval_minutes") is not None:
+            _whole(ttl["sweep_interval_minutes"], "ttl.sweep_interval_minutes", 1)
+        return TTLConfig(**ttl)  # type: ignore[typeddict-item]
+
+    # -- life ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the TTL sweeper; close the store if this object opened it."""
+        self.stop_ttl_sweeper()
+        if self._owned:
+            self._braid.close()
+
+    def __enter__(self) -> BraidlogStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading ---------------------------------------------------------------------------
+    def _now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+    def _items(self, namespace: tuple[str, ...]) -> Items:
+        braid = braid_of_namespace(namespace)
+        items = self._spaces.get(braid)
+        if items is None:
+            items = self._spaces[braid] = Items(braid)
+        items.catch_up(self._log)
+        return items
+
+    def _namespaces(self) -> list[Items]:
+        out = []
+        for braid in self._log.braids():
+            if braid.startswith(STORE_PREFIX):
+                items = self._spaces.get(braid)
+                if items is None:
+                    items = self._spaces[braid] = Items(braid)
+                items.catch_up(self._log)
+                out.append(items)
+        return out
+
+    def history(self, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
+        """Every version of the item, oldest first: each put (``value``), delete (``value``
+        None) and expiry, with the seq and id of its delta, its time and provenance."""
+        with self._lock:
+            return self._history(namespace, key)
+
+    def at(self, point: Any) -> StoreAt:
+        """The store as it was at ``point`` (a seq, a delta id or a timezone-aware datetime):
+        get, search and list_namespaces as of then; writing through it raises."""
+        with self._lock:
+            return StoreAt(self, self._braid.resolve(point))
+
+    # -- the batch -------------------------------------------------------------------------
+    def _texts(self, value: Mapping[str, Any], index: Any) -> str:
+        from langgraph.store.base.embed import get_text_at_path, tokenize_path
+
+        paths = self._fields if index is None else [(p, tokenize_path(p)) for p in index]
+        texts = []
+        for _, path in paths:
+            texts += [t for t in get_text_at_path(value, path) if isinstance(t, str) and t.strip()]
+        return "\n".join(texts)
+
+    def _plan(self, ops: Iterable[Any]) -> tuple[list[Any], dict[tuple, PutOp], list[str], list[str]]:
+        """Check every op (nothing is written if one is bad): the ops, the puts (the last for
+        each item counts), the texts to embed, the queries to embed."""
+        if isinstance(ops, (str, bytes, Mapping)) or not isinstance(ops, Iterable):
+            raise ValidationError("ops", "must be a list of GetOp, PutOp, SearchOp, ListNamespacesOp")
+        ops = list(ops)
+        puts: dict[tuple, PutOp] = {}
+        texts: list[str] = []
+        queries: list[str] = []
+        for i, op in enumerate(ops):
+            if isinstance(op, PutOp):
+                ns = check_namespace(op.namespace, "namespace", writing=True)
+                key = _key(op.key, "key")
+                if op.value is not None:
+                    if not isinstance(op.value, Mapping) or not all(isinstance(k, str) for k in op.value):
+                        raise ValidationError("value", f"must be a dict with string keys or None, "
+                                              f"not {type(op.value).__name__}")
+                    if op.ttl is not None:
+                        _minutes(op.ttl, "ttl")
+                    if op.index not in (None, False) and (
+                            isinstance(op.index, str) or not isinstance(op.index, (list, tuple))
+                            or not all(isinstance(p, str) and p for p in op.index)):
+                        raise ValidationError("index", "must be None, False or a list of field paths")
+                    dump_any(self.serde, dict(op.value), "value")  # serializable, or refused now
+                puts[(ns, key)] = op
+            elif isinstance(op, SearchOp):
+                check_namespace(op.namespace_prefix, "namespace_prefix")
+                check_filter(op.filter)
+                _whole(op.limit, "limit"), _whole(op.offset, "offset")
+                if op.query is not None and not isinstance(op.query, str):
+                    raise ValidationError("query", f"must be a string or None, not {type(op.query).__name__}")
+                if op.query and self.embeddings is not None and self.mode != "keyword":
+                    queries.append(op.query)
+            elif isinstance(op, GetOp):
+                check_namespace(op.namespace, "namespace")
+                _key(op.key, "key")
+            elif not isinstance(op, ListNamespacesOp):
+                raise ValidationError(f"ops[{i}]", f"must be a GetOp, PutOp, SearchOp or "
+                                      f"ListNamespacesOp, not {type(op).__name__}")
+        if self.embeddings is not None:
+            for (ns, key), op in puts.items():
+                if op.value is not None and op.index is not False:
+                    text = self._texts(op.value, op.index)
+                    if text:
+                        texts.append(text)
+        return ops, puts, texts, queries
+
+    def _vectors(self, texts: list[str], got: Any) -> list[list[float]]:
+        dims = self.index_config.get("dims") if self.index_config else None
+        try:
+            vectors = [list(map(float, v)) for v in got]
+        except (TypeError, ValueError) as e:
+            raise ValidationError("index.embed", f"must return lists of numbers ({e})") from None
+        if len(vectors) != len(texts):
+            raise ValidationError("index.embed", f"returned {len(vectors)} vectors for {len(texts)} texts")
+        for v in vectors:
+            if len(v) != dims or not all(math.isfinite(x) for x in v):
+                raise ValidationError("index.embed", f"must return {dims} finite numbers per text, "
+                                      f"not {len(v)}")
+        return vectors
+
+    def batch(self, ops: Iterable[Any]) -> list[Any]:
+        """Run the ops in order. Reads see the store as it was before the batch; the batch's
+        puts and deletes (the last per item) are written together, atomically, at its end."""
+        ops, puts, texts, queries = self._plan(ops)
+        docs = self._vectors(texts, self.embeddings.embed_documents(texts)) if texts else []
+        qvecs = {q: self._vectors([q], [self.embeddings.embed_query(q)])[0] for q in set(queries)}
+        return self._run(ops, puts, texts, docs, qvecs)
+
+    async def abatch(self, ops: Iterable[Any]) -> list[Any]:
+        ops, puts, texts, queries = self._plan(ops)
+        docs = self._vectors(texts, await self.embeddings.aembed_documents(texts)) if texts else []
+        qvecs = {}
+        for q in set(queries):
+            qvecs[q] = self._vectors([q], [await self.embeddings.aembed_query(q)])[0]
+        return await asyncio.to_thread(self._run, ops, puts, texts, docs, qvecs)
+
+    def _run(self, ops: list[Any], puts: dict[tuple, PutOp], texts: list[str],
+             docs: list[list[float]], qvecs: dict[str, list[float]]) -> list[Any]:
+        results: list[Any] = []
+        refresh: dict[tuple, tuple[Items, str, Current]] = {}
+        with self._lock:
+            for op in ops:
+                if isinstance(op, GetOp):
+                    item = self._get(op)
+                    results.append(item)
+                    if item is not None and op.refresh_ttl:
+                        items = self._items(item.namespace)
+                        refresh[(item.namespace, item.key)] = (items, item.key, items.live[item.key])
+                elif isinstance(op, SearchOp):
+                    found = self._search(op, qvecs.get(op.query) if op.query else None)
+                    results.append(found)
+                    if op.refresh_ttl:
+                        for it in found:
+                            items = self._items(it.namespace)
+                            refresh[(it.namespace, it.key)] = (items, it.key, items.live[it.key])
+                elif isinstance(op, ListNamespacesOp):
+                    results.append(self._list_namespaces(op))
+                else:
+                    results.append(None)
+            deltas = self._put_deltas(puts, texts, docs)
+            deltas += self._refresh_deltas(refresh, puts)
+            if deltas:
+                self._write(deltas)
+        return results
+
+    def _put_deltas(self, puts: dict[tuple, PutOp], texts: list[str], docs: list[list[float]]) -> list[Any]:
+        out, vectors = [], iter(docs)
+        for (ns, key), op in puts.items():
+            payload: dict[str, Any] = {"namespace": list(ns), "key": key}
+            vector = None
+            if op.value is None:
+                if key not in self._items(ns).live:
+                    continue  # deleting what is not there writes nothing
+                payload["value"] = None
+            else:
+                payload["value"] = dump_any(self.serde, dict(op.value), "value")
+                payload["ttl"] = op.ttl
+                if self.index_config is not None and op.index is not False:
+                    text = self._texts(op.value, op.index)
+                    if text:
+                        payload["text"] = text
+                        if self.embeddings is not None:
+                            vector = Vector.of(next(vectors), SPACE)
+            out.append(make_delta(braid_of_namespace(ns), "langgraph.item", payload,
+                                  provenance=self.provenance, confidence=1.0, vector=vector,
+                                  ts=datetime.now(timezone.utc)))
+        return out
+
+    def _refresh_deltas(self, refresh: dict[tuple, tuple[Items, str, Current]],
+                        puts: dict[tuple, PutOp]) -> list[Any]:
+        """A read that refreshes TTLs (``refresh_ttl``, by default ``TTLConfig.refresh_on_read``)
+        is a write the caller asked for: one small delta per item with a TTL, unless its
+        expiry would move by less than a hundredth of the TTL."""
+        out, now = [], datetime.now(timezone.utc)
+        for (ns, key), (items, _, cur) in refresh.items():
+            if cur.ttl is None or (ns, key) in puts:
+                continue
+            if cur.expires_at is not None and now + timedelta(minutes=cur.ttl) - cur.expires_at < timedelta(minutes=cur.ttl / 100):
+                continue
+            out.append(make_delta(items.braid, "langgraph.item",
+                                  {"namespace": list(ns), "key": key, "ttl": cur.ttl, "refreshed": True},
+                                  provenance=self.provenance, confidence=1.0, ts=now))
+        return out
+
+    def _write(self, deltas: list[Any]) -> None:
+        if not self._declared:
+            declare_kinds(self._braid)
+            self._declared = True
+        self._braid.append_batch(deltas)
+
+    # -- TTL ---------------------------------------------------------------------------------
+    def sweep_ttl(self) -> int:
+        """Delete every item whose TTL has run out (one delta each, marked ``expired``); the
+        number deleted."""
+        now = datetime.now(timezone.utc)
+        with self._lock:
+            deltas = []
+            for items in self._namespaces():
+                for key, cur in items.live.items():
+                    if cur.expires_at is not None and cur.expires_at < now:
+                        deltas.append(make_delta(items.braid, "langgraph.item", {
+                            "namespace": list(items.namespace), "key": key, "value": None,
+                            "expired": True}, provenance=self.provenance, confidence=1.0, ts=now))
+            if deltas:
+                self._write(deltas)
+            return len(deltas)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> concurrent.futures.Future:
+        """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's, else
+        5) in a daemon thread until ``stop_ttl_sweeper``; the future resolves when it stops."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        if sweep_interval_minutes is not None:
+            _whole(sweep_interval_minutes, "sweep_interval_minutes", 1)
+        if self._sweeper is not None and self._sweeper.is_alive():
+            future.set_result(None)
+            return future
+        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(minutes * 60):
+                try:
+                    self.sweep_ttl()
+                except BraidlogError as e:  # the next round tries again
+                    log.warning("TTL sweep failed: %s", e)
+            future.set_result(None)
+
+        self._sweeper = threading.Thread(target=loop, daemon=True, name="braidlog-ttl-sweeper")
+        self._sweeper.start()
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; whether it has stopped."""
+        if self._sweeper is None:
+            return True
+        self._stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+
+class _Embedder:
+    """LangGraph's embeddings as braidlog recall's Embedder, so a hybrid search embeds its
+    query with the model that embedded the items."""
+
+    def __init__(self, embeddings: Any, dim: int) -> None:
+        self.name, self.dim, self._embeddings = "langgraph", dim, embeddings
+
+    def embed(self, texts: Any) -> Any:
+        import numpy as np
+
+        return np.asarray([self._embeddings.embed_query(t) for t in texts], dtype=np.float32)
+
+
+def _minutes(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValidationError(field, f"must be a positive number of minutes, not {value!r}"[:120])
+    return float(value)
+
+
+class StoreAt(_Reader, BaseStore):
+    """A ``BraidlogStore`` as it was at one seq: get, search (by query too, through recall as
+    of that seq), list_namespaces and history. Read-only: a put or delete raises, and reads
+    refresh no TTL."""
+
+    supports_ttl = False
+
+    def __init__(self, store: BraidlogStore, seq: int) -> None:
+        from ...braid import ReadView
+
+        self.seq = seq
+        self.serde = store.serde
+        self.mode = store.mode
+        self.index_config, self.embeddings = store.index_config, store.embeddings
+        self.ttl_config = store.ttl_config
+        self._store = store
+        self._braid = store._braid
+        self._log = ReadView(store._log, seq)
+        self._recall_on = store._recall_on
+        self._embedder = store._embedder
+        self._spaces: dict[str, Items] = {}
+        rec = None if seq == 0 else self._log.read(seq)
+        self._time = rec.delta.ts if rec is not None else datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+    def _now(self) -> datetime:
+        return self._time
+
+    def _as_of(self) -> int | None:
+        return self.seq
+
+    def _items(self, namespace: tuple[str, ...]) -> Items:
+        braid = braid_of_namespace(namespace)
+        items = self._spaces.get(braid)
+        if items is None:
+            items = self._spaces[braid] = Items(braid)
+            items.catch_up(self._log)
+        return items
+
+    def _namespaces(self) -> list[Items]:
+        out = []
+        for braid in self._store._log.braids():
+            if braid.startswith(STORE_PREFIX):
+                items = self._spaces.get(braid)
+                if items is None:
+                    items = self._spaces[braid] = Items(braid)
+                    items.catch_up(self._log)
+                out.append(items)
+        return out
+
+    def history(self, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
+        """The item's versions up to this seq, oldest first."""
+        return self._history(namespace, key)
+
+    def batch(self, ops: Iterable[Any]) -> list[Any]:
+        if isinstance(ops, (str, bytes, Mapping)) or not isinstance(ops, Iterable):
+            raise ValidationError("ops", "must be a list of GetOp, SearchOp, ListNamespacesOp")
+        ops = list(ops)
+        for i, op in enumerate(ops):
+            if isinstance(op, PutOp):
+                raise ValidationError(f"ops[{i}]", f"the store as of seq {self.seq} is read-only: "
+                                      "write to the store itself")
+            if not isinstance(op, (GetOp, SearchOp, ListNamespacesOp)):
+                raise ValidationError(f"ops[{i}]", f"must be a GetOp, SearchOp or ListNamespacesOp, "
+                                      f"not {type(op).__name__}")
+        qvecs = {}
+        if self.embeddings is not None and self.mode != "keyword":
+            for op in ops:
+                if isinstance(op, SearchOp) and isinstance(op.query, str) and op.query:
+                    qvecs[op.query] = self._store._vectors([op.query], [self.embeddings.embed_query(op.query)])[0]
+        return self._read(ops, qvecs)
+
+    def _read(self, ops: list[Any], qvecs: dict[str, list[float]]) -> list[Any]:
+        out: list[Any] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                out.append(self._get(op))
+            elif isinstance(op, SearchOp):
+                out.append(self._search(op, qvecs.get(op.query) if isinstance(op.query, str) else None))
+            else:
+                out.append(self._list_namespaces(op))
+        return out
+
+    async def abatch(self, ops: Iterable[Any]) -> list[Any]:
+        return await asyncio.to_thread(self.batch, ops)
