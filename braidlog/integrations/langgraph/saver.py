@@ -172,13 +172,12 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         return idx
 
     def _append(self, deltas: list[Any]) -> list[int]:
-        if not self._declared:
-            declare_kinds(self.braid)
-            self._declared = True
         return self.braid.append_batch(deltas)
 
-    @staticmethod
-    def _delta(braid: str, kind: str, payload: dict[str, Any]) -> Any:
+    def _delta(self, braid: str, kind: str, payload: dict[str, Any]) -> Any:
+        if not self._declared:  # before the delta takes its time: the declarations come first
+            declare_kinds(self.braid)
+            self._declared = True
         return make_delta(braid, kind, payload, provenance=PROVENANCE, confidence=1.0,
                           ts=datetime.now(timezone.utc))
 

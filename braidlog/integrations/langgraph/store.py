@@ -68,6 +68,10 @@ def _key(key: Any, field: str) -> str:
     return key
 
 
+def _path(path: Any, field: str) -> tuple[str, ...] | None:
+    return None if path is None else check_namespace(path, field)
+
+
 def _whole(value: Any, field: str, least: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ValidationError(field, f"must be a whole number, at least {least}, not {value!r}"[:120])
@@ -86,6 +90,38 @@ class _Reader:
 
     def _namespaces(self) -> list[Items]:  # every namespace's items, caught up
         raise NotImplementedError
+
+    # BaseStore's methods, with the namespace checked first: LangGraph's own check assumes a
+    # tuple, and a namespace of another type would escape it as a TypeError.
+    def get(self, namespace: Any, key: Any, *, refresh_ttl: Any = None) -> Item | None:
+        return super().get(check_namespace(namespace, "namespace"), key, refresh_ttl=refresh_ttl)
+
+    def search(self, namespace_prefix: Any, /, **kw: Any) -> list[SearchItem]:
+        return super().search(check_namespace(namespace_prefix, "namespace_prefix"), **kw)
+
+    def put(self, namespace: Any, key: Any, value: Any, index: Any = None, **kw: Any) -> None:
+        return super().put(check_namespace(namespace, "namespace", writing=True), key, value, index, **kw)
+
+    def delete(self, namespace: Any, key: Any) -> None:
+        return super().delete(check_namespace(namespace, "namespace"), key)
+
+    def list_namespaces(self, *, prefix: Any = None, suffix: Any = None, **kw: Any) -> list[tuple[str, ...]]:
+        return super().list_namespaces(prefix=_path(prefix, "prefix"), suffix=_path(suffix, "suffix"), **kw)
+
+    async def aget(self, namespace: Any, key: Any, *, refresh_ttl: Any = None) -> Item | None:
+        return await super().aget(check_namespace(namespace, "namespace"), key, refresh_ttl=refresh_ttl)
+
+    async def asearch(self, namespace_prefix: Any, /, **kw: Any) -> list[SearchItem]:
+        return await super().asearch(check_namespace(namespace_prefix, "namespace_prefix"), **kw)
+
+    async def aput(self, namespace: Any, key: Any, value: Any, index: Any = None, **kw: Any) -> None:
+        return await super().aput(check_namespace(namespace, "namespace", writing=True), key, value, index, **kw)
+
+    async def adelete(self, namespace: Any, key: Any) -> None:
+        return await super().adelete(check_namespace(namespace, "namespace"), key)
+
+    async def alist_namespaces(self, *, prefix: Any = None, suffix: Any = None, **kw: Any) -> list[tuple[str, ...]]:
+        return await super().alist_namespaces(prefix=_path(prefix, "prefix"), suffix=_path(suffix, "suffix"), **kw)
 
     def _items(self, namespace: tuple[str, ...]) -> Items:
         raise NotImplementedError
@@ -374,6 +410,8 @@ class BraidlogStore(_Reader, BaseStore):
             elif not isinstance(op, ListNamespacesOp):
                 raise ValidationError(f"ops[{i}]", f"must be a GetOp, PutOp, SearchOp or "
                                       f"ListNamespacesOp, not {type(op).__name__}")
+            if isinstance(op, (GetOp, SearchOp)) and not isinstance(op.refresh_ttl, bool):
+                raise ValidationError("refresh_ttl", f"must be True, False or None, not {op.refresh_ttl!r}"[:120])
         if self.embeddings is not None:
             for (ns, key), op in puts.items():
                 if op.value is not None and op.index is not False:
@@ -459,9 +497,7 @@ class BraidlogStore(_Reader, BaseStore):
                         payload["text"] = text
                         if self.embeddings is not None:
                             vector = Vector.of(next(vectors), SPACE)
-            out.append(make_delta(braid_of_namespace(ns), "langgraph.item", payload,
-                                  provenance=self.provenance, confidence=1.0, vector=vector,
-                                  ts=datetime.now(timezone.utc)))
+            out.append(self._delta(braid_of_namespace(ns), payload, vector=vector))
         return out
 
     def _refresh_deltas(self, refresh: dict[tuple, tuple[Items, str, Current]],
@@ -475,16 +511,20 @@ class BraidlogStore(_Reader, BaseStore):
                 continue
             if cur.expires_at is not None and now + timedelta(minutes=cur.ttl) - cur.expires_at < timedelta(minutes=cur.ttl / 100):
                 continue
-            out.append(make_delta(items.braid, "langgraph.item",
-                                  {"namespace": list(ns), "key": key, "ttl": cur.ttl, "refreshed": True},
-                                  provenance=self.provenance, confidence=1.0, ts=now))
+            out.append(self._delta(items.braid, {"namespace": list(ns), "key": key, "ttl": cur.ttl,
+                                                 "refreshed": True}, now))
         return out
 
     def _write(self, deltas: list[Any]) -> None:
-        if not self._declared:
+        self._braid.append_batch(deltas)
+
+    def _delta(self, braid: str, payload: dict[str, Any], now: datetime | None = None,
+               vector: Any = None) -> Any:
+        if not self._declared:  # before the delta takes its time: the declarations come first
             declare_kinds(self._braid)
             self._declared = True
-        self._braid.append_batch(deltas)
+        return make_delta(braid, "langgraph.item", payload, provenance=self.provenance,
+                          confidence=1.0, vector=vector, ts=now or datetime.now(timezone.utc))
 
     # -- TTL ---------------------------------------------------------------------------------
     def sweep_ttl(self) -> int:
@@ -496,9 +536,9 @@ class BraidlogStore(_Reader, BaseStore):
             for items in self._namespaces():
                 for key, cur in items.live.items():
                     if cur.expires_at is not None and cur.expires_at < now:
-                        deltas.append(make_delta(items.braid, "langgraph.item", {
+                        deltas.append(self._delta(items.braid, {
                             "namespace": list(items.namespace), "key": key, "value": None,
-                            "expired": True}, provenance=self.provenance, confidence=1.0, ts=now))
+                            "expired": True}, now))
             if deltas:
                 self._write(deltas)
             return len(deltas)
