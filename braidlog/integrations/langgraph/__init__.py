@@ -2,10 +2,14 @@
 (long-term memory), both on a braidlog store, so a graph's threads and memories are deltas in
 a hash-chained log: time travel, proofs, export and replication work on them (docs/langgraph.md).
 
+``PROJECTIONS`` makes the threads and memories a projection the ``braidlog`` command shows:
+``braidlog --app braidlog.integrations.langgraph state --projection langgraph``.
+
 Needs the ``langgraph`` extra: ``pip install 'braidlog[langgraph]'``.
 """
 
+from .projection import PROJECTION, PROJECTIONS
 from .saver import BraidlogSaver
 from .store import BraidlogStore, ItemVersion, StoreAt
 
-__all__ = ["BraidlogSaver", "BraidlogStore", "StoreAt", "ItemVersion"]
+__all__ = ["BraidlogSaver", "BraidlogStore", "StoreAt", "ItemVersion", "PROJECTION", "PROJECTIONS"]

@@ -21,7 +21,7 @@ from ._encoding import braid_of
 __all__ = ["STORE_PREFIX", "Items", "Current", "braid_of_namespace", "matches", "check_filter",
            "namespace_matches", "check_namespace"]
 
-STORE_PREFIX = "langgraph:store:"
+STORE_PREFIX = "langgraph/store/"
 
 
 def braid_of_namespace(namespace: tuple[str, ...]) -> str:

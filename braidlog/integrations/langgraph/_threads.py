@@ -17,8 +17,8 @@ from typing import Any
 
 __all__ = ["ThreadIndex", "RunDeletions", "THREAD_PREFIX", "RUNS_BRAID"]
 
-THREAD_PREFIX = "langgraph:thread:"
-RUNS_BRAID = "langgraph:runs"
+THREAD_PREFIX = "langgraph/thread/"
+RUNS_BRAID = "langgraph/runs"
 
 Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
 

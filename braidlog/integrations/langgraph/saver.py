@@ -1,6 +1,6 @@
 """``BraidlogSaver``: a LangGraph checkpointer whose storage is a braidlog log.
 
-Each thread is a braid (``langgraph:thread:<thread_id>``). ``put`` appends one
+Each thread is a braid (``langgraph/thread/<thread_id>``). ``put`` appends one
 ``langgraph.checkpoint`` delta holding the checkpoint less its channel values, its metadata, and
 the values of the channels that changed (``new_versions``) only, each as a byte delta against
 the channel's previous version where that is smaller; ``put_writes`` appends one
@@ -136,7 +136,20 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         self._threads: dict[str, ThreadIndex] = {}
         self._runs = RunDeletions()
         self._cache = _Cache(CACHE_BYTES)
-        self._declared = False
+        # The kinds are declared on open (as a SQL saver creates its tables), so that no write
+        # of a call that fails leaves a declaration behind; a read-only store declares nothing.
+        self._declared = bool(getattr(self.log, "readonly", False))
+        if not self._declared:
+            self._declare()
+
+    def _declare(self) -> None:
+        try:
+            declare_kinds(self.braid)
+        except BaseException:
+            if self._owned:
+                self.braid.close()
+            raise
+        self._declared = True
 
     # -- life ------------------------------------------------------------------------------
     def close(self) -> None:
@@ -175,9 +188,6 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         return self.braid.append_batch(deltas)
 
     def _delta(self, braid: str, kind: str, payload: dict[str, Any]) -> Any:
-        if not self._declared:  # before the delta takes its time: the declarations come first
-            declare_kinds(self.braid)
-            self._declared = True
         return make_delta(braid, kind, payload, provenance=PROVENANCE, confidence=1.0,
                           ts=datetime.now(timezone.utc))
 

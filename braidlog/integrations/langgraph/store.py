@@ -1,6 +1,6 @@
 """``BraidlogStore``: LangGraph's long-term memory (a ``BaseStore``) on a braidlog log.
 
-Each namespace is a braid (``langgraph:store:<labels joined by '.'>``); each put, delete, TTL
+Each namespace is a braid (``langgraph/store/<labels joined by '.'>``); each put, delete, TTL
 refresh and expiry is a ``langgraph.item`` delta in it, so nothing is overwritten: ``history``
 gives every version of an item and ``at(point)`` the whole store as it was at a seq, delta id or
 time. With an ``index`` config, an item's text (its ``fields``) is stored with it and embedded
@@ -261,7 +261,14 @@ class BraidlogStore(_Reader, BaseStore):
         self._log = self._braid.log
         self._lock = threading.RLock()
         self._spaces: dict[str, Items] = {}
-        self._declared = False
+        # declared on open, as a SQL store creates its tables: no failed write leaves one behind
+        if not getattr(self._log, "readonly", False):
+            try:
+                declare_kinds(self._braid)
+            except BaseException:
+                if self._owned:
+                    self._braid.close()
+                raise
         self._recall_on = self.index_config is not None
         self._embedder = None if self.embeddings is None else _Embedder(self.embeddings, index["dims"])
         self._sweeper: threading.Thread | None = None
@@ -520,9 +527,6 @@ class BraidlogStore(_Reader, BaseStore):
 
     def _delta(self, braid: str, payload: dict[str, Any], now: datetime | None = None,
                vector: Any = None) -> Any:
-        if not self._declared:  # before the delta takes its time: the declarations come first
-            declare_kinds(self._braid)
-            self._declared = True
         return make_delta(braid, "langgraph.item", payload, provenance=self.provenance,
                           confidence=1.0, vector=vector, ts=now or datetime.now(timezone.utc))
 
