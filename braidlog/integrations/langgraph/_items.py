@@ -148,7 +148,7 @@ def matches(value: Any, flt: Any) -> bool:
         return all(matches(value.get(k), v) for k, v in flt.items())
     if isinstance(flt, (list, tuple)):
         return (isinstance(value, (list, tuple)) and len(value) == len(flt)
-                and all(matches(a, b) for a, b in zip(value, flt)))
+                and all(matches(a, b) for a, b in zip(value, flt, strict=True)))
     return value == flt
 
 
@@ -167,5 +167,6 @@ def namespace_matches(namespace: tuple[str, ...], kind: str, path: tuple[str, ..
     """LangGraph's prefix / suffix match of a namespace, '*' matching any one label."""
     if len(namespace) < len(path):
         return False
-    pairs = zip(namespace, path) if kind == "prefix" else zip(reversed(namespace), reversed(path))
+    pairs = (zip(namespace, path, strict=False) if kind == "prefix"
+             else zip(reversed(namespace), reversed(path), strict=False))
     return all(p == "*" or n == p for n, p in pairs)

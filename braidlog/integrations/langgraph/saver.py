@@ -482,7 +482,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             target = self._thread(dst)
             visible = sorted(idx.visible(self._runs), key=lambda kv: kv[1].seq)
             deltas, stored = [], set()
-            for (ns, cid), cp in visible:
+            for (ns, _), cp in visible:
                 p = self.log.read(cp.seq).delta.payload
                 checkpoint = load_any(self.serde, p["checkpoint"])
                 values = {}

@@ -189,12 +189,10 @@ class _Reader:
         hits = index.recall(query, offset + limit, mode=self.mode, as_of=self._as_of(),
                             kinds="langgraph.item", where=set(by_id), deltas=False)
         out: list[SearchItem] = []
-        seen = set()
         for hit in hits:
             f = by_id.get(hit.delta_id.upper())
             if f is None:
                 continue
-            seen.add(hit.delta_id.upper())
             items, key, cur, value = f
             out.append(SearchItem(items.namespace, key, value, cur.created_at, cur.updated_at,
                                   score=float(hit.score)))
@@ -420,7 +418,7 @@ class BraidlogStore(_Reader, BaseStore):
             if isinstance(op, (GetOp, SearchOp)) and not isinstance(op.refresh_ttl, bool):
                 raise ValidationError("refresh_ttl", f"must be True, False or None, not {op.refresh_ttl!r}"[:120])
         if self.embeddings is not None:
-            for (ns, key), op in puts.items():
+            for op in puts.values():
                 if op.value is not None and op.index is not False:
                     text = self._texts(op.value, op.index)
                     if text:
