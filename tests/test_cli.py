@@ -383,6 +383,15 @@ def test_log_table(capsys, filled, store):
     assert "no delta of braid 'nobody' in this store (its braids: b1, b2)" in err
 
 
+def test_log_prints_braid_ids_and_texts_as_written(capsys, store):
+    """No emoji codes, no console markup: a braid id and a payload are the user's bytes."""
+    with LmdbLog(store) as log:
+        log.append(make_delta(1, braid="agent:thread:7", payload={"text": "see [/x] and [bold]y"}))
+    rc, out, err = cli(capsys, store, "log")
+    assert rc == 0 and err == ""
+    assert "agent:thread:7" in out and "see [/x] and [bold]y" in out
+
+
 def test_log_names_a_kind_the_store_has_never_seen(capsys, filled, store):
     rc, out, err = cli(capsys, store, "log", "--kind", "mesage", "--kind", "tick", "--json")
     assert rc == 0 and [r["seq"] for r in json_lines(out)] == [2, 4]

@@ -56,7 +56,7 @@ def cmd_bench(args: Any, out: IO[str]) -> int:
     if args.json:
         write_json(out, report)
     else:
-        bench.render(report, console(out))
+        bench.render(report, console(out, markup=True))
     return 0
 
 

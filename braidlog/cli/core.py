@@ -486,11 +486,13 @@ def cmd_demo(args: Any, out: IO[str]) -> int:
         out.write(f"braidlog demo: wrote braid {braid_id} into {store_path(args)}: {written}; "
                   f"head {head}\n")
         return 0
+    from rich.text import Text
+
     con = console(out)
-    con.print(f"[bold]braidlog demo[/bold]: wrote braid {braid_id} into {store_path(args)} "
-              f"({written})")
+    con.print(Text.assemble(("braidlog demo", "bold"),
+                            f": wrote braid {braid_id} into {store_path(args)} ({written})"))
     for line in lines:
-        con.print(f"  • {line}", markup=False)  # a line may hold brackets: pip install 'braidlog[recall]'
+        con.print(f"  • {line}")
     with open_store(args) as store:
         print_records(out, store.scan(first), title=f"what the demo wrote (seq {first}..)")
         store.verify()

@@ -98,10 +98,13 @@ def record_json(rec: Record) -> dict[str, Any]:
     return {"seq": rec.seq, "hash": rec.hash.hex(), "delta": msgspec.to_builtins(rec.delta)}
 
 
-def console(out: IO[str]):
+def console(out: IO[str], *, markup: bool = False):
+    """A rich console on ``out``. No emoji codes, and no markup unless the caller's strings are
+    its own (the bench report): what the other commands print (braid ids, payload texts) is the
+    user's text, where "[/x]" or ":thread:" mean nothing to rich."""
     from rich.console import Console
 
-    return Console(file=out, soft_wrap=False, width=max(100, _width()))
+    return Console(file=out, soft_wrap=False, width=max(100, _width()), markup=markup, emoji=False)
 
 
 def _width() -> int:
