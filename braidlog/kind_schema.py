@@ -212,13 +212,19 @@ class StoreKinds(Registry):
     the registry reads them on first use and again whenever it meets a kind it does not know.
     """
 
-    def __init__(self, parent: Registry, source: Callable[[int], Iterable[tuple[int, Any]]]) -> None:
+    def __init__(self, parent: Registry, source: Callable[[int], Iterable[tuple[int, Any]]],
+                 stamp: Callable[[], Any] | None = None) -> None:
         super().__init__()
         self.parent = parent
         # a plain registry's own dict, read directly: get() runs twice per appended delta
         self._base = parent._specs if type(parent) is Registry else parent
         self._source = source
         self._seen = 0
+        # ``stamp()`` changes with every commit to the store (LmdbLog.last_commit): a look at
+        # an unchanged log finds nothing new, so a kind no one declared (one of a projection
+        # not loaded here) costs a dict lookup, not a read of the log, each time it is met
+        self._stamp = stamp
+        self._looked: Any = None
 
     def sync(self) -> None:
         """Before a batch is checked: once the log declares kinds, look for newer declarations
@@ -228,10 +234,14 @@ class StoreKinds(Registry):
 
     def refresh(self) -> None:
         """Learn the declarations appended since the last look."""
+        stamp = None if self._stamp is None else self._stamp()
+        if stamp is not None and stamp == self._looked:
+            return
         for seq, decl in self._source(self._seen):
             if seq > self._seen:
                 self._learn(decl, seq)
                 self._seen = seq
+        self._looked = stamp
 
     def _learn(self, decl: Any, seq: int) -> None:
         d = decl if isinstance(decl, KindDeclared) else msgspec.convert(decl, KindDeclared)
@@ -309,7 +319,7 @@ def store_kinds(registry: Registry, store: Any) -> StoreKinds:
     def source(after: int) -> Iterator[tuple[int, Any]]:
         for r in store.scan_kind(KIND_DECLARED, start=after + 1):
             yield r.seq, r.delta.payload
-    return StoreKinds(registry, source)
+    return StoreKinds(registry, source, getattr(store, "last_commit", None))
 
 
 def sync(registry: Registry) -> None:

@@ -145,6 +145,22 @@ def test_another_process_sees_a_declaration_at_its_next_append(tmp_path):
         assert mine.append(note(2, text="declared by the other process")) == 2
 
 
+def test_an_unknown_kind_reads_the_log_again_only_once_something_was_committed(tmp_path):
+    from braidlog.kind_schema import StoreKinds
+
+    looks = []
+    with LmdbLog(tmp_path / "store") as log:
+        def source(after):
+            looks.append(after)
+            return iter(())
+        kinds = StoreKinds(log.registry.parent, source, log.last_commit)
+        for _ in range(3):
+            assert kinds.get("not.declared") is None
+        assert len(looks) == 1
+        log.append(make_delta(1))
+        assert kinds.get("not.declared") is None and len(looks) == 2
+
+
 def test_an_applications_export_restores_from_the_shell(tmp_path, capsys):
     src, dst = tmp_path / "src", tmp_path / "dst"
     with LmdbLog(src) as log:

@@ -170,3 +170,43 @@ def test_view_declarations_are_checked():
     with pytest.raises(ValueError, match=r"its view must hold \['kind'\]"):
         Projection("p", 1, 0, lambda s, d: s, kinds={"tick"}, view=NoKind)
     Projection("p", 1, 0, lambda s, d: s, view=NoKind)  # kinds=None: every delta, no kind needed
+
+
+# -- the collector during a fold --------------------------------------------------------------------
+
+def test_a_fold_runs_with_the_collector_off_and_leaves_it_as_it_found_it():
+    import gc
+
+    seen = []
+    watch = Projection("gc.watch", 1, 0, lambda n, d: seen.append(gc.isenabled()) or n + 1)
+    log = MemoryLog()
+    log.append_batch([delta(i=i) for i in range(5)])
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            seen.clear()
+            states = [0]
+            fold(log, [watch], states, [0], 5)
+            assert states == [5] and seen == [False] * 5
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_nested_and_failing_folds_turn_the_collector_back_on_once_the_last_ends():
+    import gc
+
+    from braidlog.replay import collector_paused
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with collector_paused():
+            with pytest.raises(ZeroDivisionError):
+                with collector_paused():
+                    1 / 0
+            assert not gc.isenabled()  # the outer fold still runs
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -52,10 +52,12 @@ class _Gate:
     forked child whether one was open when its parent forked."""
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
         self._active = 0
         self._exclusive = False
         self._local = threading.local()
+        self._shared = _Shared(self)
 
     @property
     def idle(self) -> bool:
@@ -63,22 +65,11 @@ class _Gate:
         held it may be gone)."""
         return self._active == 0 and not self._exclusive
 
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        depth = getattr(self._local, "depth", 0)
-        with self._cv:
-            while self._exclusive and not depth:  # a thread already inside never waits: no deadlock
-                self._cv.wait()
-            self._active += 1
-        self._local.depth = depth + 1
-        try:
-            yield
-        finally:
-            self._local.depth = depth
-            with self._cv:
-                self._active -= 1
-                if not self._active:
-                    self._cv.notify_all()
+    def shared(self) -> _Shared:
+        """Held around every transaction (and anything else that must not meet a map resize);
+        a thread already inside may enter again. One object serves every entry: it keeps its
+        depth per thread, and costs a lock and no generator on the append path."""
+        return self._shared
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -94,6 +85,34 @@ class _Gate:
             with self._cv:
                 self._exclusive = False
                 self._cv.notify_all()
+
+
+class _Shared:
+    """``_Gate.shared()``: entered by any number of threads at once, never while a resize is
+    waiting for them to leave (unless the thread is already inside: no deadlock)."""
+
+    __slots__ = ("gate",)
+
+    def __init__(self, gate: _Gate) -> None:
+        self.gate = gate
+
+    def __enter__(self) -> None:
+        gate = self.gate
+        local = gate._local
+        depth = getattr(local, "depth", 0)
+        with gate._lock:
+            while gate._exclusive and not depth:
+                gate._cv.wait()
+            gate._active += 1
+        local.depth = depth + 1
+
+    def __exit__(self, *exc: object) -> None:
+        gate = self.gate
+        gate._local.depth -= 1
+        with gate._lock:
+            gate._active -= 1
+            if not gate._active and gate._exclusive:  # only a resize waits for none inside
+                gate._cv.notify_all()
 
 
 #: Below this many free bytes, an I/O error while writing is taken for a full disk (tmpfs and
