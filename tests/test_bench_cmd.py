@@ -104,7 +104,7 @@ def test_rows_are_medians_of_every_repeat_with_ratios_to_braidlog(report):
         assert len(row["samples"]) == 2, row
         assert row["low"] <= row["median"] <= row["high"]
         assert all(v > 0 for v in row["samples"]), row
-        if row["system"] == "braidlog":
+        if row["system"] == "braidlog" or row["workload"] == "scaling":  # braidlog's own curves
             assert row["ratio"] is None
         else:
             assert row["ratio"] is not None and row["ratio"] > 0, row
@@ -115,6 +115,9 @@ def test_targets_machine_and_recall_note(report):
     assert len(names) == len(bench.TARGETS)
     for t in report["targets"]:
         if "eventsourcing" in t["name"] and not bench.eventsourcing_installed():
+            continue
+        if "1,000,000 deltas" in t["name"]:  # a quick run's scaling curves end at its size
+            assert t["value"] is None
             continue
         assert t["value"] is not None and t["ok"] in (True, False), t
     m = report["machine"]

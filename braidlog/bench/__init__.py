@@ -36,10 +36,11 @@ _WHERE = {
     **dict.fromkeys(("PEER_IMPORT", "STARTUP_COMMANDS", "startup_commands", "RAW_INDEXED",
                      "NO_TREE", "ES_BATCH", "IndexKeys", "index_keys", "RawLmdb", "SqliteLog",
                      "sql_row", "eventsourcing_installed", "EventsourcingApp", "NoTreeLog"), "peers"),
-    **dict.fromkeys(("WORKLOADS", "BIG", "Config", "Sample", "Step", "Run", "percentile",
+    **dict.fromkeys(("WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "Run", "percentile",
                      "quiet_heap", "timed", "each", "latencies", "remove", "launch"), "harness"),
     **dict.fromkeys(("BRAID_FOLLOWING", "BRAID_CHECKED", "APPENDERS", "appenders"), "writes"),
-    **dict.fromkeys(("Row", "TargetResult", "Report", "TARGETS", "render"), "report"),
+    **dict.fromkeys(("Row", "TargetResult", "Report", "TARGETS", "render", "load", "changes",
+                     "Change"), "report"),
     "machine_facts": "machine",
     "run": "runner",
 }

@@ -19,12 +19,15 @@ from ..errors import ValidationError
 from .data import AgentSession
 from .peers import IndexKeys, index_keys
 
-__all__ = ["WORKLOADS", "BIG", "Config", "Sample", "Step", "no_detail", "Run", "percentile", "quiet_heap",
+__all__ = ["WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "no_detail", "Run", "percentile", "quiet_heap",
            "timed", "each", "latencies", "remove", "launch"]
 
 #: Workload names, in the order a run does them (``--only`` takes these).
 WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall",
-             "proofs")
+             "proofs", "scaling")
+
+#: Log sizes of the scaling curves (the scaling workload grows one log through them).
+SCALING_SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000)
 
 
 class Sample(NamedTuple):
@@ -72,11 +75,13 @@ class Config:
     dir: str | None = None
     recall_size: int | None = None  # vectors in the recall workload (default: size, at most 20,000)
     recall_dim: int = 128
+    scaling_sizes: tuple[int, ...] = SCALING_SIZES
 
     @classmethod
     def make(cls, *, quick: bool = False, size: int | None = None, seed: int = 7,
              repeat: int | None = None, only: Sequence[str] | None = None,
-             dir: str | None = None, recall_size: int | None = None, recall_dim: int = 128) -> Config:
+             dir: str | None = None, recall_size: int | None = None, recall_dim: int = 128,
+             scaling_sizes: Sequence[int] | None = None) -> Config:
         """A config for a full run, or a quick one (under a minute), with overrides."""
         base = cls(size=5_000, repeat=3, single=200, appends=25, queries=60,
                    checkpoint_every=1_000, launches=3, quick=True) if quick else cls()
@@ -96,6 +101,15 @@ class Config:
                 raise ValidationError("only", f"unknown workload {bad[0]!r}; choose from "
                                       f"{', '.join(WORKLOADS)}")
             base = replace(base, only=tuple(w for w in WORKLOADS if w in only))
+        if scaling_sizes is not None:
+            sizes = tuple(scaling_sizes)
+            if not sizes or any(not isinstance(n, int) or n < 100 for n in sizes):
+                raise ValidationError("scaling_sizes", "must be one or more log sizes of at least "
+                                      f"100 deltas, got {list(sizes)}")
+            base = replace(base, scaling_sizes=tuple(sorted(set(sizes))))
+        elif base.quick:  # a quick run's curves end at its size
+            base = replace(base, scaling_sizes=tuple(sorted({max(100, base.size // 5),
+                                                             max(100, base.size // 2), base.size})))
         for name, value, low in (("recall_size", recall_size, 100), ("recall_dim", recall_dim, 2)):
             if value is not None and (not isinstance(value, int) or value < low):
                 raise ValidationError(name, f"must be an int of at least {low}, got {value!r}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import lmdb
 
-__all__ = ["machine_facts"]
+__all__ = ["machine_facts", "load"]
 
 def machine_facts(path: str) -> dict[str, Any]:
     """Cores, CPU, memory, Python, library versions and the storage under ``path``."""
@@ -25,8 +25,17 @@ def machine_facts(path: str) -> dict[str, Any]:
         "platform": platform.platform(),
         "versions": _versions(),
         "storage": _storage(path),
+        "load": load(),  # the 1, 5 and 15 minute load averages as the run starts
     }
     return facts
+
+
+def load() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, or None where the system has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _cpu_model() -> str:

@@ -3,16 +3,21 @@ the rich tables ``braidlog bench`` prints."""
 
 from __future__ import annotations
 
+import math
 import statistics
+from pathlib import Path
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
+from ..errors import ValidationError
 from .harness import Sample
 from .peers import ES_BATCH, NO_TREE, PEER_IMPORT, RAW_INDEXED
+from .writes import BRAID_CHECKED
 
-__all__ = ["Row", "TargetResult", "Report", "TARGETS", "check", "aggregate", "render"]
+__all__ = ["Row", "TargetResult", "Report", "TARGETS", "check", "aggregate", "render", "fmt_value",
+           "fmt_ratio", "Change", "changes", "load", "NOISE_FLOOR"]
 
 class Row(msgspec.Struct, kw_only=True):
     """One figure over every repeat: median, spread and ratio to braidlog."""
@@ -71,21 +76,29 @@ TARGETS = (
     _Target("batched append vs raw LMDB puts, same bytes, 1,000/commit",
             ("append", "braidlog", "deltas/s"), ("append", "raw LMDB", "deltas/s"), ">=", 0.25, "×"),
     _Target(f"batched append vs {RAW_INDEXED}, 1,000/commit",
-            ("append", "braidlog", "deltas/s"), ("append", RAW_INDEXED, "deltas/s"), ">=", 0.5, "×"),
+            ("append", "braidlog", "deltas/s"), ("append", RAW_INDEXED, "deltas/s"), ">=", 0.25, "×"),
+    _Target("batched append through the shipped projections' checks vs plain batched",
+            ("append", BRAID_CHECKED, "deltas/s"), ("append", "braidlog", "deltas/s"), ">=", 0.8, "×"),
     _Target(f"batched append vs eventsourcing SQLite at {ES_BATCH}/save",
             ("append", "braidlog", "deltas/s"),
             ("append", f"eventsourcing SQLite ({ES_BATCH}/save)", "deltas/s"), ">=", 4, "×"),
+    _Target("single durable append vs eventsourcing SQLite, one event a save",
+            ("single", "braidlog", "deltas/s"), ("single", "eventsourcing SQLite (1/save)", "deltas/s"),
+            ">=", 1, "×"),
     _Target("single durable appends vs raw LMDB one put per commit",
-            ("single", "braidlog", "deltas/s"), ("single", "raw LMDB", "deltas/s"), ">=", 0.8, "×"),
+            ("single", "braidlog", "deltas/s"), ("single", "raw LMDB", "deltas/s"), ">=", 0.7, "×"),
     _Target("single durable append vs sqlite3 WAL FULL",
             ("single", "braidlog", "deltas/s"), ("single", "sqlite3 WAL FULL", "deltas/s"), ">=", 1, "×"),
     _Target("scan with decode vs raw cursor + msgspec decode",
             ("scan", "braidlog", "scan+decode/s"), ("scan", "raw LMDB", "scan+decode/s"), ">=", 0.7, "×"),
     _Target("verify vs raw iteration + blake3",
-            ("scan", "braidlog", "verify/s"), ("scan", "raw LMDB", "verify/s"), ">=", 0.5, "×"),
+            ("scan", "braidlog", "verify/s"), ("scan", "raw LMDB", "verify/s"), ">=", 0.2, "×"),
     _Target("replay vs eventsourcing SQLite aggregate read",
             ("replay", "braidlog", "deltas/s"),
             ("replay", "eventsourcing SQLite aggregate read", "deltas/s"), ">=", 8, "×"),
+    _Target("replay rate at 1,000,000 deltas vs at 100,000",
+            ("scaling", "braidlog · replay, every projection", "deltas/s at 1,000,000"),
+            ("scaling", "braidlog · replay, every projection", "deltas/s at 100,000"), ">=", 0.85, "×"),
     _Target("live catch-up, trivial fold",
             ("replay", "braidlog · trivial fold", "deltas/s"), None, ">=", 300_000, "/s"),
     _Target("at(seq) p50, random seqs",
@@ -105,6 +118,9 @@ TARGETS = (
             ("time travel", "braidlog", "entity as-of p50 ms"), None, "<=", 1, "ms"),
     _Target("recall peak resident memory vs raw hnswlib indexing the same vectors",
             ("recall build", "braidlog", "peak RSS MB"), ("recall build", "raw hnswlib", "peak RSS MB"),
+            "<=", 1.3, "×"),
+    _Target("recall steady memory after catch-up vs raw hnswlib's",
+            ("recall build", "braidlog", "steady anon MB"), ("recall build", "raw hnswlib", "steady anon MB"),
             "<=", 1.3, "×"),
     _Target("recall queries/s unfiltered vs raw hnswlib",
             ("recall unfiltered", "braidlog", "queries/s"), ("recall unfiltered", "raw hnswlib", "queries/s"),
@@ -191,8 +207,70 @@ def _fmt_ratio(ratio: float | None) -> str:
     return f"{ratio:.2f}×" if ratio < 100 else f"{ratio:,.0f}×"
 
 
-def render(report: Report, console: Any) -> None:
-    """Print the report as rich tables on ``console``."""
+# -- against an earlier run ------------------------------------------------------------------------
+
+#: A change smaller than this (relative) is within the spread even when both runs had a single
+#: repeat and so no spread of their own: timing on a shared machine moves by that much.
+NOISE_FLOOR = 0.05
+
+
+class Change(NamedTuple):
+    """One figure of this run against the same figure of an earlier run."""
+
+    workload: str
+    system: str
+    metric: str
+    unit: str
+    old: float
+    new: float
+    change: float  # new / old - 1
+    verdict: str   # "faster", "slower", "better", "worse" or "within the spread"
+
+
+def load(path: str | Path) -> Report:
+    """A report from ``path``: the ``report.json`` that ``html.write`` puts beside the page (or
+    its directory), or what ``braidlog bench --json`` printed."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    try:
+        return msgspec.json.decode(p.read_bytes(), type=Report)
+    except OSError as e:
+        raise ValidationError("compare", f"cannot read {p}: {e.strerror or e}") from None
+    except msgspec.MsgspecError as e:
+        raise ValidationError("compare", f"{p} is not a braidlog bench report ({e})") from None
+
+
+def changes(report: Report, old: Report) -> list[Change]:
+    """Each figure of ``report`` that ``old`` has too, with the verdict: a change larger than
+    both runs' spreads together (half-ranges over repeats, at least NOISE_FLOOR) is faster or
+    slower (better or worse, for figures that are not times or rates); a smaller one is within
+    the spread."""
+    before = {(r.workload, r.system, r.metric): r for r in old.rows}
+    out: list[Change] = []
+    for r in report.rows:
+        o = before.get((r.workload, r.system, r.metric))
+        if o is None or not o.median or math.isnan(o.median) or math.isnan(r.median):
+            continue
+        change = r.median / o.median - 1
+        band = max(NOISE_FLOOR, r.spread + o.spread)
+        if abs(change) <= band:
+            verdict = "within the spread"
+        else:
+            improved = (change > 0) == (r.better == "higher")
+            timed = r.unit in ("/s", "ms", "s")
+            verdict = ("faster" if improved else "slower") if timed else ("better" if improved else "worse")
+        out.append(Change(r.workload, r.system, r.metric, r.unit, o.median, r.median, change, verdict))
+    return out
+
+
+fmt_value = _fmt  # for the HTML report: the same numbers as the table
+fmt_ratio = _fmt_ratio
+
+
+def render(report: Report, console: Any, *, compare: Report | None = None) -> None:
+    """Print the report as rich tables on ``console``; with ``compare``, each figure against
+    that earlier run too."""
     from rich.table import Table
 
     m = report.machine
@@ -215,13 +293,22 @@ def render(report: Report, console: Any) -> None:
     for col, justify in (("workload", "left"), ("system", "left"), ("metric", "left"),
                          ("median", "right"), ("±", "right"), ("vs braidlog", "right")):
         table.add_column(col, justify=justify)
+    before = {}
+    if compare is not None:
+        table.add_column("vs before", justify="right")
+        before = {(c.workload, c.system, c.metric): c for c in changes(report, compare)}
+    style = {"faster": "green", "better": "green", "slower": "red", "worse": "red"}
     last = None
     for row in report.rows:
         if last is not None and row.workload != last:
             table.add_section()
-        table.add_row(row.workload if row.workload != last else "", row.system, row.metric,
-                      _fmt(row.median, row.unit), f"{row.spread * 100:.0f}%",
-                      _fmt_ratio(row.ratio))
+        cells = [row.workload if row.workload != last else "", row.system, row.metric,
+                 _fmt(row.median, row.unit), f"{row.spread * 100:.0f}%", _fmt_ratio(row.ratio)]
+        if compare is not None:
+            c = before.get((row.workload, row.system, row.metric))
+            cells.append("" if c is None else f"[{style.get(c.verdict, 'dim')}]{c.change * 100:+.0f}% "
+                         f"{c.verdict}[/]")
+        table.add_row(*cells)
         last = row.workload
     console.print(table)
     targets = Table(title="targets (ratios measured pairwise in this run)", title_justify="left")

@@ -10,18 +10,18 @@ from collections.abc import Callable
 
 from ..braid import Braid
 from ..delta import encode
-from . import reads, recall, writes
+from . import reads, recall, scaling, writes
 from .data import AgentSession
 from .harness import WORKLOADS, Config, Run, Sample, Step, no_detail
-from .machine import machine_facts
+from .machine import load as load_now, machine_facts
 from .peers import EventsourcingApp
 from .report import TARGETS, Report, aggregate, check
 
 __all__ = ["run"]
 
 _RUNNERS: dict[str, Callable[[Run], list[Sample]]] = {
-    **writes.RUNNERS, **reads.RUNNERS, "recall": recall.run_workload}
-_STEPS = {**writes.STEPS, **reads.STEPS, "recall": recall.STEPS}  # timed steps per repeat, for the progress bar
+    **writes.RUNNERS, **reads.RUNNERS, "recall": recall.run_workload, **scaling.RUNNERS}
+_STEPS = {**writes.STEPS, **reads.STEPS, "recall": recall.STEPS, **scaling.STEPS}  # timed steps per repeat, for the progress bar
 assert set(_RUNNERS) == set(_STEPS) == set(WORKLOADS)
 
 
@@ -35,7 +35,10 @@ def run(config: Config, *, step: Step | None = None,
     session = AgentSession(config.seed, entities=config.entities)
     r = Run(config, root, step or _quiet, session, detail=detail or no_detail)
     if total is not None:
-        total(sum(_STEPS[w] for w in config.only) * config.repeat + 2)
+        steps = sum(_STEPS[w] for w in config.only if w != "scaling") * config.repeat
+        if "scaling" in config.only:
+            steps += len(config.scaling_sizes) * (config.repeat if scaling.repeats(config) else 1)
+        total(steps + 2)
     samples: list[tuple[Sample, int]] = []
     try:
         machine = machine_facts(root)
@@ -52,6 +55,7 @@ def run(config: Config, *, step: Step | None = None,
             elif isinstance(value, dict) and "log" in value:
                 value["log"].close()
         shutil.rmtree(root, ignore_errors=True)
+    machine["load_end"] = load_now()
     rows, by_key = aggregate(samples)
     targets = [check(t, by_key, config.size) for t in TARGETS]
     cfg = {k: v for k, v in vars(config).items()}

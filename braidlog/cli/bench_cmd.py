@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from .. import bench
+from ..errors import ValidationError
 from .util import console, write_json
 
 
@@ -38,6 +39,16 @@ def register(sub: Any) -> None:
                    "e.g. 1000000 with --recall-dim 128, or 200000 with --recall-dim 384")
     p.add_argument("--recall-dim", type=int, default=128, metavar="D",
                    help="dimensions of the recall workload's vectors (default 128)")
+    p.add_argument("--scaling-sizes", default=None, metavar="N,N,...",
+                   help="log sizes of the scaling curves (default 10000,30000,100000,300000,"
+                   "1000000; with --quick a fifth, half and all of --size)")
+    p.add_argument("--report", default=None, metavar="DIR",
+                   help="also write DIR/index.html, a self-contained page with the charts "
+                   "(throughput, latency percentiles, scaling curves, targets), and "
+                   "DIR/report.json; needs matplotlib (pip install 'braidlog[bench]')")
+    p.add_argument("--compare", default=None, metavar="OLD.json",
+                   help="show each figure against an earlier run: its report.json (or its "
+                   "directory), or what --json printed")
     p.add_argument("--dir", default=None, metavar="PATH",
                    help="where the temporary stores go (default: the system's temp dir); "
                    "the storage under it is part of what is measured")
@@ -48,16 +59,41 @@ def cmd_bench(args: Any, out: IO[str]) -> int:
     only = None
     if args.only:
         only = [w.strip() for item in args.only for w in item.split(",") if w.strip()]
+    sizes = None
+    if args.scaling_sizes is not None:
+        try:
+            sizes = [int(x.replace("_", "")) for x in args.scaling_sizes.split(",") if x.strip()]
+        except ValueError:
+            raise ValidationError("scaling-sizes", f"must be sizes separated by commas, e.g. "
+                                  f"10000,100000, not {args.scaling_sizes!r}") from None
     config = bench.Config.make(quick=args.quick, size=args.size, seed=args.seed,
                                repeat=args.repeat, only=only, dir=args.dir,
-                               recall_size=args.recall_size, recall_dim=args.recall_dim)
+                               recall_size=args.recall_size, recall_dim=args.recall_dim,
+                               scaling_sizes=sizes)
+    old = bench.load(args.compare) if args.compare is not None else None  # before the run: fail fast
+    if args.report is not None:
+        _drawing()
     with _progress() as (step, total, detail):
         report = bench.run(config, step=step, total=total, detail=detail)
     if args.json:
         write_json(out, report)
     else:
-        bench.render(report, console(out, markup=True))
+        bench.render(report, console(out, markup=True), compare=old)
+    if args.report is not None:
+        from ..bench import html
+
+        page = html.write(report, args.report, compare=old)
+        print(f"braidlog bench: the report is {page}", file=sys.stderr)
     return 0
+
+
+def _drawing() -> None:
+    """matplotlib is there, or a one-line error before anything is measured."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValidationError("report", "needs matplotlib to draw its charts: pip install "
+                              "'braidlog[bench]'") from None
 
 
 @contextlib.contextmanager
