@@ -9,13 +9,13 @@ from .braid import DEFAULT_STORE, Braid, ReadView, View, open
 from .chain import GENESIS
 from .command import Command
 from .delta import (
-    PROVENANCE_KINDS, BeadRef, GenericDelta, Provenance, Refs, Vector, decode, delta, encode,
-    from_json, new_id, to_json, validate,
+    PROVENANCE_KINDS, BeadRef, Confidence, GenericDelta, Ident, Provenance, Refs, Text, Ulid,
+    UtcTime, Vector, decode, delta, encode, from_json, new_id, to_json, validate,
 )
 from .errors import (
     BraidlogError, CheckpointWarning, ConflictError, DecodeError, IntegrityError, NotAcknowledged,
-    MissingDependency, Rejected, ReplicationError, StaleHead, StaleWriter, StorageError, StoreFullError,
-    ValidationError,
+    MissingDependency, RecallWarning, Rejected, ReplicationError, StaleHead, StaleWriter, StorageError,
+    StoreFullError, ValidationError,
 )
 from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
 from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, declare, typed
@@ -25,7 +25,7 @@ from .store import BraidHead, Head, LogStore, MemoryLog, Record
 
 __version__ = "0.1.0"
 
-_RECALL = ("Recall", "Hit", "Embedder", "HashingEmbedder", "RecallWarning", "embed_delta", "KeywordIndex")
+_RECALL = ("Recall", "Hit", "Embedder", "HashingEmbedder", "embed_delta", "KeywordIndex")
 
 
 def __getattr__(name: str):
@@ -42,9 +42,10 @@ __all__ = [
     "open", "Braid", "View", "ReadView", "DEFAULT_STORE",
     "GenericDelta", "Provenance", "Refs", "BeadRef", "Vector", "PROVENANCE_KINDS",
     "delta", "new_id", "encode", "decode", "to_json", "from_json", "validate",
+    "Ident", "Ulid", "Confidence", "UtcTime", "Text",
     "BraidlogError", "ValidationError", "DecodeError", "ConflictError", "StaleHead", "Rejected",
     "IntegrityError", "StorageError", "StoreFullError", "CheckpointWarning",
-    "ReplicationError", "NotAcknowledged", "StaleWriter", "MissingDependency",
+    "ReplicationError", "NotAcknowledged", "StaleWriter", "MissingDependency", "RecallWarning",
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
     "declare_kind", "KindDeclared", "KIND_DECLARED",
     "Projection", "Decider", "Context", "Command", "Boundary", "refuse",

@@ -21,10 +21,15 @@ from msgspec import Meta, Struct
 from ulid import ULID
 
 from .errors import DecodeError, ValidationError
-from .kinds import REGISTRY, Registry, unknown_kind
+from .kinds import REGISTRY, Registry, default_confidence, unknown_kind
 
 __all__ = [
     "ULID_PATTERN",
+    "Ident",
+    "Ulid",
+    "Confidence",
+    "UtcTime",
+    "Text",
     "ProvenanceKind",
     "PROVENANCE_KINDS",
     "Provenance",
@@ -47,11 +52,19 @@ ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MAX_ID_BYTES = 120  # characters; keeps every index key under LMDB's 511-byte limit
 
+# The field types of the envelope, shared by every projection's payloads and commands (and
+# exported by ``braidlog`` for applications' own): declare a field with one of these, not a copy.
+#: A ULID, as delta ids are.
 Ulid = Annotated[str, Meta(pattern=ULID_PATTERN)]
 Name = Annotated[str, Meta(min_length=1, max_length=MAX_ID_BYTES)]
+#: An identity (a braid, bead, knot, episode ... id): 1 to 120 characters, so it fits an index key.
 Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID_BYTES)]
+#: A confidence or weight in [0, 1].
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
+#: A time with its zone (a naive datetime is refused).
 UtcTime = Annotated[datetime, Meta(tz=True)]
+#: Text that is not empty.
+Text = Annotated[str, Meta(min_length=1)]
 
 MAX_PAYLOAD_DEPTH = 16  # objects and arrays nest at most this deep, the payload itself counting
 #: Levels of a payload the strict decoder checks in C. msgspec has no recursive type aliases, so
@@ -179,9 +192,7 @@ def delta(braid_id: str, kind: str, payload: dict[str, Any] | None = None, *,
     """Build a delta with sensible defaults: a new id, ts now (UTC), provenance by kind name."""
     if isinstance(provenance, str):
         provenance = Provenance(provenance)  # type: ignore[arg-type]
-    if confidence is None:  # the kind's default, stored in the delta (vocabulary.default_confidence)
-        from .vocabulary import default_confidence
-
+    if confidence is None:  # the kind's default, stored in the delta
         confidence = default_confidence(kind, provenance.kind, payload)
     return GenericDelta(
         braid_id=braid_id, kind=kind, ts=ts or datetime.now(timezone.utc),

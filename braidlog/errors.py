@@ -17,6 +17,7 @@ __all__ = [
     "StaleWriter",
     "MissingDependency",
     "CheckpointWarning",
+    "RecallWarning",
 ]
 
 
@@ -106,3 +107,7 @@ class MissingDependency(BraidlogError, ImportError):
 
 class CheckpointWarning(UserWarning):
     """A checkpoint was ignored and its projection rebuilt from the log; the message says why."""
+
+
+class RecallWarning(UserWarning):
+    """A recall index on disk was ignored and rebuilt from the log; the message says why."""

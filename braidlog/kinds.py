@@ -25,6 +25,8 @@ __all__ = [
     "declare",
     "typed",
     "MINIMUM_KINDS",
+    "DREAM_CONFIDENCE",
+    "default_confidence",
 ]
 
 VERSION_KEY = "_v"
@@ -34,6 +36,28 @@ MINIMUM_KINDS = (
     "tick", "message", "knot_lifecycle", "observation", "bead_ref", "bead_write",
     "bead_version", "tool_call", "tool_result", "microagent", "hypothesis", "trust",
 )
+
+#: Where dream-provenance content starts (seed: dream outputs are low-confidence by default).
+DREAM_CONFIDENCE = 0.3
+
+
+def default_confidence(kind: str, provenance: str, payload: Any = None) -> float:
+    """The confidence a delta gets when its writer states none (the Braid reference
+    implementation's defaults): a ``message`` from ``user`` or ``tool`` 0.7, any other message
+    0.6; a ``tool_call`` 0.6; a ``tool_result`` 0.7 when ok and 0.4 when it failed
+    (``payload["ok"] is False``); any other kind 1.0. Dream provenance starts at
+    ``DREAM_CONFIDENCE`` at most. It is stored in the delta, so the log says what was assumed."""
+    if kind == "message":
+        value = 0.7 if provenance in ("user", "tool") else 0.6
+    elif kind == "tool_call":
+        value = 0.6
+    elif kind == "tool_result":
+        ok = payload.get("ok", True) if isinstance(payload, dict) else True
+        value = 0.4 if ok is False else 0.7
+    else:
+        value = 1.0
+    return min(value, DREAM_CONFIDENCE) if provenance == "dream" else value
+
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -57,6 +57,7 @@ from typing import Any, Generic, TypeVar
 
 from .delta import GenericDelta, Provenance, Refs, Vector, new_id
 from .errors import Rejected
+from .kinds import default_confidence
 
 __all__ = ["Projection", "Decider", "Context", "Boundary", "Check", "refuse", "REF_FIELDS"]
 
@@ -206,8 +207,6 @@ def _stated(given: float | None, context: float | None, kind: str, provenance: P
         return given
     if context is not None:
         return context
-    from .vocabulary import default_confidence  # the seed's kinds, declared above this module
-
     return default_confidence(kind, provenance.kind, payload)
 
 

@@ -8,39 +8,15 @@ them with its schema (braidlog.projections.beads, braidlog.projections.knots, br
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from msgspec import Meta, Struct
+from msgspec import Struct
 
-from .kinds import MINIMUM_KINDS, REGISTRY
+from .delta import Text
+from .kinds import DREAM_CONFIDENCE, MINIMUM_KINDS, REGISTRY, default_confidence
 
 __all__ = ["Tick", "Message", "Observation", "ToolCall", "ToolResult", "Microagent",
-           "DREAM_CONFIDENCE", "default_confidence"]
-
-#: Where dream-provenance content starts (seed: dream outputs are low-confidence by default).
-DREAM_CONFIDENCE = 0.3
-
-
-def default_confidence(kind: str, provenance: str, payload: Any = None) -> float:
-    """The confidence a delta gets when its writer states none (the Braid reference
-    implementation's defaults): a ``message`` from ``user`` or ``tool`` 0.7, any other message
-    0.6; a ``tool_call`` 0.6; a ``tool_result`` 0.7 when ok and 0.4 when it failed
-    (``payload["ok"] is False``); any other kind 1.0. Dream provenance starts at
-    ``DREAM_CONFIDENCE`` at most. It is stored in the delta, so the log says what was assumed."""
-    if kind == "message":
-        value = 0.7 if provenance in ("user", "tool") else 0.6
-    elif kind == "tool_call":
-        value = 0.6
-    elif kind == "tool_result":
-        ok = payload.get("ok", True) if isinstance(payload, dict) else True
-        value = 0.4 if ok is False else 0.7
-    else:
-        value = 1.0
-    return min(value, DREAM_CONFIDENCE) if provenance == "dream" else value
-
-
-Text = Annotated[str, Meta(min_length=1)]
-
+           "DREAM_CONFIDENCE", "default_confidence"]  # the last two defined in kinds.py
 
 class Tick(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """A clock tick: lets time-based rules (TTL, decay) advance without other input."""

@@ -711,7 +711,7 @@ def test_rebuild_of_an_empty_store(capsys, store):
 # -- demo -------------------------------------------------------------------------------------
 
 class _Clock(datetime):
-    """A datetime whose now() is set by the test (for braidlog.demo's start time)."""
+    """A datetime whose now() is set by the test (for braidlog.cli.demo's start time)."""
 
     value: datetime
 
@@ -722,7 +722,7 @@ class _Clock(datetime):
 
 def _demo_at(capsys, monkeypatch, store, when: datetime, *argv):
     _Clock.value = when
-    monkeypatch.setattr("braidlog.demo.datetime", _Clock)
+    monkeypatch.setattr("braidlog.cli.demo.datetime", _Clock)
     return cli(capsys, store, "demo", *argv)
 
 

@@ -23,7 +23,7 @@ import pytest
 
 import braidlog
 from braidlog import CheckpointWarning, LmdbLog
-from braidlog.demo import PIECES, core_session
+from braidlog.cli.demo import PIECES, core_session
 from braidlog.replay import Checkpoint, decode_state, encode_state, load_checkpoint
 
 import braidlog.projections as projections
@@ -71,7 +71,7 @@ def _append_noise(braid: braidlog.Braid, rng: random.Random, noise: list) -> Non
 
 
 def write_demo(braid: braidlog.Braid, start: datetime, rng: random.Random, noise: list) -> None:
-    """``braidlog.demo.run_demo``'s loop on an open braid, with noise between the pieces."""
+    """``braidlog.cli.demo.run_demo``'s loop on an open braid, with noise between the pieces."""
     braid.append_batch(core_session(f"demo-{start:%Y%m%dT%H%M%S}", start))
     offset = timedelta(minutes=5)
     for piece in PIECES:
@@ -349,7 +349,7 @@ def test_a_damaged_head_checkpoint_warns_on_open_and_the_live_states_are_rebuilt
 
 def test_run_demo_itself_satisfies_the_invariant(tmp_path):
     """The demo exactly as `braidlog demo` writes it (default checkpoint_every), at a sample."""
-    from braidlog.demo import run_demo
+    from braidlog.cli.demo import run_demo
 
     path = tmp_path / "demo"
     run_demo(str(path))

@@ -101,7 +101,7 @@ def seed(path: str | Path) -> str:
     """The demo session written into a new store, plus a namespace whose decisions are
     HUMAN_ONLY; the demo's braid id."""
     from braidlog import open as open_braid
-    from braidlog.demo import run_demo
+    from braidlog.cli.demo import run_demo
     from braidlog.projections import decisions
 
     braid_id, _, _ = run_demo(str(path))

@@ -472,7 +472,7 @@ def cmd_rebuild(args: Any, out: IO[str]) -> int:
 
 
 def cmd_demo(args: Any, out: IO[str]) -> int:
-    from ..demo import run_demo
+    from .demo import run_demo
 
     braid_id, first, lines = run_demo(store_path(args))
     with open_store(args) as store:

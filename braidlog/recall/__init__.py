@@ -19,7 +19,8 @@ from ._deps import need
 need("numpy", "hnswlib")
 
 from .embedder import DEFAULT_DIM, Embedder, HashingEmbedder, default_embedder, delta_text, embed_delta  # noqa: E402
-from .index import FORMAT, METRICS, Metric, Recall, RecallWarning  # noqa: E402
+from ..errors import RecallWarning  # noqa: E402
+from .index import FORMAT, METRICS, Metric, Recall  # noqa: E402
 from .instances import close_for, recall_at, recall_for  # noqa: E402
 from .keyword import KeywordIndex, keyword_for  # noqa: E402
 from .query import MODES, RRF_K, Hit, Mode, fuse  # noqa: E402

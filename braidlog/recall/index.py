@@ -43,7 +43,7 @@ import numpy as np
 from msgspec import Struct
 
 from ..delta import new_id
-from ..errors import ValidationError
+from ..errors import RecallWarning, ValidationError
 from ..store import LogStore, Progress, resolve_point
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
@@ -53,7 +53,7 @@ from .files import file_digest, index_directory, save_graph, write_file, write_w
 from .query import MODES, Hit, Mode, dots, fuse, normalised, query_vector, top
 from .vectors import Rows
 
-__all__ = ["Recall", "RecallWarning", "Metric", "METRICS", "FORMAT"]
+__all__ = ["Recall", "Metric", "METRICS", "FORMAT"]
 
 FORMAT = 2  # 2: columns in numpy, vectors in chunks; an index of format 1 is rebuilt
 Metric = Literal["cosine", "ip"]
@@ -64,10 +64,6 @@ _EMPTY_POS = np.zeros(0, dtype=np.int64)
 _EMPTY_SCORE = np.zeros(0, dtype=np.float32)
 _body_decoder = msgspec.msgpack.Decoder(Body)
 _meta_encoder = msgspec.msgpack.Encoder()
-
-
-class RecallWarning(UserWarning):
-    """A recall index on disk was ignored and rebuilt from the log; the message says why."""
 
 
 class _Meta(Struct, frozen=True):

@@ -36,7 +36,7 @@ import msgspec
 from msgspec import Struct
 
 from ..chain import digest
-from ..errors import StorageError, ValidationError
+from ..errors import RecallWarning, StorageError, ValidationError
 from ..kinds import REGISTRY, Registry
 from ..store import LogStore, Progress
 from ._deps import need
@@ -129,7 +129,6 @@ class KeywordIndex:
 
     def _notice(self, message: str) -> None:
         self.notices.append(message)
-        from .index import RecallWarning
 
         warnings.warn(message, RecallWarning, stacklevel=3)
 

@@ -11,15 +11,21 @@ one-active rule stays per (target, namespace).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .state import State
-
-__all__ = ["resolve_target", "canonical_target"]
+__all__ = ["Registered", "resolve_target", "canonical_target"]
 
 
-def resolve_target(state: State, name: str) -> str | None:
+class Registered(Protocol):
+    """What resolving a name reads of the decisions' state: the registered targets and aliases."""
+
+    targets: Mapping[str, str]  # lower-cased name -> registered target
+    aliases: Mapping[str, str]  # alias -> registered target
+    folded_aliases: Mapping[str, str]  # lower-cased alias -> registered target
+
+
+def resolve_target(state: Registered, name: str) -> str | None:
     """The registered target ``name`` names (exact, alias, case-insensitive), None if none."""
     folded = name.lower()
     registered = state.targets.get(folded)
@@ -33,6 +39,6 @@ def resolve_target(state: State, name: str) -> str | None:
     return state.folded_aliases.get(folded)
 
 
-def canonical_target(state: State, name: str) -> str:
+def canonical_target(state: Registered, name: str) -> str:
     """The registered target ``name`` names, or ``name`` itself when it is a new target."""
     return resolve_target(state, name) or name

@@ -36,15 +36,17 @@ from .forks import (
     expired_forks, fork_expiry, fork_status, pending_forks, recent_messages, repeat_classifier,
 )
 from .model import (
-    CATEGORY_WEIGHTS, CONFIRMATIONS, EDGE_TYPES, KINDS, MAX_ANCHOR_QUOTES, MESSAGE_WINDOW,
-    MIN_ANCHOR_QUOTES, MIN_FORK_CONFIDENCE, QUOTE_CATEGORIES, SOFT_LINK_FACTOR, TTL_KNOTS,
-    TTL_MINUTES, AnchorQuote, AnchorQuoteNoted, Candidate, CompactSummary, Confirmation,
-    ContinuityBuffer, Edge, Episode, EpisodeEdgeAdded, EpisodeKnotLinked, EpisodeLabeled,
-    EpisodeOpened, EpisodeSummarized, Fork, ForkClassified, ForkExpired, ForkPromoted,
-    ForkProposed, KnotSeen, KnotSpan, Labels, RecentMessage, State, normalize_labels,
+    CONFIRMATIONS, EDGE_TYPES, KINDS, MESSAGE_WINDOW, MIN_FORK_CONFIDENCE, SOFT_LINK_FACTOR,
+    TTL_KNOTS, TTL_MINUTES, AnchorQuoteNoted, CompactSummary, Confirmation, ContinuityBuffer, Edge,
+    Episode, EpisodeEdgeAdded, EpisodeKnotLinked, EpisodeLabeled, EpisodeOpened, EpisodeSummarized,
+    Fork, ForkClassified, ForkExpired, ForkPromoted, ForkProposed, KnotSeen, KnotSpan, Labels,
+    RecentMessage, State, normalize_labels,
+)
+from .quotes import (
+    CATEGORY_WEIGHTS, MAX_ANCHOR_QUOTES, MIN_ANCHOR_QUOTES, QUOTE_CATEGORIES, AnchorQuote,
+    Candidate, apportion, select_anchor_quotes,
 )
 from .queries import anchor_quotes, edges_to, episode, episodes, episodes_of_knot
-from .quotes import apportion, select_anchor_quotes
 from .rules import check
 
 __all__ = [

@@ -14,16 +14,15 @@ import msgspec
 from msgspec import Struct
 
 from braidlog import Command as _BaseCommand
-from braidlog import Context, GenericDelta, Refs, Rejected, ValidationError
+from braidlog import Confidence, Context, GenericDelta, Ident, Refs, Rejected, UtcTime, ValidationError
 
-from .forks import DEFAULT_POLICY, ForkPolicy, continuity_buffer, expired_forks, fork_expiry
+from .forks import DEFAULT_POLICY, ForkCandidate, ForkPolicy, continuity_buffer, expired_forks
 from .model import (
-    EDGE_TYPES, MIN_FORK_CONFIDENCE, QUOTE_CATEGORIES, SOFT_LINK_FACTOR, AnchorQuote,
-    AnchorQuoteNoted, Confidence, Episode, EpisodeEdgeAdded, EpisodeKnotLinked, EpisodeLabeled,
-    EpisodeOpened, EpisodeSummarized, ForkClassified, ForkExpired, ForkPromoted, ForkProposed,
-    Ident, Labels, QuoteText, State, SummaryText, UtcTime, normalize_labels,
+    EDGE_TYPES, MIN_FORK_CONFIDENCE, SOFT_LINK_FACTOR, AnchorQuoteNoted, Episode, EpisodeEdgeAdded,
+    EpisodeKnotLinked, EpisodeLabeled, EpisodeOpened, EpisodeSummarized, ForkClassified,
+    ForkExpired, ForkPromoted, ForkProposed, Labels, State, SummaryText, normalize_labels,
 )
-from .quotes import quote_key
+from .quotes import QUOTE_CATEGORIES, AnchorQuote, QuoteText, quote_key
 
 __all__ = [
     "OpenEpisode", "LabelEpisode", "LinkKnot", "AddEdge", "SummarizeEpisode", "NoteQuote",
@@ -81,13 +80,6 @@ class NoteQuote(_Command):
     category: str
     salience: Confidence = 0.5
     source_delta_id: Ident | None = None
-
-
-class ForkCandidate(_Command):
-    """One drift candidate: the labels the conversation drifts towards and a score in [0, 1]."""
-
-    labels: Labels
-    score: Confidence
 
 
 class ProposeForks(_Command):

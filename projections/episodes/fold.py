@@ -13,9 +13,10 @@ from datetime import datetime
 from braidlog import GenericDelta, typed
 
 from .model import (
-    KINDS, MESSAGE_TEXT_LIMIT, MESSAGE_WINDOW, SOFT_LINK_FACTOR, AnchorQuote, Candidate, Confirmation,
-    Edge, Episode, Fork, KnotSeen, KnotSpan, RecentMessage, State,
+    KINDS, MESSAGE_TEXT_LIMIT, MESSAGE_WINDOW, SOFT_LINK_FACTOR, Confirmation, Edge, Episode, Fork,
+    KnotSeen, KnotSpan, RecentMessage, State,
 )
+from .quotes import AnchorQuote, Candidate
 
 __all__ = ["evolve", "expire_due", "expiry_of"]
 

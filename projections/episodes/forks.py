@@ -15,27 +15,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from msgspec import Struct
 
-from braidlog import ValidationError
+from braidlog import Command, Confidence, ValidationError
 
 from .fold import expiry_of
 from .model import (
     CONFIRMATIONS, MESSAGE_WINDOW, TTL_KNOTS, TTL_MINUTES, CompactSummary, ContinuityBuffer,
     Episode, Labels, RecentMessage, State, Verdicts, normalize_labels,
 )
-
-if TYPE_CHECKING:
-    from .commands import ForkCandidate
 from .quotes import rank_key, select_anchor_quotes
 
 __all__ = [
     "Verdict", "Classifier", "repeat_classifier", "ForkPolicy", "DEFAULT_POLICY", "Expiry",
-    "fork_expiry", "expired_forks", "pending_forks", "fork_status", "recent_messages",
+    "ForkCandidate", "fork_expiry", "expired_forks", "pending_forks", "fork_status", "recent_messages",
     "compact_summary", "continuity_buffer",
 ]
+
+
+class ForkCandidate(Command, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One drift candidate: the labels the conversation drifts towards and a score in [0, 1]."""
+
+    labels: Labels
+    score: Confidence
 
 
 class Verdict(Struct, frozen=True):

@@ -12,7 +12,9 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
-from braidlog import ValidationError, declare
+from braidlog import Confidence, Ident, UtcTime, ValidationError, declare
+
+from .quotes import AnchorQuote, Candidate, select_anchor_quotes
 
 OWNER = "episodes"
 
@@ -20,14 +22,6 @@ EdgeType = Literal["related_to", "forked_from", "resumed_from", "soft_link", "co
 #: The seed's six episode edge types (v0).
 EDGE_TYPES: tuple[str, ...] = ("related_to", "forked_from", "resumed_from", "soft_link",
                                "contradicts", "depends_on")
-
-QuoteCategory = Literal["constraint", "decision", "open_question"]
-#: Anchor quote categories and their weights, in the order quotes are listed.
-CATEGORY_WEIGHTS: tuple[tuple[str, int], ...] = (("constraint", 70), ("decision", 20),
-                                                 ("open_question", 10))
-QUOTE_CATEGORIES: tuple[str, ...] = tuple(c for c, _ in CATEGORY_WEIGHTS)
-MIN_ANCHOR_QUOTES = 2
-MAX_ANCHOR_QUOTES = 5
 
 #: Messages kept per braid for continuity buffers (the seed's upper bound, 30).
 MESSAGE_WINDOW = 30
@@ -47,12 +41,8 @@ SOFT_LINK_FACTOR = 0.5
 Status = Literal["active", "fork_pending", "rejected", "linked", "discarded"]
 Verdicts = Literal["confirm", "reject"]
 
-Ident = Annotated[str, Meta(min_length=1, max_length=120)]
 Label = Annotated[str, Meta(min_length=1, max_length=80)]
-Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
-QuoteText = Annotated[str, Meta(min_length=1, max_length=500)]
 SummaryText = Annotated[str, Meta(max_length=2000)]
-UtcTime = Annotated[datetime, Meta(tz=True)]
 Positive = Annotated[int, Meta(ge=1)]
 
 
@@ -80,17 +70,6 @@ class Edge(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     type: EdgeType
     to_episode_id: Ident
     confidence: Confidence
-
-
-class AnchorQuote(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    """A short verbatim quote that anchors an episode, in one of three categories."""
-
-    quote_id: Ident
-    episode_id: Ident
-    text: QuoteText
-    category: QuoteCategory
-    salience: Confidence = 0.5
-    source_delta_id: Ident | None = None
 
 
 class CompactSummary(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -252,13 +231,6 @@ for _kind, (_schema, _refers) in KINDS.items():
 # ---------------------------------------------------------------------------------------------
 # State
 
-class Candidate(Struct, frozen=True):
-    """A noted anchor-quote candidate and its arrival number (later notes have higher numbers)."""
-
-    order: int
-    quote: AnchorQuote
-
-
 class Confirmation(Struct, frozen=True):
     """One classifier verdict on a pending fork."""
 
@@ -319,8 +291,6 @@ class Episode(Struct, gc=False):
 
     @property
     def anchor_quotes(self) -> list[AnchorQuote]:
-        from .quotes import select_anchor_quotes  # quotes builds on this module
-
         return select_anchor_quotes(self.candidates)
 
     @property

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .model import AnchorQuote, Edge, Episode, State
-from .quotes import select_anchor_quotes
+from .model import Edge, Episode, State
+from .quotes import AnchorQuote, select_anchor_quotes
 
 __all__ = ["anchor_quotes", "episode", "episodes", "edges_to", "episodes_of_knot"]
 

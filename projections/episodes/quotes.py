@@ -4,10 +4,44 @@ constraints / decisions / open_questions = 70 / 20 / 10 (seed: "Episodes", ancho
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Annotated, Literal
 
-from .model import CATEGORY_WEIGHTS, MAX_ANCHOR_QUOTES, QUOTE_CATEGORIES, AnchorQuote, Candidate
+from msgspec import Meta, Struct
 
-__all__ = ["apportion", "select_anchor_quotes", "quote_key", "rank_key"]
+from braidlog import Confidence, Ident
+
+__all__ = ["QuoteCategory", "QuoteText", "CATEGORY_WEIGHTS", "QUOTE_CATEGORIES", "MIN_ANCHOR_QUOTES",
+           "MAX_ANCHOR_QUOTES", "AnchorQuote", "Candidate", "apportion", "select_anchor_quotes",
+           "quote_key", "rank_key"]
+
+QuoteCategory = Literal["constraint", "decision", "open_question"]
+#: Anchor quote categories and their weights, in the order quotes are listed.
+CATEGORY_WEIGHTS: tuple[tuple[str, int], ...] = (("constraint", 70), ("decision", 20),
+                                                 ("open_question", 10))
+QUOTE_CATEGORIES: tuple[str, ...] = tuple(c for c, _ in CATEGORY_WEIGHTS)
+MIN_ANCHOR_QUOTES = 2
+MAX_ANCHOR_QUOTES = 5
+
+QuoteText = Annotated[str, Meta(min_length=1, max_length=500)]
+
+
+# NOTE: AnchorQuote is part of stored payloads (AnchorQuoteNoted); never rename a field.
+class AnchorQuote(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A short verbatim quote that anchors an episode, in one of three categories."""
+
+    quote_id: Ident
+    episode_id: Ident
+    text: QuoteText
+    category: QuoteCategory
+    salience: Confidence = 0.5
+    source_delta_id: Ident | None = None
+
+
+class Candidate(Struct, frozen=True):
+    """A noted anchor-quote candidate and its arrival number (later notes have higher numbers)."""
+
+    order: int
+    quote: AnchorQuote
 
 
 def quote_key(text: str) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from datetime import datetime, timedelta, timezone
 
-from .braid import open as open_braid
-from .delta import GenericDelta, Provenance, Refs, new_id
-from .errors import MissingDependency
+from ..braid import open as open_braid
+from ..delta import GenericDelta, Provenance, Refs, new_id
+from ..errors import MissingDependency
 
 __all__ = ["run_demo", "core_session"]
 
