@@ -40,7 +40,7 @@ __all__ = [
     "ProposeHypothesis", "RecordTest", "PromoteHypothesis", "RejectHypothesis", "AssessTrust",
     "decide", "dream_confidence",
     "TrustView", "trust_of", "confidence_at", "hypothesis_status", "missing_tests", "promotable",
-    "PROVENANCE_WEIGHTS", "PROMOTION_THRESHOLD", "NO_TEST_SCORE", "TRUST_HALF_LIFE",
+    "PROVENANCE_WEIGHTS", "PROMOTION_THRESHOLD", "NO_TEST_SCORE", "NO_EVIDENCE_SCORE", "TRUST_HALF_LIFE",
     "HypothesisTrust", "hypothesis_trust", "test_score",
     "decider", "PROJECTIONS",
 ]
@@ -716,6 +716,8 @@ PROVENANCE_WEIGHTS: dict[str, float] = {"user": 1.0, "assistant": 0.85, "tool": 
 PROMOTION_THRESHOLD = 0.75
 #: The test part of the formula when no test has run.
 NO_TEST_SCORE = 0.5
+#: The evidence part of the formula when no delta is evidence for the hypothesis.
+NO_EVIDENCE_SCORE = 0.5
 #: Trust halves every day since the last fact that fed it (read-time decay).
 TRUST_HALF_LIFE = timedelta(days=1)
 
@@ -744,10 +746,13 @@ def test_score(t: TestResult) -> float:
 def hypothesis_trust(state: State, hypothesis_id: str, as_of: datetime) -> HypothesisTrust | None:
     """The Braid reference formula, as of ``as_of`` (None before the proposal):
 
-    raw = 0.5 × mean(evidence confidences) + 0.5 × mean(test scores), with 0.5 for the test
-    part when no test has run; halved when any test failed; times the provenance weight of the
-    hypothesis (``PROVENANCE_WEIGHTS``). Evidence is the hypothesis's own stated confidence and
-    that of every non-dream delta citing it; tests are the latest non-dream result of each kind.
+    raw = 0.5 × mean(evidence confidences) + 0.5 × mean(test scores), with 0.5 for either part
+    when it has nothing to average; halved when any test failed; times the provenance weight of
+    the hypothesis (``PROVENANCE_WEIGHTS``). Evidence is the confidence of every non-dream delta
+    the log links to the hypothesis as evidence (citing it in ``refs.deltas``, or its bead in
+    ``refs.beads`` with role ``evidence``), never the hypothesis's own stated confidence (the
+    reference, elyra's ``TrustEngine.score_for_bead``, averages its evidence deltas alone and
+    takes 0.5 when there are none); tests are the latest non-dream result of each kind.
     ``status`` is ``promoted`` when raw ≥ 0.75 and no test failed, else ``probation``.
     ``confidence`` = raw × 0.5^(age / 1 day), age since the last proposal, citation or test.
     """
@@ -756,12 +761,13 @@ def hypothesis_trust(state: State, hypothesis_id: str, as_of: datetime) -> Hypot
     if h is None or s is None or h.proposed_ts > as_of:
         return None
     cited = [r for r in s.reinforcements if r.how == "cited" and r.ts <= as_of]
-    evidence = (s.confidence, *(r.confidence for r in cited if r.confidence is not None))
+    evidence = tuple(r.confidence for r in cited if r.confidence is not None)
     latest = [t for t in (_latest(h, k, as_of) for k in TESTS) if t is not None]
     scores = tuple(test_score(t) for t in latest)
     failed = any(not t.passed for t in latest)
     tests_part = sum(scores) / len(scores) if scores else NO_TEST_SCORE
-    raw = 0.5 * (sum(evidence) / len(evidence)) + 0.5 * tests_part
+    evidence_part = sum(evidence) / len(evidence) if evidence else NO_EVIDENCE_SCORE
+    raw = 0.5 * evidence_part + 0.5 * tests_part
     if failed:
         raw *= 0.5
     weight = PROVENANCE_WEIGHTS.get(h.provenance, PROVENANCE_WEIGHTS["system"])

@@ -55,7 +55,9 @@ def conf(b, sid, when, **kw):
 
 
 def pass_all(b, hid, when, tests=trust.DEFAULT_REQUIRED_TESTS):
-    ev = b.append(braidlog.delta(B, "microagent", {"name": "rederive"}, ts=when))
+    # the microagent run that rederived the hypothesis cites it: evidence at confidence 0.9
+    ev = b.append(braidlog.delta(B, "microagent", {"name": "rederive"}, ts=when, confidence=0.9,
+                                 refs=Refs(deltas=(hid,))))
     evidence = b.log.read(ev).delta.id
     for t in tests:
         extra = {"evidence": (evidence,)} if t in ("rederivation", "grounding") else {}
@@ -194,8 +196,11 @@ def test_the_latest_result_of_each_test_counts(braid):
 def test_configured_tests_narrow_what_promotion_needs(braid):
     hid = propose(braid, required_tests=("outcome", "outcome"), provenance="user", confidence=0.9)
     assert braid.log.get(hid).delta.payload["required_tests"] == ["outcome"]
+    braid.append(braidlog.delta(B, "observation", {"text": "it happened"}, ts=T0 + DAY, confidence=0.9,
+                                refs=Refs(deltas=(hid,))))
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, reward=0.4), T0 + DAY, "user")
-    # raw = 0.5 x 0.9 + 0.5 x (0.4 + 1) / 2 = 0.45 + 0.35 = 0.8; a stated 0.9 is capped at raw
+    # raw = 0.5 x 0.9 (the citing observation) + 0.5 x (0.4 + 1) / 2 = 0.45 + 0.35 = 0.8;
+    # a stated 0.9 is capped at raw
     recs = run(braid, PromoteHypothesis(hypothesis_id=hid, confidence=0.9), T0 + DAY)
     assert recs[0].delta.payload["confidence"] == pytest.approx(0.8)
 
@@ -207,7 +212,9 @@ def test_a_decider_policy_sets_the_default_required_tests(tmp_path):
         assert b.log.get(hid).delta.payload["required_tests"] == ["grounding"]
         refused(b, PromoteHypothesis(hypothesis_id=hid), Rejected, "grounding have not passed")
         run(b, RecordTest(hypothesis_id=hid, test="grounding", passed=True, evidence=("tool-result-1",)), T0, "tool")
-        # raw = 0.5 x 0.7 + 0.5 x 1.0 = 0.85
+        b.append(braidlog.delta(B, "observation", {"text": "grounded"}, ts=T0, confidence=0.7, provenance="tool",
+                                refs=Refs(deltas=(hid,))))
+        # raw = 0.5 x 0.7 (the citing observation) + 0.5 x 1.0 = 0.85
         assert run(b, PromoteHypothesis(hypothesis_id=hid), T0)[0].delta.payload["confidence"] == pytest.approx(0.85)
 
 
@@ -328,8 +335,8 @@ def test_assessment_rules(braid):
     assert conf(braid, hid, T0 + DAY) == 0.1
     assert conf(braid, hid, T0 + 2 * DAY) == pytest.approx(0.05)  # dream content keeps decaying
     pass_all(braid, hid, T0 + 3 * DAY)
-    # a dream hypothesis stays on probation: raw <= (0.5 x 0.3 + 0.5 x 1) x 0.6 = 0.39 < 0.75
-    refused(braid, PromoteHypothesis(hypothesis_id=hid), Rejected, "stays on probation: raw trust 0.3900")
+    # a dream hypothesis stays on probation: raw = (0.5 x 0.9 + 0.5 x 1) x 0.6 = 0.57 < 0.75
+    refused(braid, PromoteHypothesis(hypothesis_id=hid), Rejected, "stays on probation: raw trust 0.5700")
     refused(braid, AssessTrust(subject_id=hid, confidence=0.9), Rejected, "is dream content")
 
 
@@ -396,22 +403,23 @@ def test_decide_is_pure_and_refuses_unknown_commands():
 def test_the_trust_formula_with_hand_computed_numbers(braid):
     hid = propose(braid, provenance="user", confidence=0.8)
     h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
-    # no test yet: 0.5 x 0.8 + 0.5 x 0.5 = 0.65, x user 1.0 -> probation (< 0.75)
-    assert (h.raw, h.status, h.scores, h.evidence) == (pytest.approx(0.65), "probation", (), (0.8,))
+    # no evidence and no test: 0.5 x 0.5 + 0.5 x 0.5 = 0.5, x user 1.0 -> probation (< 0.75);
+    # the stated 0.8 is the hypothesis's own claim, not evidence
+    assert (h.raw, h.status, h.scores, h.evidence) == (pytest.approx(0.5), "probation", (), ())
     braid.append(braidlog.delta(B, "message", {"text": "seen it"}, provenance="assistant", confidence=0.9,
                                 ts=T0 + DAY, refs=Refs(deltas=(hid,))))
     run(braid, RecordTest(hypothesis_id=hid, test="consistency", passed=True), T0 + DAY, "user")
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, reward=0.6), T0 + DAY, "user")
     h = trust.hypothesis_trust(braid.state("trust"), hid, T0 + DAY)
-    # evidence (0.8, 0.9): 0.85; scores (1.0, (0.6 + 1) / 2 = 0.8): 0.9; raw = 0.425 + 0.45 = 0.875
-    assert h.evidence == (0.8, 0.9) and h.scores == (1.0, pytest.approx(0.8))
-    assert (h.raw, h.status) == (pytest.approx(0.875), "promoted")
+    # evidence (0.9,): 0.9; scores (1.0, (0.6 + 1) / 2 = 0.8): 0.9; raw = 0.45 + 0.45 = 0.9
+    assert h.evidence == (0.9,) and h.scores == (1.0, pytest.approx(0.8))
+    assert (h.raw, h.status) == (pytest.approx(0.9), "promoted")
     later = trust.hypothesis_trust(braid.state("trust"), hid, T0 + 3 * DAY)
-    assert later.confidence == pytest.approx(0.875 * 0.25)      # two days: x 0.5^2 = 0.21875
+    assert later.confidence == pytest.approx(0.9 * 0.25)        # two days: x 0.5^2 = 0.225
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=False, reward=-0.5), T0 + 2 * DAY, "user")
     h = trust.hypothesis_trust(braid.state("trust"), hid, T0 + 2 * DAY)
-    # scores (1.0, 0.25): 0.625; (0.425 + 0.3125) = 0.7375, halved for the failed test: 0.36875
-    assert (h.raw, h.status, h.failed) == (pytest.approx(0.36875), "probation", True)
+    # scores (1.0, 0.25): 0.625; (0.45 + 0.3125) = 0.7625, halved for the failed test: 0.38125
+    assert (h.raw, h.status, h.failed) == (pytest.approx(0.38125), "probation", True)
 
 
 @pytest.mark.parametrize("provenance, weight", [
@@ -419,10 +427,37 @@ def test_the_trust_formula_with_hand_computed_numbers(braid):
 def test_the_provenance_weights(braid, provenance, weight):
     hid = propose(braid, provenance=provenance, confidence=0.6)
     h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
-    assert (h.weight, h.raw) == (weight, pytest.approx((0.3 + 0.25) * weight))   # 0.55 x weight
+    # no evidence, no test: (0.5 x 0.5 + 0.5 x 0.5) x weight; the stated 0.6 is no evidence
+    assert (h.weight, h.raw) == (weight, pytest.approx(0.5 * weight))
 
 
 def test_a_dream_hypothesis_starts_low_and_weighs_0_6(braid):
     hid = propose(braid, confidence=0.3)
     h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
-    assert (h.weight, h.raw, h.status) == (0.6, pytest.approx((0.15 + 0.25) * 0.6), "probation")  # 0.24
+    assert (h.weight, h.raw, h.status) == (0.6, pytest.approx((0.25 + 0.25) * 0.6), "probation")  # 0.3
+
+
+def test_trust_averages_only_the_evidence_deltas_with_the_seed_numbers(braid):
+    """The reference (elyra's TrustEngine.score_for_bead): evidence 1.0 and 0.8, tests passed
+    with scores 1.0, 0.9 and 0.8, tool provenance 0.95: (0.5 x 0.9 + 0.5 x 0.9) x 0.95 = 0.855."""
+    hid = propose(braid, provenance="tool", confidence=1.0)
+    for c in (1.0, 0.8):
+        braid.append(braidlog.delta(B, "observation", {"text": "seen"}, ts=T0, confidence=c,
+                                    provenance="perception", refs=Refs(deltas=(hid,))))
+    run(braid, RecordTest(hypothesis_id=hid, test="consistency", passed=True), T0, "tool")   # 1.0
+    run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, reward=0.8), T0, "tool")  # 0.9
+    run(braid, RecordTest(hypothesis_id=hid, test="rederivation", passed=True, reward=0.6,
+                          evidence=("microagent-1",)), T0, "tool")                              # 0.8
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
+    assert h.evidence == (1.0, 0.8) and h.scores == (1.0, pytest.approx(0.8), pytest.approx(0.9))  # consistency, rederivation, outcome
+    assert (h.raw, h.status) == (pytest.approx(0.855), "promoted")
+    p = run(braid, PromoteHypothesis(hypothesis_id=hid), T0)[0].delta.payload
+    assert p["confidence"] == pytest.approx(0.855)
+
+
+def test_a_user_hypothesis_with_no_evidence_and_no_test_is_not_promoted(braid):
+    hid = propose(braid, provenance="user", confidence=1.0, required_tests=("outcome",))
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
+    assert (h.raw, h.status) == (pytest.approx(0.5), "probation")
+    assert trust.hypothesis_status(braid.state("trust"), hid, T0) == "proposed"
+    refused(braid, PromoteHypothesis(hypothesis_id=hid), Rejected, "outcome have not passed")
