@@ -37,7 +37,7 @@ from .model import (
 )
 from .events import (
     KINDS, DecisionRecorded, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
-    ProposalRejected, TargetAliasRegistered, TrustBoundarySet,
+    ProposalRejected, TargetAliasRegistered, TrustBoundarySet, DecisionsReflected,
 )
 from .targets import canonical_target, resolve_target
 from .state import DecisionRecord, Evidence, ProposalRecord, State, evolve
@@ -53,7 +53,7 @@ from .queries import (
 from .rules import CHECKS, check, check_batch
 from .commands import (
     AcceptProposal, Command, DraftProposal, FalsifyProposal, RecordDecision, RegisterTargetAlias,
-    RejectProposal, SetTrustBoundary, SupersedeDecision, UseDecision,
+    Reflect, RejectProposal, SetTrustBoundary, SupersedeDecision, UseDecision,
 )
 from .decide import DECIDER, PROJECTIONS, decide
 from .results import execute, memory_decision
@@ -67,7 +67,7 @@ __all__ = [
     "SearchDecisionsRequest", "AcceptProposalRequest", "SearchResultItem",
     # payloads
     "DecisionRecorded", "DecisionUsed", "ProposalDrafted", "ProposalAccepted", "ProposalRejected",
-    "ProposalFalsified", "TrustBoundarySet", "TargetAliasRegistered", "KINDS",
+    "ProposalFalsified", "TrustBoundarySet", "TargetAliasRegistered", "DecisionsReflected", "KINDS",
     # target registry
     "resolve_target", "canonical_target",
     # state
@@ -76,7 +76,8 @@ __all__ = [
     "check", "check_batch", "CHECKS",
     # commands
     "RecordDecision", "SupersedeDecision", "DraftProposal", "AcceptProposal", "RejectProposal",
-    "FalsifyProposal", "UseDecision", "SetTrustBoundary", "RegisterTargetAlias", "Command", "decide",
+    "FalsifyProposal", "UseDecision", "SetTrustBoundary", "RegisterTargetAlias", "Reflect", "Command",
+    "decide",
     "memory_decision", "execute",
     # lifecycle
     "OBSERVATION_WINDOW_DAYS", "ACTIVE_BELOW_DAYS", "DORMANT_FROM_DAYS", "PROMOTION_MOMENTUM",

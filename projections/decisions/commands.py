@@ -14,7 +14,7 @@ from .model import (
 )
 
 __all__ = ["RecordDecision", "SupersedeDecision", "DraftProposal", "AcceptProposal", "RejectProposal",
-           "FalsifyProposal", "UseDecision", "SetTrustBoundary", "RegisterTargetAlias", "Command"]
+           "FalsifyProposal", "UseDecision", "SetTrustBoundary", "RegisterTargetAlias", "Reflect", "Command"]
 
 
 class _DecisionFields(_Model, frozen=True, kw_only=True):
@@ -128,6 +128,13 @@ class RegisterTargetAlias(_Model, frozen=True, kw_only=True):
     target: TargetStr
 
 
+class Reflect(_Model, frozen=True, kw_only=True):
+    """Run a reflection (LedgerMind's ReflectionEngine.run_cycle): review once every stream of
+    ``namespace`` (every namespace when None) that has evidence new since its last review."""
+
+    namespace: str | None = None
+
+
 Command = (RecordDecision | SupersedeDecision | DraftProposal | AcceptProposal | RejectProposal
-           | FalsifyProposal | UseDecision | SetTrustBoundary | RegisterTargetAlias)
+           | FalsifyProposal | UseDecision | SetTrustBoundary | RegisterTargetAlias | Reflect)
 

@@ -22,10 +22,10 @@ from braidlog import Context, Decider, GenericDelta, Refs, Rejected, ValidationE
 from . import rules
 from .commands import (
     AcceptProposal, Command, DraftProposal, FalsifyProposal, RecordDecision, RegisterTargetAlias,
-    RejectProposal, SetTrustBoundary, SupersedeDecision, UseDecision, _DecisionFields,
+    Reflect, RejectProposal, SetTrustBoundary, SupersedeDecision, UseDecision, _DecisionFields,
 )
 from .events import (
-    DecisionRecorded, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
+    DecisionRecorded, DecisionsReflected, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
     ProposalRejected, TargetAliasRegistered, TrustBoundarySet,
 )
 from .lifecycle import INTERVENTION_CONFIDENCE
@@ -203,12 +203,22 @@ def _decide_alias(c: RegisterTargetAlias, state: State, ctx: Context) -> list[Ge
     return [_delta(ctx, "target_alias_registered", TargetAliasRegistered(alias=c.alias, target=c.target))]
 
 
+def _decide_reflect(c: Reflect, state: State, ctx: Context) -> list[GenericDelta]:
+    for rec in state.decisions.values():
+        if c.namespace is not None and rec.namespace != c.namespace:
+            continue
+        since = rec.reviews[-1] if rec.reviews else None
+        if any(e.ts <= ctx.now and (since is None or e.ts > since) for e in rec.evidence):
+            return [_delta(ctx, "decisions_reflected", DecisionsReflected(namespace=c.namespace))]
+    return []  # no stream has new evidence: nothing to review
+
+
 _HANDLERS = {
     RecordDecision: _decide_record, SupersedeDecision: _decide_supersede,
     DraftProposal: _decide_draft, AcceptProposal: _decide_accept,
     RejectProposal: _decide_close, FalsifyProposal: _decide_close,
     UseDecision: _decide_use, SetTrustBoundary: _decide_boundary,
-    RegisterTargetAlias: _decide_alias,
+    RegisterTargetAlias: _decide_alias, Reflect: _decide_reflect,
 }
 
 
@@ -222,6 +232,6 @@ def decide(command: Command, state: State, ctx: Context) -> list[GenericDelta]:
     return handler(command, state, ctx)
 
 
-DECIDER = Decider("decisions", version=2, initial=State(), evolve=evolve, decide=decide, state_type=State,
+DECIDER = Decider("decisions", version=3, initial=State(), evolve=evolve, decide=decide, state_type=State,
                   check=rules.check)
 PROJECTIONS = [DECIDER]

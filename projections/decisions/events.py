@@ -20,7 +20,8 @@ from .model import (
 
 __all__ = [
     "DecisionRecorded", "DecisionUsed", "ProposalDrafted", "ProposalAccepted", "ProposalRejected",
-    "ProposalFalsified", "TrustBoundarySet", "TargetAliasRegistered", "KINDS", "READ",
+    "ProposalFalsified", "TrustBoundarySet", "TargetAliasRegistered", "DecisionsReflected", "KINDS",
+    "READ",
 ]
 
 # NOTE: payload class names may be stored; never rename one, add a new one.
@@ -117,6 +118,14 @@ class TargetAliasRegistered(Struct, frozen=True, kw_only=True, forbid_unknown_fi
     target: TargetStr
 
 
+class DecisionsReflected(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A reflection ran (LedgerMind's ReflectionEngine.run_cycle): every stream of ``namespace``
+    (of every namespace, when None) with evidence new since the last reflection is reviewed
+    once, as of this delta's time, over that batch."""
+
+    namespace: str | None = None
+
+
 def _refers_recorded(p: DecisionRecorded) -> list[str]:
     return [p.decision_id, *p.supersedes, *p.deprecates, *([p.proposal_id] if p.proposal_id else [])]
 
@@ -134,9 +143,10 @@ braidlog.declare("proposal_rejected", ProposalRejected, owner="decisions", refer
 braidlog.declare("proposal_falsified", ProposalFalsified, owner="decisions", refers=lambda p: [p.proposal_id])
 braidlog.declare("trust_boundary_set", TrustBoundarySet, owner="decisions")
 braidlog.declare("target_alias_registered", TargetAliasRegistered, owner="decisions")
+braidlog.declare("decisions_reflected", DecisionsReflected, owner="decisions")
 
 KINDS = frozenset({"decision_recorded", "decision_used", "proposal_drafted", "proposal_accepted",
                    "proposal_rejected", "proposal_falsified", "trust_boundary_set",
-                   "target_alias_registered"})
+                   "target_alias_registered", "decisions_reflected"})
 #: kind -> read(delta): its payload as the kind's Struct, as braidlog.typed gives it
 READ = {kind: braidlog.REGISTRY[kind].reader() for kind in KINDS}

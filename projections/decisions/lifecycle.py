@@ -9,7 +9,8 @@ Every function here is pure: a stream's metrics are a function of its record and
 - phase (seed 000, "Phase Transition Logic"): PATTERN -> EMERGENT -> CANONICAL (``promote``);
 - promotion recomputes confidence (LifecycleEngine.promote_stream): confidence =
   0.5 x old + 0.5 x (0.4 x utility + 0.3 x removal_cost + 0.3 x stability)
-  (``promoted_confidence``, ``review``, ``promote_stream``).
+  (``promoted_confidence``, ``review``, ``promote_stream``), once per reflection over the batch
+  of new evidence (ReflectionEngine.run_cycle; ``lifecycle``).
 """
 
 from __future__ import annotations
@@ -196,34 +197,68 @@ class Lifecycle(Struct, frozen=True, kw_only=True):
 def lifecycle(record: DecisionRecord, as_of: datetime) -> Lifecycle:
     """The stream's metrics from its evidence up to ``as_of`` (later evidence is not yet seen).
 
-    The stream is reviewed (``review``, promote_stream's step) at every evidence delta in time order: each
-    review recomputes the confidence and applies both phase transitions in turn; the phase only
-    ever advances. Between reviews the confidence only loses the weekly decay of the idle gap
-    (recording to first evidence, evidence to evidence, last evidence to ``as_of``), so no
-    review at ``as_of`` is needed: between evidence nothing can improve.
+    LedgerMind's reflection cycle, as of ``as_of``: the stream is reviewed (``review``,
+    promote_stream's step) once per reflection over the batch of evidence new since the one
+    before (``record.reviews``, the times of the ``decisions_reflected`` deltas that found new
+    evidence for it), and the evidence no reflection has reviewed yet is one more batch, reviewed
+    at its latest piece (what the next reflection will conclude; nothing is written by reading).
+    A review takes the metrics of all the evidence up to it (frequency, contexts, stability over
+    every interval), estimates the removal cost with the confidence it replaces, then the
+    utility, recomputes the confidence and applies both phase transitions in turn; the phase
+    only ever advances. Every idle gap (recording to first evidence, evidence to evidence, last
+    evidence to ``as_of``) costs the weekly decay, charged as its weeks complete, whether a review
+    falls inside the gap or not. ``estimated_removal_cost`` and ``estimated_utility`` are those the
+    latest review used.
     """
     check_time(as_of)
     evidence = sorted((e for e in record.evidence if e.ts <= as_of), key=lambda e: e.ts)
+    reviews = sorted(t for t in record.reviews if t <= as_of)
     consequences = len(record.consequences)
     first = last = record.recorded_at
     phase = DecisionPhase.EMERGENT if record.intervention else DecisionPhase.PATTERN
     confidence = record.confidence
+    if record.intervention:
+        cost, utility = INTERVENTION_REMOVAL_COST, INTERVENTION_UTILITY
+    else:
+        cost = utility = None
     frequency = hits = 0
     contexts: set[str] = set()
     n_intervals, mean, m2 = 0, 0.0, 0.0  # Welford's running variance of the intervals
     prev: datetime | None = None
+    charged = (0, 0)  # idle weeks of the current gap already charged (DECAYING, DORMANT)
+    pending = False   # evidence since the last review
 
-    def decayed(conf: float, days_idle: float) -> float:
-        decaying, dormant = decay_weeks(days_idle)
-        return max(0.0, conf - DECAYING_WEEKLY * decaying - DORMANT_WEEKLY * dormant)
+    def charge(until: datetime) -> None:
+        nonlocal confidence, charged
+        decaying, dormant = decay_weeks(_days(last, until))
+        confidence = max(0.0, confidence - DECAYING_WEEKLY * (decaying - charged[0])
+                         - DORMANT_WEEKLY * (dormant - charged[1]))
+        charged = (decaying, dormant)
 
     def stability(lifetime: float) -> float:
         if frequency < 3:
             return 0.3 if frequency == 2 else 0.0
         return max(0.0, 1.0 - (m2 / (n_intervals - 1)) / (lifetime + 1.0))
 
+    def reviewed(at: datetime) -> None:
+        nonlocal phase, confidence, cost, utility, pending
+        charge(at)
+        lifetime = _days(first, last)
+        phase, confidence, cost, utility = review(
+            phase, confidence=confidence, frequency=frequency, unique_contexts=len(contexts),
+            hit_count=hits, consequences=consequences, scope=record.scope,
+            provenance=record.provenance, lifetime_days=lifetime,
+            coverage=min(lifetime / OBSERVATION_WINDOW_DAYS, 1.0), stability=stability(lifetime),
+            vitality=vitality_for(_days(last, at)))
+        pending = False
+
+    r = 0
     for e in evidence:
-        confidence = decayed(confidence, _days(last, e.ts))
+        while r < len(reviews) and reviews[r] < e.ts:
+            if pending:
+                reviewed(reviews[r])
+            r += 1
+        charge(e.ts)
         frequency += 1
         hits += e.hit
         contexts.add(e.context)
@@ -235,19 +270,17 @@ def lifecycle(record: DecisionRecord, as_of: datetime) -> Lifecycle:
             m2 += step * (x - mean)
         prev = e.ts
         first, last = min(first, e.ts), max(last, e.ts)
-        lifetime = _days(first, last)
-        phase, confidence, _, _ = review(
-            phase, confidence=confidence, frequency=frequency, unique_contexts=len(contexts),
-            hit_count=hits, consequences=consequences, scope=record.scope,
-            provenance=record.provenance, lifetime_days=lifetime,
-            coverage=min(lifetime / OBSERVATION_WINDOW_DAYS, 1.0), stability=stability(lifetime))
+        charged, pending = (0, 0), True
+    while r < len(reviews) and pending:
+        reviewed(reviews[r])
+        r += 1
+    if pending:
+        reviewed(last)  # the batch no reflection has reviewed yet, at its latest piece
 
+    charge(as_of)
     idle = max(_days(last, as_of), 0.0)
-    confidence = decayed(confidence, idle)
     lifetime = _days(first, last)
-    if record.intervention and frequency == 0:
-        cost, utility = INTERVENTION_REMOVAL_COST, INTERVENTION_UTILITY
-    else:
+    if cost is None or utility is None:  # never reviewed: the formulas on what there is
         cost = estimated_removal_cost(scope=record.scope, consequences=consequences,
                                       unique_contexts=len(contexts), provenance=record.provenance,
                                       hit_count=hits, confidence=confidence)

@@ -13,6 +13,7 @@ checked by the engine before any of these.
 | ``id_is_delta_id`` | decision_recorded, proposal_drafted | (choice: a record's id is its delta's id) |
 | ``trust_boundary`` | decision_recorded, proposal_* | 000, TrustBoundary |
 | ``resolution_targets_active`` | decision_recorded | 000, ResolutionIntent |
+| ``supersede_same_target`` | decision_recorded | LedgerMind v3.2.1 Memory.supersede_decision ("no longer active for target") |
 | ``one_active_decision_per_target`` | decision_recorded | 000, ResolutionIntent; MemoryDecision "CONFLICT" |
 | ``intervention_confidence`` | decision_recorded | LifecycleEngine.process_intervention |
 | ``decision_known`` | decision_used | |
@@ -42,7 +43,7 @@ from .targets import canonical_target, resolve_target
 
 __all__ = [
     "check", "check_batch", "CHECKS",
-    "id_is_delta_id", "trust_boundary", "resolution_targets_active",
+    "id_is_delta_id", "trust_boundary", "resolution_targets_active", "supersede_same_target",
     "one_active_decision_per_target", "intervention_confidence", "decision_known",
     "known_proposal", "proposal_status_flow", "accepted_as_its_decision", "boundary_set_by_human",
     "alias_names_one_target",
@@ -87,6 +88,20 @@ def resolution_targets_active(state: State, supersedes: Sequence[str], deprecate
             if old.namespace != namespace:
                 raise refuse("resolution_targets_active", f"cannot {verb} {did!r}: it is in namespace "
                                                            f"{old.namespace!r}, not {namespace!r}")
+
+
+def supersede_same_target(state: State, supersedes: Sequence[str], target: str, namespace: str) -> None:
+    """A decision supersedes only active decisions of its own target (matched through the
+    registry) in its namespace: one on another target would leave that target with no active
+    decision. Retiring a decision of another target is a deprecation."""
+    key = canonical_target(state, target)
+    for did in supersedes:
+        old = state.decisions.get(did)
+        if old is not None and old.status == "active" and old.target_key != key:
+            raise refuse("supersede_same_target",
+                          f"cannot supersede {did!r}: it is no longer active for target {target!r} in "
+                          f"namespace {namespace!r} (it is the decision on target {old.target!r}); "
+                          "supersede the decision of the same target, or deprecate this one")
 
 
 def one_active_decision_per_target(state: State, target: str, namespace: str,
@@ -179,6 +194,7 @@ def _recorded(state: State, d: GenericDelta, p: DecisionRecorded) -> None:
     if p.proposal_id is not None:
         proposal_status_flow(known_proposal(state, p.proposal_id, "accept"), "accept")
     resolution_targets_active(state, p.supersedes, p.deprecates, p.namespace)
+    supersede_same_target(state, p.supersedes, p.target, p.namespace)
     one_active_decision_per_target(state, p.target, p.namespace, (*p.supersedes, *p.deprecates),
                                    intent_given=bool(p.supersedes or p.deprecates or p.resolution_rationale))
 

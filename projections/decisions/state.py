@@ -17,7 +17,7 @@ from msgspec import Struct
 from braidlog import BraidlogError, GenericDelta, Provenance
 
 from .events import (
-    READ, DecisionRecorded, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
+    READ, DecisionRecorded, DecisionsReflected, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
     ProposalRejected, TargetAliasRegistered, TrustBoundarySet,
 )
 from .model import PatternScope, ProceduralContent, ProposalContent, ProposalStatus, TrustBoundary
@@ -65,6 +65,7 @@ class DecisionRecord(Struct, gc=False):
     proposal_id: str | None = None
     evidence: list[Evidence] = []
     target_key: str = ""  # the registered target the active index files it under
+    reviews: list[datetime] = []  # the reflections that found new evidence for it, in log order
 
 
 class ProposalRecord(Struct, kw_only=True, gc=False):
@@ -225,12 +226,21 @@ def _alias_registered(state: State, d: GenericDelta, p: TargetAliasRegistered) -
     state.folded_aliases.setdefault(p.alias.lower(), target)
 
 
+def _reflected(state: State, d: GenericDelta, p: DecisionsReflected) -> None:
+    for rec in state.decisions.values():
+        if p.namespace is not None and rec.namespace != p.namespace:
+            continue
+        since = rec.reviews[-1] if rec.reviews else None
+        if any(e.ts <= d.ts and (since is None or e.ts > since) for e in rec.evidence):
+            rec.reviews.append(d.ts)
+
+
 #: kind -> (read its payload, apply it): built once, so evolve does one lookup per delta
 _APPLY = {kind: (READ[kind], apply) for kind, apply in {
     "decision_recorded": _recorded, "decision_used": _used, "proposal_drafted": _drafted,
     "proposal_accepted": _accepted, "proposal_rejected": _rejected,
     "proposal_falsified": _falsified, "trust_boundary_set": _boundary_set,
-    "target_alias_registered": _alias_registered,
+    "target_alias_registered": _alias_registered, "decisions_reflected": _reflected,
 }.items()}
 
 

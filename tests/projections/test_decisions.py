@@ -241,7 +241,7 @@ def test_an_intent_must_cover_every_conflicting_id():
     s.record()
     other = s.record(target="cache")
     s.refused(RecordDecision(title="Use MySQL", target="database", rationale=RATIONALE,
-                             intent=intent("supersede", other)),
+                             intent=intent("deprecate", other)),
               "does not cover .* a ResolutionIntent is required")
 
 
@@ -301,13 +301,35 @@ def test_superseding_unknown_inactive_or_foreign_decisions_is_refused():
 
 def test_supersede_request_must_still_cover_the_target_conflict():
     s = Session()
-    a = s.record(target="database")
+    s.record(target="database")
     b = s.record(target="cache")
     s.refused(SupersedeDecision(title="Use Redis", target="cache", rationale=RATIONALE,
-                                old_decision_ids=[a]), "a ResolutionIntent is required")
-    (d,) = s.run(SupersedeDecision(title="One store", target="cache", rationale=RATIONALE,
-                                   old_decision_ids=[a, b]))
-    assert {s.state.decisions[x].superseded_by for x in (a, b)} == {d.id}
+                                old_decision_ids=["01ARZ3NDEKTSV4RRFFQ69G5FAV"]),
+              "cannot supersede '01ARZ3NDEKTSV4RRFFQ69G5FAV': unknown decision")
+    (d,) = s.run(SupersedeDecision(title="Use Valkey", target="cache", rationale=RATIONALE,
+                                   old_decision_ids=[b]))
+    assert s.state.decisions[b].superseded_by == d.id
+
+
+def test_a_supersede_across_targets_is_refused_as_ledgermind_does():
+    """LedgerMind v3.2.1 Memory.supersede_decision: "Cannot supersede {id}: it is no longer
+    active for target {target} in namespace {namespace}". A decision on one target cannot leave
+    another target with no active decision; nothing is written."""
+    s = Session()
+    a = s.record(target="database")
+    b = s.record(target="cache")
+    for command in (SupersedeDecision(title="Use Redis", target="cache", rationale=RATIONALE,
+                                      old_decision_ids=[a, b]),
+                    RecordDecision(title="Use Redis", target="cache", rationale=RATIONALE,
+                                   intent=intent("supersede", a, b))):
+        s.refused(command, f"supersede_same_target: cannot supersede '{a}': it is no longer active for "
+                           "target 'cache' in namespace 'default'")
+    assert (s.state.decisions[a].status, s.state.decisions[b].status) == ("active", "active")
+    # retiring the other target's decision is a deprecation
+    (d,) = s.run(RecordDecision(title="One store", target="cache", rationale=RATIONALE,
+                                intent=ResolutionIntent(resolution_type="deprecate", rationale=RATIONALE,
+                                                        target_decision_ids=[a, b])))
+    assert {s.state.decisions[x].deprecated_by for x in (a, b)} == {d.id}
 
 
 def test_namespaces_keep_separate_active_decisions():
@@ -1045,14 +1067,18 @@ def test_promotion_rules():
 
 
 def test_lifecycle_from_the_log():
-    """Each piece of evidence is a promote_stream review: removal cost (with the old confidence),
-    utility, then confidence = 0.5 x old + 0.5 x (0.4 u + 0.3 rc + 0.3 s). LOCAL, 2 consequences:
-    removal cost = 0.1 + 0.05 x contexts + hits/100 + 0.1 x confidence."""
+    """A reflection after each piece of evidence: each is a promote_stream review: removal cost
+    (with the old confidence), utility, then confidence = 0.5 x old + 0.5 x (0.4 u + 0.3 rc +
+    0.3 s). LOCAL, 2 consequences: removal cost = 0.1 + 0.05 x contexts + hits/100 + 0.1 x confidence."""
     s = Session()
     did = s.record(consequences=["a", "b"])  # LOCAL, confidence 1.0, recorded at day 0
     s.run(UseDecision(decision_id=did, context="ctx-a"), at=1, who=AGENT)
+    s.run(D.Reflect(), at=1)
     cite(s, did, at=2, episode="ctx-b")
+    s.run(D.Reflect(), at=2)
+    assert s.run(D.Reflect(), at=3) == []  # nothing new to review: nothing to write
     cite(s, did, did, at=4, episode="ctx-a")  # cited twice by one delta: one piece of evidence
+    s.run(D.Reflect(), at=4)
     # day 1: f 1, 1 context, 1 hit: rc = 0.1 + 0.05 + 0.01 + 0.1 = 0.26, u = 0.1 + 0.2 = 0.3, s = 0
     #        conf = 0.5 + 0.5 x (0.12 + 0.078) = 0.599 -> EMERGENT (conf >= 0.5, lifetime 1 > 0.5)
     # day 2: f 2, 2 contexts: rc = 0.21 + 0.0599 = 0.2699, u = 0.2 + 0.3 = 0.5, s = 0.3
@@ -1068,12 +1094,13 @@ def test_lifecycle_from_the_log():
     assert m.stability_score == pytest.approx(0.9)
     assert (m.vitality, m.phase) == (Vit.ACTIVE, Phase.EMERGENT)
     assert m.confidence == pytest.approx(0.536267275)
-    assert m.estimated_removal_cost == pytest.approx(0.21 + 0.0536267275)
+    # the removal cost and utility the day-4 review used (with the confidence it replaced)
+    assert m.estimated_removal_cost == pytest.approx(0.21 + 0.0484985)
     assert m.estimated_utility == pytest.approx(0.3 + 0.3)  # 3/10, and 2/5 capped at 0.3
     # 8 idle days: DECAYING, one week charged
     m = D.lifecycle(s.state.decisions[did], day(12))
     assert (m.vitality, m.confidence) == (Vit.DECAYING, pytest.approx(0.536267275 - 0.05))
-    assert m.estimated_removal_cost == pytest.approx(0.21 + 0.0486267275)
+    assert m.estimated_removal_cost == pytest.approx(0.21 + 0.0484985)  # no review since day 4
     # 36 idle days: DORMANT, weeks 1-4 at 0.05 and week 5 at 0.2
     m = D.lifecycle(s.state.decisions[did], day(40))
     assert (m.vitality, m.confidence) == (Vit.DORMANT, pytest.approx(0.136267275))
@@ -1133,6 +1160,7 @@ def test_canonical_promotion_is_sticky():
     did = s.record(scope="infra")  # removal cost 0.5 + one context 0.05 + 0.1 x confidence
     for n in (2, 4, 6, 8, 10, 12):
         cite(s, did, at=n)
+        s.run(D.Reflect(), at=n)  # a reflection after each piece of evidence
     rec = s.state.decisions[did]
     # reviews (u, rc, s -> confidence): day 2: 0.5, 0.65, 0 -> 0.6975 (EMERGENT);
     # day 4: 0.6, 0.619750, 0.3 -> 0.6067125; day 6: 0.7, 0.61067125, 1.0 -> 0.6849569375;
@@ -1142,7 +1170,7 @@ def test_canonical_promotion_is_sticky():
     m = D.lifecycle(rec, day(10))
     assert (m.phase, m.stability_score) == (Phase.CANONICAL, 1.0)
     assert m.confidence == pytest.approx(0.7763052037484375)
-    assert m.estimated_removal_cost == pytest.approx(0.55 + 0.07763052037484375)
+    assert m.estimated_removal_cost == pytest.approx(0.55 + 0.07452528228125)  # with the replaced 0.745...
     assert D.lifecycle(rec, day(200)).phase is Phase.CANONICAL  # DORMANT now, still CANONICAL
     phases = [D.lifecycle(rec, day(n / 2)).phase for n in range(0, 400)]
     order = [Phase.PATTERN, Phase.EMERGENT, Phase.CANONICAL]
@@ -1171,7 +1199,7 @@ def test_an_intervention_starts_emergent_with_the_seed_values():
     m = D.lifecycle(s.state.decisions[did], day(2))
     assert m.estimated_utility == pytest.approx(0.1 + 0.2)
     assert m.confidence == pytest.approx(0.428)
-    assert m.estimated_removal_cost == pytest.approx(0.05 + 0.0428)
+    assert m.estimated_removal_cost == pytest.approx(0.05 + 0.07)  # with the replaced 0.7
     s.refused(RecordDecision(title="t", target="queue", rationale=RATIONALE, intervention=True, confidence=0.9),
               "an intervention sets confidence 0.7", error=ValidationError)
 
@@ -1317,6 +1345,7 @@ def test_rank_weights():
     did = s.record(scope="infra")
     for n in (2, 4, 6, 8, 10, 12):
         cite(s, did, at=n)
+        s.run(D.Reflect(), at=n)  # a reflection after each piece of evidence
     rec = s.state.decisions[did]
     assert D.rank_weight(rec, day(12)) == pytest.approx(1.5 * 1.0 * 1.35)   # CANONICAL, ACTIVE
     assert D.rank_weight(rec, day(20)) == pytest.approx(1.5 * 0.5 * 1.35)   # DECAYING
@@ -1416,3 +1445,68 @@ def test_demo_piece():
     assert statuses == ["active", "active", "superseded"]
     (prop,) = state.proposals.values()
     assert prop.status is ProposalStatus.ACCEPTED and prop.decision_id in state.decisions
+
+
+def _seed_fixture_stream(reflect_each: bool = False) -> tuple[Session, str]:
+    """Old confidence 0.6, SYSTEM scope, 2 consequences, six uses in one context (five on day 5,
+    one on day 7): utility 0.4 + 0.2 + 0.2 = 0.8, removal cost 0.3 + 0.1 + 0.05 + 0.06 + 0.1 x 0.6
+    = 0.57, stability over the intervals 0, 0, 0, 0, 2 (variance 0.8) and lifetime 7: 1 - 0.8 / 8 = 0.9."""
+    s = Session()
+    did = s.record(scope="system", consequences=["a", "b"], confidence=0.6)
+    for at in (5, 5, 5, 5, 5, 7):
+        s.run(UseDecision(decision_id=did, context="ctx"), at=at)
+        if reflect_each:
+            s.run(D.Reflect(), at=at)
+    return s, did
+
+
+def test_promote_stream_runs_once_per_reflection_over_the_batch_of_new_evidence():
+    """LedgerMind v3.2.1: ReflectionEngine.run_cycle merges the new evidence into the stream
+    (calculate_temporal_signals) and calls promote_stream once (test_lifecycle.py::
+    test_burst_protection): 0.5 x 0.6 + 0.5 x (0.4 x 0.8 + 0.3 x 0.57 + 0.3 x 0.9) = 0.6805."""
+    s, did = _seed_fixture_stream()
+    m = D.lifecycle(s.state.decisions[did], day(7))
+    assert (m.frequency, m.unique_contexts, m.hit_count, m.lifetime_days) == (6, 1, 6, 7.0)
+    assert m.stability_score == pytest.approx(0.9)
+    assert m.estimated_utility == pytest.approx(0.8)
+    assert m.estimated_removal_cost == pytest.approx(0.57)  # with the confidence it replaced
+    assert m.confidence == pytest.approx(0.6805)
+    assert m.phase is Phase.EMERGENT  # coverage 7/30 <= 0.3: not CANONICAL
+    st_ = D.stream(s.state, did, day(7))
+    assert (st_.confidence, st_.estimated_removal_cost, st_.estimated_utility) == (
+        pytest.approx(0.6805), pytest.approx(0.57), pytest.approx(0.8))
+    # a reflection recorded after the batch reviews it once: the same numbers
+    s.run(D.Reflect(), at=8)
+    assert D.lifecycle(s.state.decisions[did], day(8)).confidence == pytest.approx(0.6805)
+    assert s.state.decisions[did].reviews == [day(8)]
+    # a review at each time evidence came (day 5, then day 7) reads otherwise
+    each, did_each = _seed_fixture_stream(reflect_each=True)
+    assert each.state.decisions[did_each].reviews == [day(5), day(7)]
+    assert D.lifecycle(each.state.decisions[did_each], day(7)).confidence != pytest.approx(0.6805)
+
+
+def test_a_burst_is_one_batch_and_stays_emergent():
+    """LedgerMind's test_burst_protection: 100 uses an hour apart, one reflection: coverage
+    about 4 days / 30 keeps the stream out of CANONICAL."""
+    s = Session()
+    did = s.record(scope="infra")
+    for h in range(100):
+        s.run(UseDecision(decision_id=did, context="burst"), at=h / 24)
+    s.run(D.Reflect(), at=100 / 24)
+    m = D.lifecycle(s.state.decisions[did], day(100 / 24))
+    assert (m.frequency, m.phase) == (100, Phase.EMERGENT)
+    assert m.coverage < 0.2
+    assert len(s.state.decisions[did].reviews) == 1
+
+
+def test_a_reflection_reviews_only_its_namespace_and_only_new_evidence():
+    s = Session()
+    a = s.record(target="database")
+    b = s.record(target="database", namespace="other")
+    s.run(UseDecision(decision_id=a), at=1)
+    s.run(UseDecision(decision_id=b), at=1)
+    s.run(D.Reflect(namespace="other"), at=2)
+    assert (s.state.decisions[a].reviews, s.state.decisions[b].reviews) == ([], [day(2)])
+    s.run(D.Reflect(), at=3)
+    assert (s.state.decisions[a].reviews, s.state.decisions[b].reviews) == ([day(3)], [day(2)])
+    assert s.run(D.Reflect(), at=4) == []
