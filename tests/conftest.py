@@ -63,11 +63,14 @@ def random_deltas(rng: random.Random, n: int, braids: int = 3) -> list[GenericDe
         refs = None
         if out and rng.random() < 0.3:
             refs = Refs(deltas=(rng.choice(out).id,), beads=(BeadRef("bead-" + str(i % 4), "used"),))
+        provenance = Provenance(rng.choice(braidlog.PROVENANCE_KINDS))
+        confidence = round(rng.random(), 3)
+        if provenance.kind == "dream":  # dream content starts low (the trust rule at the boundary)
+            confidence = round(confidence * 0.3, 3)
         out.append(GenericDelta(
             braid_id=f"b{rng.randrange(braids)}", kind=kind,
             ts=T0 + timedelta(seconds=i + rng.choice([0, 0, 0, -5, 3])),
-            provenance=Provenance(rng.choice(braidlog.PROVENANCE_KINDS)),
-            confidence=round(rng.random(), 3), payload=payload, refs=refs,
+            provenance=provenance, confidence=confidence, payload=payload, refs=refs,
             tags=tuple(rng.sample(["a", "b", "c"], rng.randrange(3)))))
     return out
 

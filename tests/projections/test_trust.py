@@ -92,11 +92,17 @@ def test_non_dream_hypotheses_take_their_stated_confidence(braid):
     assert conf(braid, hid, T0 + 365 * DAY) == 0.8  # no decay for non-dream content
 
 
-def test_a_raw_dream_delta_is_clamped_to_the_cap_and_decays(braid):
+def test_a_raw_dream_delta_above_the_cap_is_refused_and_a_logged_one_is_clamped(braid, tmp_path):
     d = braidlog.delta(B, "observation", {"text": "a dream image"}, provenance="dream", confidence=0.95, ts=T0)
-    braid.append(d)
-    assert conf(braid, d.id, T0) == 0.3
-    assert conf(braid, d.id, T0 + HALF) == pytest.approx(0.15)
+    head = braid.head()
+    with pytest.raises(ValidationError, match="confidence: dream_starts_low: dream-provenance content "
+                                              "starts at confidence 0.3 at most, got 0.95"):
+        braid.append(d)
+    assert braid.head() == head
+    # a log written before the rule: the fold clamps it to the cap, and it decays
+    state = trust.PROJECTIONS[0].fold([d])
+    assert trust.confidence_at(state, d.id, T0) == 0.3
+    assert trust.confidence_at(state, d.id, T0 + HALF) == pytest.approx(0.15)
 
 
 # --------------------------------------------------------------------------------------- decay
@@ -253,11 +259,16 @@ def test_a_dream_cannot_test_or_promote(braid):
             "a dream cannot test a hypothesis", provenance="dream")
     pass_all(braid, hid, T0 + DAY)
     refused(braid, PromoteHypothesis(hypothesis_id=hid), Rejected, "a dream cannot promote", provenance="dream")
-    raw = braidlog.delta(B, "hypothesis", {"type": "HypothesisTested", "hypothesis_id": hid, "test_id": braidlog.new_id(),
-                                           "test": "outcome", "passed": False, "feedback": "no"},
-                         provenance="dream", ts=T0 + 2 * DAY)
-    braid.append(raw)
-    assert trust.missing_tests(braid.state("trust"), hid, T0 + 3 * DAY) == []  # dream tests never count
+    tid = braidlog.new_id()
+    raw = msgspec.structs.replace(braidlog.delta(
+        B, "hypothesis", {"type": "HypothesisTested", "hypothesis_id": hid, "test_id": tid,
+                          "test": "outcome", "passed": False, "feedback": "no"},
+        provenance="dream", ts=T0 + 2 * DAY), id=tid)
+    with pytest.raises(Rejected, match="dream_never_validates: a dream cannot test a hypothesis"):
+        braid.append(raw)  # the boundary refuses it on a raw append too
+    # a log written before the rule: the fold never counts a dream's test
+    state = trust.PROJECTIONS[0].fold([*(r.delta for r in braid.log.scan()), raw])
+    assert trust.missing_tests(state, hid, T0 + 3 * DAY) == []
 
 
 def test_rejection_is_final(braid):
