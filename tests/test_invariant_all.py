@@ -110,7 +110,7 @@ def write_the_rest(braid: braidlog.Braid, start: datetime) -> None:
     expired = run("episodes", E.ExpireForks(), 60 * 24)
     assert "fork_expired" in {r.delta.kind for r in expired}
 
-    # decisions: trust_boundary_set, proposal_rejected, proposal_falsified
+    # decisions: trust_boundary_set, proposal_rejected, proposal_falsified, decisions_reflected
     ns = f"rest-{start:%Y%m%dT%H%M%S}"
     run("decisions", D.SetTrustBoundary(boundary=D.TrustBoundary.HUMAN_ONLY, namespace=ns), 3, "user")
     drafted = []
@@ -122,6 +122,8 @@ def write_the_rest(braid: braidlog.Braid, start: datetime) -> None:
     run("decisions", D.RejectProposal(proposal_id=drafted[0], reason="one writer is enough"), 6, "user")
     run("decisions", D.FalsifyProposal(proposal_id=drafted[1], reason="payloads are already small"),
         7, "user")
+    # decisions_reflected: a reflection reviews the streams the demo's uses left unreviewed
+    run("decisions", D.Reflect(), 7)
 
     # fields: topic_restored (the demo archives scratch-notes)
     run("fields", F.RestoreTopic(topic_id="scratch-notes", reason="needed again"), 8)
