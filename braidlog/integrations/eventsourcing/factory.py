@@ -1,0 +1,106 @@
+"""``BraidlogFactory``: eventsourcing's infrastructure factory for a braidlog store.
+
+Configured through eventsourcing's ``Environment``, so each setting may be prefixed with the
+application's name (``BANKACCOUNTS_BRAIDLOG_STORE`` before ``BRAIDLOG_STORE``):
+
+- ``BRAIDLOG_STORE``: the store's directory (required; created with a new store where none is);
+- ``BRAIDLOG_DURABLE``: sync every commit to disk (default ``y``; ``n`` as ``braidlog.open``'s
+  ``durable=False``: an OS crash may lose the last commits, never corrupt the store);
+- ``ORIGINATOR_ID_TYPE``: ``uuid`` (the default) or ``text``, as for eventsourcing's SQLite module.
+
+The factory does not open the store: its recorders open it on first use, in the process that
+uses them, so an application constructed before ``fork`` works in the child.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.persistence import (
+    AggregateRecorder, ApplicationRecorder, InfrastructureFactory, InfrastructureFactoryError,
+    ProcessRecorder,
+)
+from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
+
+from .recorders import (
+    BraidlogAggregateRecorder, BraidlogApplicationRecorder, BraidlogProcessRecorder,
+    BraidlogTrackingRecorder,
+)
+from .store import BraidlogDatastore
+
+__all__ = ["BraidlogFactory"]
+
+
+class BraidlogFactory(InfrastructureFactory[BraidlogTrackingRecorder]):
+    """Recorders on the braidlog store ``BRAIDLOG_STORE`` names (``PERSISTENCE_MODULE`` =
+    ``braidlog.integrations.eventsourcing``)."""
+
+    BRAIDLOG_STORE = "BRAIDLOG_STORE"
+    BRAIDLOG_DURABLE = "BRAIDLOG_DURABLE"
+    ORIGINATOR_ID_TYPE = "ORIGINATOR_ID_TYPE"
+    CREATE_TABLE = "CREATE_TABLE"  # accepted, and nothing to do: a braid needs no table
+
+    aggregate_recorder_class = BraidlogAggregateRecorder
+    application_recorder_class = BraidlogApplicationRecorder
+    tracking_recorder_class = BraidlogTrackingRecorder
+    process_recorder_class = BraidlogProcessRecorder
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        path = (self.env.get(self.BRAIDLOG_STORE) or "").strip()
+        if not path:
+            raise InfrastructureFactoryError(
+                "braidlog store path not found in the environment with keys: "
+                f"{', '.join(self.env.create_keys(self.BRAIDLOG_STORE))} (name the store's "
+                "directory; a new store is created there when none exists)")
+        durable = self._flag(self.BRAIDLOG_DURABLE, "y")
+        id_type = (self.env.get(self.ORIGINATOR_ID_TYPE) or "uuid").strip().lower()
+        if id_type not in ("uuid", "text"):
+            raise InfrastructureFactoryError(
+                f"{self.ORIGINATOR_ID_TYPE} must be 'uuid' or 'text', not {id_type!r}")
+        self.datastore = BraidlogDatastore(path, durable=durable, originator_id_type=id_type)
+
+    def _flag(self, key: str, default: str) -> bool:
+        value = self.env.get(key, default) or default
+        try:
+            return bool(strtobool(value))
+        except ValueError:
+            raise InfrastructureFactoryError(
+                f"{key} must be a yes or no value (y, n, true, false, 1, 0), not {value!r}") from None
+
+    def _prefix(self, default: str) -> str:
+        return self.env.name.lower() or default
+
+    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
+        return self.aggregate_recorder_class(
+            self.datastore, events_table_name=f"{self._prefix('stored')}_{purpose}",
+            for_snapshots=purpose != "events")
+
+    def application_recorder(self) -> ApplicationRecorder:
+        cls = self._class(self.APPLICATION_RECORDER_TOPIC, self.application_recorder_class)
+        return cls(self.datastore, events_table_name=f"{self._prefix('stored')}_events")
+
+    def tracking_recorder(self, tracking_recorder_class: type[BraidlogTrackingRecorder] | None = None
+                          ) -> BraidlogTrackingRecorder:
+        cls = tracking_recorder_class or self._class(self.TRACKING_RECORDER_TOPIC,
+                                                     self.tracking_recorder_class)
+        return cls(self.datastore,
+                   tracking_table_name=f"{self._prefix('notification')}_tracking")
+
+    def process_recorder(self) -> ProcessRecorder:
+        cls = self._class(self.PROCESS_RECORDER_TOPIC, self.process_recorder_class)
+        return cls(self.datastore, events_table_name=f"{self._prefix('stored')}_events",
+                   tracking_table_name=f"{self._prefix('notification')}_tracking")
+
+    def _class(self, key: str, default: type) -> Any:
+        topic = self.env.get(key)
+        cls = resolve_topic(topic) if topic else default
+        base = {self.APPLICATION_RECORDER_TOPIC: BraidlogApplicationRecorder,
+                self.TRACKING_RECORDER_TOPIC: BraidlogTrackingRecorder,
+                self.PROCESS_RECORDER_TOPIC: BraidlogProcessRecorder}[key]
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise InfrastructureFactoryError(f"{key} {topic!r} must name a subclass of {base.__name__}")
+        return cls
+
+    def close(self) -> None:
+        self.datastore.close()

@@ -1,0 +1,422 @@
+"""eventsourcing's recorders on a braidlog store.
+
+A stored event is a delta of kind ``eventsourcing.event`` in the braid ``<table>:<originator id>``
+(one braid per aggregate; ``<table>`` is ``<application>_events``, the table name eventsourcing's
+PostgreSQL module would use); a snapshot is one of kind ``eventsourcing.snapshot`` in
+``<application>_snapshots:<originator id>``; a tracking record one of kind
+``eventsourcing.tracking`` in ``<application>_tracking:<upstream application>``. A notification
+id is the seq of the event's delta: gap-free across the store, and an application's own
+notifications are its events among them. docs/eventsourcing.md has the whole mapping.
+
+The rules, checked inside the store's write transaction so that no other writer (thread or
+process) can slip in between: within one braid, versions only go up (a version at or below the
+originator's last one raises ``IntegrityError``, whether or not that number is taken), and so do
+tracked notification ids per upstream application. A call's events and its tracking record are
+one transaction: all are written, or none.
+"""
+
+from __future__ import annotations
+
+import binascii
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from functools import partial
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    AggregateRecorder, ApplicationRecorder, DataError, IntegrityError, Notification,
+    ProcessRecorder, ProgrammingError, StoredEvent, Subscription, Tracking, TrackingRecorder,
+)
+
+from ... import GenericDelta, LmdbLog, Provenance, Record, new_id
+from ..eventsourcing_kinds import EVENT, SNAPSHOT, TRACKING
+from .store import BraidlogDatastore, paged, translated
+
+__all__ = [
+    "BraidlogRecorder", "BraidlogAggregateRecorder", "BraidlogApplicationRecorder",
+    "BraidlogTrackingRecorder", "BraidlogProcessRecorder", "BraidlogSubscription",
+]
+
+MAX_BRAID_ID = 120  # characters: braidlog's limit on a braid id
+_I64 = 2**63
+_PROVENANCE = Provenance("system", source="eventsourcing")
+_b64encode = binascii.b2a_base64
+_b64decode = binascii.a2b_base64
+
+#: How often a waiting subscription looks for another process's commit (seconds); a commit of
+#: this process wakes it at once.
+POLL_INTERVAL = 0.02
+
+
+def _int(value: Any) -> bool:
+    return type(value) is int and -_I64 <= value < _I64
+
+
+def _what(value: Any) -> str:
+    return type(value).__name__
+
+
+class BraidlogRecorder:
+    """What every recorder on a braidlog store shares: the datastore, ids, the one write path."""
+
+    def __init__(self, datastore: BraidlogDatastore, **kwargs: Any) -> None:
+        if not isinstance(datastore, BraidlogDatastore):
+            raise ProgrammingError(f"datastore must be a BraidlogDatastore, not {_what(datastore)}")
+        super().__init__(**kwargs)
+        self.datastore = datastore
+        self._uuids = datastore.originator_id_type == "uuid"
+
+    @staticmethod
+    def _table(name: Any, field: str) -> str:
+        if not isinstance(name, str) or not name or ":" in name:
+            raise ProgrammingError(f"{field} must be a non-empty str without ':' (it starts the "
+                                   f"braid ids of its records), not {name!r}")
+        return name
+
+    # -- ids ------------------------------------------------------------------------------------
+    def _oid_text(self, originator_id: Any, field: str = "originator_id") -> str:
+        """An originator id as stored: a UUID in its canonical form, text as it is."""
+        if type(originator_id) is UUID:
+            return str(originator_id)
+        if isinstance(originator_id, UUID):
+            return str(UUID(int=originator_id.int))
+        if isinstance(originator_id, str):
+            if not self._uuids:
+                if not originator_id:
+                    raise DataError(f"{field} must not be empty")
+                return originator_id
+            try:
+                return str(UUID(originator_id))
+            except ValueError:
+                raise DataError(f"{field} {originator_id!r} is not a UUID; this store keeps UUID "
+                                "originator ids (set ORIGINATOR_ID_TYPE=text for text ids)") from None
+        raise DataError(f"{field} must be a UUID or a str, not {_what(originator_id)}")
+
+    def _oid(self, text: str) -> UUID | str:
+        return UUID(text) if self._uuids else text
+
+    @staticmethod
+    def _braid(table: str, key: str, field: str) -> str:
+        braid = f"{table}:{key}"
+        if len(braid) > MAX_BRAID_ID:
+            raise DataError(f"{field} {key!r} is too long: its braid id {table}:... may hold at "
+                            f"most {MAX_BRAID_ID} characters, so at most {MAX_BRAID_ID - len(table) - 1}")
+        return braid
+
+    # -- the write path -------------------------------------------------------------------------
+    def _commit(self, deltas: list[GenericDelta], floors: Mapping[str, tuple[int, str, str]]
+                ) -> list[Record]:
+        """Append ``deltas`` in one transaction. ``floors`` maps a braid to (the first value the
+        batch adds to it, the payload field that value is in, what to call it): inside the write
+        transaction, the braid's last value of that field must be below it, else IntegrityError
+        and nothing is written."""
+        log = self.datastore.log
+
+        def admit(head: Any, staged: Any) -> None:
+            for braid, (first, field, what) in floors.items():
+                last = _last(log, braid)
+                if last is not None and first <= last.delta.payload[field]:
+                    raise IntegrityError(
+                        f"{what} {first} conflicts: {braid} is at {last.delta.payload[field]} "
+                        f"(seq {last.seq}); it only goes up")
+
+        with translated():
+            records = log.commit(deltas, admit=admit)
+        self.datastore.committed()
+        return records
+
+    def _check_tracking(self, tracking: Any) -> None:
+        if not isinstance(tracking, Tracking):
+            raise ProgrammingError(f"tracking must be a Tracking, not {_what(tracking)}")
+        if not isinstance(tracking.application_name, str) or not tracking.application_name:
+            raise DataError("tracking.application_name must be a non-empty str, not "
+                            f"{tracking.application_name!r}")
+        if not _int(tracking.notification_id):
+            raise DataError("tracking.notification_id must be an int, not "
+                            f"{tracking.notification_id!r}")
+
+
+def _last(log: LmdbLog, braid: str) -> Record | None:
+    for record in log.scan_braid(braid, reverse=True, limit=1):
+        return record
+    return None
+
+
+class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
+    """Stored events (or snapshots) of aggregates: one braid per originator.
+
+    ``events_table_name`` names the braids (``<events_table_name>:<originator id>``);
+    ``for_snapshots`` stores deltas of kind ``eventsourcing.snapshot`` instead of
+    ``eventsourcing.event``.
+    """
+
+    def __init__(self, datastore: BraidlogDatastore, *, events_table_name: str = "stored_events",
+                 for_snapshots: bool = False, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        self.events_table_name = self._table(events_table_name, "events_table_name")
+        self.kind = SNAPSHOT if for_snapshots else EVENT
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
+                      ) -> Sequence[int] | None:
+        self._insert(stored_events, None)
+        return None
+
+    def _insert(self, stored_events: Sequence[StoredEvent], tracking: Tracking | None
+                ) -> list[int]:
+        """Write ``stored_events`` (and ``tracking``) in one transaction; their seqs."""
+        deltas, floors = self._event_deltas(stored_events)
+        if tracking is not None:
+            delta, braid = self._tracking_delta(tracking, deltas[0].ts if deltas else None)
+            deltas.append(delta)
+            floors[braid] = (tracking.notification_id, "notification_id",
+                             f"tracking of {tracking.application_name!r}: notification")
+        if not deltas:
+            return []
+        events = len(deltas) - (tracking is not None)
+        return [r.seq for r in self._commit(deltas, floors)[:events]]
+
+    def _tracking_delta(self, tracking: Tracking, ts: datetime | None) -> tuple[GenericDelta, str]:
+        raise ProgrammingError(f"{type(self).__name__} records no tracking; use a process recorder")
+
+    def _event_deltas(self, stored_events: Any) -> tuple[list[GenericDelta], dict[str, tuple]]:
+        """The deltas of ``stored_events``, every field checked; and the first version each
+        braid gets. Versions of one originator must go up within the call."""
+        if isinstance(stored_events, (str, bytes, Mapping)) or not isinstance(stored_events, Iterable):
+            raise ProgrammingError(f"stored_events must be a sequence of StoredEvent, not "
+                                   f"{_what(stored_events)}")
+        ts = datetime.now(timezone.utc)
+        table, kind = self.events_table_name, self.kind
+        deltas: list[GenericDelta] = []
+        floors: dict[str, tuple[int, str, str]] = {}
+        lasts: dict[str, int] = {}
+        for i, s in enumerate(stored_events):
+            if not isinstance(s, StoredEvent):
+                raise ProgrammingError(f"stored_events[{i}] must be a StoredEvent, not {_what(s)}")
+            oid = self._oid_text(s.originator_id, f"stored_events[{i}].originator_id")
+            version = s.originator_version
+            if not _int(version):
+                raise DataError(f"stored_events[{i}].originator_version must be an int, not "
+                                f"{version!r}")
+            if not isinstance(s.topic, str) or not s.topic:
+                raise DataError(f"stored_events[{i}].topic must be a non-empty str, not {s.topic!r}")
+            state = s.state
+            if not isinstance(state, (bytes, bytearray, memoryview)):
+                raise DataError(f"stored_events[{i}].state must be bytes, not {_what(state)}")
+            braid = self._braid(table, oid, f"stored_events[{i}].originator_id")
+            before = lasts.get(braid)
+            if before is None:
+                floors[braid] = (version, "originator_version", f"originator {oid}: version")
+            elif version <= before:
+                raise IntegrityError(f"stored_events[{i}]: version {version} of originator {oid} "
+                                     f"comes after version {before} in the same call; versions "
+                                     "only go up")
+            lasts[braid] = version
+            deltas.append(GenericDelta(
+                id=new_id(), braid_id=braid, kind=kind, ts=ts, provenance=_PROVENANCE,
+                confidence=1.0, payload={
+                    "originator_id": oid, "originator_version": version, "topic": s.topic,
+                    "state": _b64encode(state, newline=False).decode("ascii")}))
+        return deltas, floors
+
+    def _stored_event(self, d: GenericDelta) -> tuple[UUID | str, int, str, bytes]:
+        p = d.payload
+        return self._oid(p["originator_id"]), p["originator_version"], p["topic"], _b64decode(p["state"])
+
+    def select_events(self, originator_id: UUID | str, *, gt: int | None = None,
+                      lte: int | None = None, desc: bool = False, limit: int | None = None
+                      ) -> Sequence[StoredEvent]:
+        for name, value in (("gt", gt), ("lte", lte)):
+            if value is not None and not _int(value):
+                raise DataError(f"{name} must be an int or None, not {value!r}")
+        if limit is not None and (not _int(limit) or limit < 0):
+            raise DataError(f"limit must be an int >= 0 or None, not {limit!r}")
+        braid = self._braid(self.events_table_name, self._oid_text(originator_id), "originator_id")
+        if limit == 0:
+            return []
+        scan = partial(self.datastore.log.scan_braid, braid)
+        found: list[Record] = []
+        with translated():
+            if desc or gt is not None:  # from the newest back: versions go up along the braid
+                for r in paged(scan, reverse=True, first=1 if desc and limit else 16):
+                    v = r.delta.payload["originator_version"]
+                    if gt is not None and v <= gt:
+                        break
+                    if lte is not None and v > lte:
+                        continue
+                    found.append(r)
+                    if desc and limit is not None and len(found) == limit:
+                        break
+                if not desc:
+                    found.reverse()
+                    del found[len(found) if limit is None else limit:]
+            else:
+                for r in paged(scan, first=64):
+                    if lte is not None and r.delta.payload["originator_version"] > lte:
+                        break
+                    found.append(r)
+                    if limit is not None and len(found) == limit:
+                        break
+        return [StoredEvent(*self._stored_event(r.delta)) for r in found]
+
+
+class BraidlogApplicationRecorder(BraidlogAggregateRecorder, ApplicationRecorder):
+    """An application's events, and its notifications: its events in the order of the store's
+    seq, the notification id being the seq."""
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
+                      ) -> Sequence[int] | None:
+        return self._insert(stored_events, None)
+
+    def _notification(self, r: Record) -> Notification:
+        oid, version, topic, state = self._stored_event(r.delta)
+        return Notification(id=r.seq, originator_id=oid, originator_version=version, topic=topic,
+                            state=state)
+
+    def select_notifications(self, start: int | None, limit: int, stop: int | None = None,
+                             topics: Sequence[str] = (), *, inclusive_of_start: bool = True
+                             ) -> Sequence[Notification]:
+        for name, value in (("start", start), ("stop", stop)):
+            if value is not None and not _int(value):
+                raise DataError(f"{name} must be an int or None, not {value!r}")
+        if not _int(limit) or limit < 0:
+            raise DataError(f"limit must be an int >= 0, not {limit!r}")
+        if isinstance(topics, (str, bytes)) or not isinstance(topics, Iterable):
+            raise DataError(f"topics must be a sequence of str, not {_what(topics)}")
+        topics = list(topics)
+        if not all(isinstance(t, str) for t in topics):
+            raise DataError(f"topics must be a sequence of str, not {topics!r}")
+        wanted = frozenset(topics)
+        lo = 1 if start is None else start if inclusive_of_start else start + 1
+        lo = max(lo, 1)
+        hi = None if stop is None else stop + 1
+        if limit == 0 or (hi is not None and hi <= lo):
+            return []
+        prefix = self.events_table_name + ":"
+        out: list[Notification] = []
+        with translated():
+            scan = partial(self.datastore.log.scan_kind, self.kind)
+            for r in paged(scan, lo, hi, first=min(limit, 64)):
+                d = r.delta
+                if d.braid_id.startswith(prefix) and (not wanted or d.payload["topic"] in wanted):
+                    out.append(self._notification(r))
+                    if len(out) == limit:
+                        break
+        return out
+
+    def max_notification_id(self) -> int | None:
+        prefix = self.events_table_name + ":"
+        with translated():
+            for r in paged(partial(self.datastore.log.scan_kind, self.kind), reverse=True):
+                if r.delta.braid_id.startswith(prefix):
+                    return r.seq
+        return None
+
+    def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()
+                  ) -> Subscription[ApplicationRecorder]:
+        if gt is not None and not _int(gt):
+            raise DataError(f"gt must be an int or None, not {gt!r}")
+        return BraidlogSubscription(self, gt=gt, topics=topics)
+
+
+class BraidlogSubscription(Subscription[BraidlogApplicationRecorder]):
+    """An application's notifications after ``gt``, then each new one as it is committed: by this
+    process (woken at once) or by another (seen within ``POLL_INTERVAL``, by the store's commit
+    counter, read without a transaction)."""
+
+    def __init__(self, recorder: BraidlogApplicationRecorder, gt: int | None = None,
+                 topics: Sequence[str] = ()) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._buffer: deque[Notification] = deque()
+        self._woken = threading.Event()
+        recorder.datastore.listen(self._woken)
+
+    def stop(self) -> None:
+        super().stop()
+        self._woken.set()
+        self._recorder.datastore.unlisten(self._woken)
+
+    def __next__(self) -> Notification:
+        recorder = self._recorder
+        while not self._has_been_stopped:
+            if self._buffer:
+                return self._buffer.popleft()
+            log = recorder.datastore.log
+            with translated():
+                mark = log.last_commit()
+            self._woken.clear()
+            found = recorder.select_notifications(
+                start=self._last_notification_id or 0, limit=500, topics=self._topics,
+                inclusive_of_start=False)
+            if found:
+                self._last_notification_id = found[-1].id
+                self._buffer.extend(found)
+                continue
+            while not self._has_been_stopped and not self._woken.is_set():
+                self._woken.wait(POLL_INTERVAL)
+                with translated():
+                    if log.last_commit() != mark:
+                        break
+        raise StopIteration
+
+
+class BraidlogTrackingRecorder(BraidlogRecorder, TrackingRecorder):
+    """Tracking records: per upstream application, a braid ``<tracking_table_name>:<name>``
+    whose notification ids only go up.
+
+    A materialised view subclasses it and writes its own changes as deltas with ``record``, in
+    the same transaction as the tracking record of the event that caused them.
+    """
+
+    def __init__(self, datastore: BraidlogDatastore, *,
+                 tracking_table_name: str = "notification_tracking", **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        self.tracking_table_name = self._table(tracking_table_name, "tracking_table_name")
+
+    def _tracking_delta(self, tracking: Tracking, ts: datetime | None) -> tuple[GenericDelta, str]:
+        self._check_tracking(tracking)
+        braid = self._braid(self.tracking_table_name, tracking.application_name,
+                            "tracking.application_name")
+        return GenericDelta(
+            id=new_id(), braid_id=braid, kind=TRACKING, ts=ts or datetime.now(timezone.utc),
+            provenance=_PROVENANCE, confidence=1.0,
+            payload={"application_name": tracking.application_name,
+                     "notification_id": tracking.notification_id}), braid
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        self.record(tracking)
+
+    def record(self, tracking: Tracking, deltas: Sequence[GenericDelta] = ()) -> list[Record]:
+        """Append ``deltas`` (a view's own changes, of any kind this process knows, e.g.
+        ``eventsourcing.view``) and the tracking record in one transaction; the records written.
+        IntegrityError, and nothing written, if ``tracking`` is not after the last one."""
+        if isinstance(deltas, GenericDelta) or not isinstance(deltas, Iterable):
+            raise ProgrammingError(f"deltas must be a sequence of GenericDelta, not {_what(deltas)}")
+        deltas = list(deltas)
+        for i, d in enumerate(deltas):
+            if not isinstance(d, GenericDelta):
+                raise ProgrammingError(f"deltas[{i}] must be a GenericDelta, not {_what(d)}")
+        delta, braid = self._tracking_delta(tracking, None)
+        return self._commit([*deltas, delta], {braid: (
+            tracking.notification_id, "notification_id",
+            f"tracking of {tracking.application_name!r}: notification")})
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        if not isinstance(application_name, str) or not application_name:
+            raise DataError(f"application_name must be a non-empty str, not {application_name!r}")
+        braid = self._braid(self.tracking_table_name, application_name, "application_name")
+        with translated():
+            last = _last(self.datastore.log, braid)
+        return None if last is None else last.delta.payload["notification_id"]
+
+
+class BraidlogProcessRecorder(BraidlogTrackingRecorder, BraidlogApplicationRecorder,
+                              ProcessRecorder):
+    """An application recorder whose events are written with the tracking record of the
+    upstream notification they were made from, in one transaction."""
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
+                      ) -> Sequence[int] | None:
+        return self._insert(stored_events, kwargs.get("tracking"))

@@ -1,0 +1,297 @@
+"""braidlog's eventsourcing module beyond eventsourcing's own suite: what the store adds (one
+braid per aggregate, notification ids = seqs, the CLI and other processes on the same store),
+the settings, and bad input (eventsourcing's errors, nothing written)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import threading
+from uuid import UUID, uuid4
+
+import pytest
+
+pytest.importorskip("eventsourcing", reason="needs braidlog[eventsourcing]")
+
+from eventsourcing.application import Application  # noqa: E402
+from eventsourcing.domain import Aggregate, event  # noqa: E402
+from eventsourcing.persistence import (  # noqa: E402
+    DataError, InfrastructureFactoryError, IntegrityError, PersistenceError, ProgrammingError,
+    StoredEvent, Tracking,
+)
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+import braidlog  # noqa: E402
+from braidlog.integrations.eventsourcing import (  # noqa: E402
+    BraidlogApplicationRecorder, BraidlogDatastore, BraidlogFactory, BraidlogProcessRecorder,
+)
+
+MODULE = "braidlog.integrations.eventsourcing"
+
+
+class Dog(Aggregate):
+    @event("Registered")
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tricks: list[str] = []
+
+    @event("TrickAdded")
+    def add_trick(self, trick: str) -> None:
+        self.tricks.append(trick)
+
+
+class DogSchool(Application[UUID]):
+    def register(self, name: str) -> UUID:
+        dog = Dog(name)
+        self.save(dog)
+        return dog.id
+
+    def teach(self, dog_id: UUID, trick: str) -> None:
+        dog = self.repository.get(dog_id)
+        dog.add_trick(trick)
+        self.save(dog)
+
+
+def env(path, **more) -> dict[str, str]:
+    return {"PERSISTENCE_MODULE": MODULE, "BRAIDLOG_STORE": str(path), **more}
+
+
+@pytest.fixture
+def recorder(tmp_path):
+    ds = BraidlogDatastore(tmp_path / "store")
+    yield BraidlogProcessRecorder(ds, events_table_name="app_events", tracking_table_name="app_tracking")
+    ds.close()
+
+
+def event_(oid, version, topic="topic", state=b"{}") -> StoredEvent:
+    return StoredEvent(originator_id=oid, originator_version=version, topic=topic, state=state)
+
+
+def test_each_aggregate_is_a_braid_and_notification_ids_are_seqs(tmp_path):
+    app = DogSchool(env=env(tmp_path / "s"))
+    fido = app.register("Fido")
+    app.teach(fido, "roll over")
+    rex = app.register("Rex")
+    app.teach(fido, "play dead")
+    assert [n.id for n in app.recorder.select_notifications(None, 10)] == [1, 2, 3, 4]
+    app.close()
+    with braidlog.LmdbLog(tmp_path / "s", readonly=True) as log:
+        fido_braid = [r.delta for r in log.scan_braid(f"dogschool_events:{fido}")]
+        assert [d.payload["originator_version"] for d in fido_braid] == [1, 2, 3]
+        assert {d.kind for d in fido_braid} == {"eventsourcing.event"}
+        assert log.braid_head(f"dogschool_events:{rex}").version == 1
+        assert log.verify().seq == 4
+
+
+def test_two_applications_share_a_store_and_see_only_their_own_notifications(tmp_path):
+    class Other(DogSchool):
+        pass
+
+    a, b = DogSchool(env=env(tmp_path / "s")), Other(env=env(tmp_path / "s"))
+    a.register("a1")
+    b.register("b1")
+    a.register("a2")
+    assert [n.id for n in a.recorder.select_notifications(None, 10)] == [1, 3]
+    assert [n.id for n in b.recorder.select_notifications(None, 10)] == [2]
+    assert (a.recorder.max_notification_id(), b.recorder.max_notification_id()) == (3, 2)
+    a.close(), b.close()
+
+
+def test_a_write_across_aggregates_is_atomic(recorder):
+    x, y = uuid4(), uuid4()
+    recorder.insert_events([event_(x, 1)])
+    head = recorder.datastore.log.head()
+    with pytest.raises(IntegrityError):
+        recorder.insert_events([event_(y, 1), event_(y, 2), event_(x, 1)])
+    with pytest.raises(IntegrityError):  # the tracking record conflicts: no event either
+        recorder.insert_events([event_(y, 1)], tracking=Tracking("up", 5))
+        recorder.insert_events([event_(y, 2)], tracking=Tracking("up", 5))
+    assert recorder.select_events(y) == [event_(y, 1)]
+    assert recorder.datastore.log.head().seq == head.seq + 2
+
+
+def test_a_lower_version_than_the_last_is_a_conflict(recorder):
+    x = uuid4()
+    recorder.insert_events([event_(x, 1), event_(x, 5)])
+    with pytest.raises(IntegrityError, match="only goes up"):
+        recorder.insert_events([event_(x, 3)])
+    with pytest.raises(IntegrityError, match="versions only go up"):
+        recorder.insert_events([event_(x, 7), event_(x, 6)])
+
+
+BAD_CALLS = [
+    (ProgrammingError, lambda r: r.insert_events("not a list")),
+    (ProgrammingError, lambda r: r.insert_events([object()])),
+    (DataError, lambda r: r.insert_events([event_(uuid4(), "1")])),
+    (DataError, lambda r: r.insert_events([event_(uuid4(), True)])),
+    (DataError, lambda r: r.insert_events([event_(uuid4(), 2**64)])),
+    (DataError, lambda r: r.insert_events([event_(uuid4(), 1, topic=3)])),
+    (DataError, lambda r: r.insert_events([event_(uuid4(), 1, topic="")])),
+    (DataError, lambda r: r.insert_events([event_(uuid4(), 1, state="text")])),
+    (DataError, lambda r: r.insert_events([event_(5, 1)])),
+    (DataError, lambda r: r.insert_events([event_("not-a-uuid", 1)])),
+    (ProgrammingError, lambda r: r.insert_events([], tracking="up")),
+    (DataError, lambda r: r.insert_events([], tracking=Tracking("", 1))),
+    (DataError, lambda r: r.insert_events([], tracking=Tracking("up", "1"))),
+    (DataError, lambda r: r.insert_events([], tracking=Tracking("x" * 200, 1))),
+    (DataError, lambda r: r.select_events(5)),
+    (DataError, lambda r: r.select_events(uuid4(), gt="1")),
+    (DataError, lambda r: r.select_events(uuid4(), limit=-1)),
+    (DataError, lambda r: r.select_notifications("1", 10)),
+    (DataError, lambda r: r.select_notifications(1, -1)),
+    (DataError, lambda r: r.select_notifications(1, 10, topics="topic")),
+    (DataError, lambda r: r.select_notifications(1, 10, topics=[1])),
+    (DataError, lambda r: r.max_tracking_id(3)),
+    (DataError, lambda r: r.subscribe(gt="0")),
+    (ProgrammingError, lambda r: r.record(Tracking("up", 1), "deltas")),
+    (DataError, lambda r: r.record(Tracking("up", 1), [braidlog.delta("b", "no_such_kind", {})])),
+]
+
+
+@pytest.mark.parametrize("error, call", BAD_CALLS)
+def test_bad_input_raises_an_eventsourcing_error_and_writes_nothing(recorder, error, call):
+    with pytest.raises(error):
+        call(recorder)
+    assert recorder.datastore.log.head().seq == 0
+
+
+def test_text_ids_too_long_for_a_braid_id_are_refused(tmp_path):
+    ds = BraidlogDatastore(tmp_path / "s", originator_id_type="text")
+    r = BraidlogApplicationRecorder(ds, events_table_name="app_events")
+    r.insert_events([event_("x" * 109, 1)])
+    with pytest.raises(DataError, match="at most 109"):
+        r.insert_events([event_("x" * 110, 1)])
+    ds.close()
+
+
+values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary(),
+                   st.uuids(), st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(oid=values, version=values, topic=values, state=values, tracking=st.one_of(
+    st.none(), values, st.builds(Tracking, values, values)))
+def test_arbitrary_values_raise_only_eventsourcing_errors(tmp_path_factory, oid, version, topic,
+                                                          state, tracking):
+    ds = BraidlogDatastore(tmp_path_factory.mktemp("h") / "s")
+    r = BraidlogProcessRecorder(ds, events_table_name="a_events", tracking_table_name="a_tracking")
+    try:
+        r.insert_events([event_(oid, version, topic, state)], tracking=tracking)
+    except PersistenceError:
+        assert ds.log.head().seq == 0
+    else:
+        assert ds.log.head().seq == 1 + (tracking is not None)
+    for call in (lambda: r.select_events(oid, gt=version), lambda: r.max_tracking_id(topic),
+                 lambda: r.select_notifications(version, 10, topics=[topic] if topic else ())):
+        try:
+            call()
+        except PersistenceError:
+            pass
+    ds.close()
+
+
+def test_settings_come_from_the_environment_with_the_application_prefix(tmp_path):
+    app = DogSchool(env={"PERSISTENCE_MODULE": MODULE, "DOGSCHOOL_BRAIDLOG_STORE": str(tmp_path / "d"),
+                         "BRAIDLOG_STORE": str(tmp_path / "other"), "BRAIDLOG_DURABLE": "n"})
+    assert not (tmp_path / "d").exists()  # opened on first use
+    app.register("Fido")
+    assert (tmp_path / "d" / "data.mdb").exists() and not (tmp_path / "other").exists()
+    assert app.factory.datastore.durable is False
+    app.close()
+    with pytest.raises(InfrastructureFactoryError, match="BRAIDLOG_STORE"):
+        DogSchool(env={"PERSISTENCE_MODULE": MODULE})
+    with pytest.raises(InfrastructureFactoryError, match="BRAIDLOG_DURABLE"):
+        DogSchool(env=env(tmp_path / "d", BRAIDLOG_DURABLE="sometimes"))
+    with pytest.raises(InfrastructureFactoryError, match="ORIGINATOR_ID_TYPE"):
+        DogSchool(env=env(tmp_path / "d", ORIGINATOR_ID_TYPE="int"))
+
+
+def _register_in_child(app: DogSchool, queue) -> None:
+    queue.put(str(app.register("Rex")))
+
+
+def test_an_application_made_before_fork_works_in_the_child(tmp_path):
+    app = DogSchool(env=env(tmp_path / "s"))
+    app.register("Fido")
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_register_in_child, args=(app, queue))
+    child.start()
+    rex = UUID(queue.get(timeout=30))
+    child.join(30)
+    assert child.exitcode == 0
+    assert app.repository.get(rex).name == "Rex"
+    app.register("Spot")
+    assert [n.id for n in app.recorder.select_notifications(None, 10)] == [1, 2, 3]
+    app.close()
+
+
+WRITER = """
+import sys
+from tests.integrations.test_eventsourcing_store import DogSchool, env
+app = DogSchool(env=env(sys.argv[1]))
+print(app.register("Rex"))
+app.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_subscription_wakes_on_another_process_commit(tmp_path):
+    app = DogSchool(env=env(tmp_path / "s"))
+    app.register("Fido")
+    got: list = []
+    with app.recorder.subscribe(gt=1) as subscription:
+        def follow() -> None:
+            for n in subscription:
+                got.append(n)
+                break
+        reader = threading.Thread(target=follow)
+        reader.start()
+        out = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path / "s")], check=True,
+                             capture_output=True, text=True, cwd=_root()).stdout
+        reader.join(10)
+        assert not reader.is_alive()
+    assert [(n.id, str(n.originator_id)) for n in got] == [(2, out.strip())]
+    app.close()
+
+
+def _root() -> str:
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parents[2])
+
+
+@pytest.mark.slow
+def test_the_command_line_reads_verifies_and_copies_the_store(tmp_path):
+    app = DogSchool(env=env(tmp_path / "s", IS_SNAPSHOTTING_ENABLED="y"))
+    fido = app.register("Fido")
+    app.teach(fido, "sit")
+    app.take_snapshot(fido)
+    app.close()
+
+    def cli(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "braidlog", *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    assert cli("--store", str(tmp_path / "s"), "verify").startswith("ok: ")
+    assert cli("--store", str(tmp_path / "s"), "log", "--braid", f"dogschool_events:{fido}",
+               "--json").count("\n") == 2
+    cli("--store", str(tmp_path / "s"), "export", str(tmp_path / "x.jsonl"))
+    cli("--store", str(tmp_path / "copy"), "import", str(tmp_path / "x.jsonl"))
+    copy = DogSchool(env=env(tmp_path / "copy", IS_SNAPSHOTTING_ENABLED="y"))
+    assert copy.repository.get(fido).tricks == ["sit"]
+    assert [s.originator_version for s in copy.snapshots.get(fido)] == [2]
+    copy.close()
+
+
+def test_time_travel_shows_an_aggregate_as_it_was(tmp_path):
+    app = DogSchool(env=env(tmp_path / "s"))
+    fido = app.register("Fido")
+    app.teach(fido, "sit")
+    app.teach(fido, "roll over")
+    app.close()
+    with braidlog.open(tmp_path / "s", projections=[]) as braid:
+        then = braid.at(2).log
+        assert [r.delta.payload["originator_version"]
+                for r in then.scan_braid(f"dogschool_events:{fido}")] == [1, 2]
