@@ -186,7 +186,8 @@ class BraidlogEventCounters(BraidlogTrackingRecorder, projection.EventCountersVi
         return f"{self.tracking_table_name.removesuffix('_tracking')}_counters:{name}"
 
     def _count(self, name: str) -> int:
-        return self.datastore.log.braid_head(self._counter(name)).version
+        with self.datastore.using() as log:
+            return log.braid_head(self._counter(name)).version
 
     def _incr(self, name: str, tracking: Tracking) -> None:
         self.record(tracking, [braidlog.delta(self._counter(name), VIEW, {"counter": name, "by": 1},

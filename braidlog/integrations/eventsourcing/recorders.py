@@ -33,7 +33,7 @@ from eventsourcing.persistence import (
 
 from ... import GenericDelta, LmdbLog, Provenance, Record, new_id
 from ..eventsourcing_kinds import EVENT, SNAPSHOT, TRACKING
-from .store import BraidlogDatastore, paged, translated
+from .store import BraidlogDatastore, paged
 
 __all__ = [
     "BraidlogRecorder", "BraidlogAggregateRecorder", "BraidlogApplicationRecorder",
@@ -113,8 +113,6 @@ class BraidlogRecorder:
         batch adds to it, the payload field that value is in, what to call it): inside the write
         transaction, the braid's last value of that field must be below it, else IntegrityError
         and nothing is written."""
-        log = self.datastore.log
-
         def admit(head: Any, staged: Any) -> None:
             for braid, (first, field, what) in floors.items():
                 last = _last(log, braid)
@@ -123,7 +121,7 @@ class BraidlogRecorder:
                         f"{what} {first} conflicts: {braid} is at {last.delta.payload[field]} "
                         f"(seq {last.seq}); it only goes up")
 
-        with translated():
+        with self.datastore.using() as log:
             records = log.commit(deltas, admit=admit)
         self.datastore.committed()
         return records
@@ -236,9 +234,9 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
         braid = self._braid(self.events_table_name, self._oid_text(originator_id), "originator_id")
         if limit == 0:
             return []
-        scan = partial(self.datastore.log.scan_braid, braid)
         found: list[Record] = []
-        with translated():
+        with self.datastore.using() as log:
+            scan = partial(log.scan_braid, braid)
             if desc or gt is not None:  # from the newest back: versions go up along the braid
                 for r in paged(scan, reverse=True, first=1 if desc and limit else 16):
                     v = r.delta.payload["originator_version"]
@@ -296,8 +294,8 @@ class BraidlogApplicationRecorder(BraidlogAggregateRecorder, ApplicationRecorder
             return []
         prefix = self.events_table_name + ":"
         out: list[Notification] = []
-        with translated():
-            scan = partial(self.datastore.log.scan_kind, self.kind)
+        with self.datastore.using() as log:
+            scan = partial(log.scan_kind, self.kind)
             for r in paged(scan, lo, hi, first=min(limit, 64)):
                 d = r.delta
                 if d.braid_id.startswith(prefix) and (not wanted or d.payload["topic"] in wanted):
@@ -308,8 +306,8 @@ class BraidlogApplicationRecorder(BraidlogAggregateRecorder, ApplicationRecorder
 
     def max_notification_id(self) -> int | None:
         prefix = self.events_table_name + ":"
-        with translated():
-            for r in paged(partial(self.datastore.log.scan_kind, self.kind), reverse=True):
+        with self.datastore.using() as log:
+            for r in paged(partial(log.scan_kind, self.kind), reverse=True):
                 if r.delta.braid_id.startswith(prefix):
                     return r.seq
         return None
@@ -323,8 +321,11 @@ class BraidlogApplicationRecorder(BraidlogAggregateRecorder, ApplicationRecorder
 
 class BraidlogSubscription(Subscription[BraidlogApplicationRecorder]):
     """An application's notifications after ``gt``, then each new one as it is committed: by this
-    process (woken at once) or by another (seen within ``POLL_INTERVAL``, by the store's commit
-    counter, read without a transaction)."""
+    process (woken at once) or by another (seen within ``POLL_INTERVAL``: the subscription reads
+    the store's head, a short read transaction, and selects again when it moved).
+
+    Not LMDB's commit counter (``LmdbLog.last_commit``): it moves a moment before a new read
+    transaction can see the commit, and a select in that moment would miss it for good."""
 
     def __init__(self, recorder: BraidlogApplicationRecorder, gt: int | None = None,
                  topics: Sequence[str] = ()) -> None:
@@ -343,9 +344,8 @@ class BraidlogSubscription(Subscription[BraidlogApplicationRecorder]):
         while not self._has_been_stopped:
             if self._buffer:
                 return self._buffer.popleft()
-            log = recorder.datastore.log
-            with translated():
-                mark = log.last_commit()
+            with recorder.datastore.using() as log:
+                mark = log.head().seq  # what the select below sees, at least
             self._woken.clear()
             found = recorder.select_notifications(
                 start=self._last_notification_id or 0, limit=500, topics=self._topics,
@@ -356,8 +356,8 @@ class BraidlogSubscription(Subscription[BraidlogApplicationRecorder]):
                 continue
             while not self._has_been_stopped and not self._woken.is_set():
                 self._woken.wait(POLL_INTERVAL)
-                with translated():
-                    if log.last_commit() != mark:
+                with recorder.datastore.using() as log:
+                    if log.head().seq != mark:
                         break
         raise StopIteration
 
@@ -407,8 +407,8 @@ class BraidlogTrackingRecorder(BraidlogRecorder, TrackingRecorder):
         if not isinstance(application_name, str) or not application_name:
             raise DataError(f"application_name must be a non-empty str, not {application_name!r}")
         braid = self._braid(self.tracking_table_name, application_name, "application_name")
-        with translated():
-            last = _last(self.datastore.log, braid)
+        with self.datastore.using() as log:
+            last = _last(log, braid)
         return None if last is None else last.delta.payload["notification_id"]
 
 

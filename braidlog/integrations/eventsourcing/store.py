@@ -70,19 +70,48 @@ class BraidlogDatastore:
         self._log: LmdbLog | None = None
         self._pid = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._calls = 0  # calls inside ``using`` now, in process ``_calls_pid``
+        self._calls_pid = os.getpid()
+        self._closed = False
 
     @property
     def log(self) -> LmdbLog:
-        """The open store (opened now if this process has not opened it yet)."""
+        """The open store (opened now if this process has not opened it yet). Use it inside
+        ``using()``, which keeps ``close`` from closing it under a call."""
         log = self._log
         if log is not None and self._pid == os.getpid():
             return log
         with self._lock:
+            if self._closed:
+                raise OperationalError(f"the braidlog store {self.path} is closed (its "
+                                       "application or factory was closed)")
             if self._log is None or self._pid != os.getpid():
                 with translated():
                     self._log = LmdbLog(self.path, durable=self.durable)
                 self._pid = os.getpid()
             return self._log
+
+    @contextmanager
+    def using(self) -> Iterator[LmdbLog]:
+        """The open store, for one call: ``close`` waits until every such call has returned
+        (closing an LMDB environment under another thread's transaction would crash it).
+        Translates braidlog's errors to eventsourcing's."""
+        with self._lock:
+            if self._closed:
+                raise OperationalError(f"the braidlog store {self.path} is closed (its "
+                                       "application or factory was closed)")
+            if self._calls_pid != os.getpid():  # a forked child: its parent's calls are not here
+                self._calls, self._calls_pid = 0, os.getpid()
+            self._calls += 1
+        try:
+            with translated():
+                yield self.log
+        finally:
+            with self._lock:
+                self._calls -= 1
+                if not self._calls:
+                    self._idle.notify_all()
 
     def _waiting(self) -> set[threading.Event]:
         global _listeners_pid
@@ -103,8 +132,12 @@ class BraidlogDatastore:
             event.set()
 
     def close(self) -> None:
-        """Close the store if this process opened it; the next use opens it again."""
+        """Close the store (once every call in progress has returned); a later call raises
+        OperationalError."""
         with self._lock:
+            self._closed = True
+            while self._calls:
+                self._idle.wait()
             log, self._log = self._log, None
             if log is not None and self._pid == os.getpid():
                 log.close()
