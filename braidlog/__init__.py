@@ -18,7 +18,9 @@ from .errors import (
     StoreFullError, ValidationError,
 )
 from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
-from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, declare, typed
+from .kinds import (
+    MINIMUM_KINDS, REGISTRY, KindSpec, Registry, check_payload, declare, plain, typed, typed_or_none,
+)
 from .lmdb.log import LmdbLog
 from .projection import Boundary, Context, Decider, Projection, refuse
 from .store import BraidHead, Head, LogStore, MemoryLog, Record
@@ -46,7 +48,8 @@ __all__ = [
     "BraidlogError", "ValidationError", "DecodeError", "ConflictError", "StaleHead", "Rejected",
     "IntegrityError", "StorageError", "StoreFullError", "CheckpointWarning",
     "ReplicationError", "NotAcknowledged", "StaleWriter", "MissingDependency", "RecallWarning",
-    "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed",
+    "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed", "typed_or_none",
+    "check_payload", "plain",
     "declare_kind", "KindDeclared", "KIND_DECLARED",
     "Projection", "Decider", "Context", "Command", "Boundary", "refuse",
     "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",

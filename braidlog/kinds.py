@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import ValidationError
+from .errors import BraidlogError, ValidationError
 
 __all__ = [
     "VERSION_KEY",
@@ -24,6 +24,9 @@ __all__ = [
     "REGISTRY",
     "declare",
     "typed",
+    "typed_or_none",
+    "check_payload",
+    "plain",
     "MINIMUM_KINDS",
     "DREAM_CONFIDENCE",
     "default_confidence",
@@ -246,3 +249,28 @@ declare = REGISTRY.declare
 def typed(delta: Any, registry: Registry = REGISTRY) -> Any:
     """A delta's payload as its kind's current Struct, upcast if it was written under an older one."""
     return registry[delta.kind].typed(delta.payload)
+
+
+# Small helpers every projection family uses (defined once here, exported by ``braidlog``).
+
+def typed_or_none(delta: Any, registry: Registry = REGISTRY) -> Any:
+    """``typed(delta)``, or None when the payload cannot be read as its kind's current Struct
+    (an old payload whose upcast fails now, a kind not declared here): for folds and checks,
+    which never raise on a delta already in the log."""
+    try:
+        return registry[delta.kind].typed(delta.payload)
+    except (BraidlogError, msgspec.MsgspecError, TypeError, ValueError, KeyError):
+        return None
+
+
+def check_payload(kind: str, payload: dict[str, Any], registry: Registry = REGISTRY) -> dict[str, Any]:
+    """``payload`` unchanged, once it passes ``kind``'s schema (ValidationError naming the field
+    and the rule otherwise): what a ``decide`` checks before it builds a delta."""
+    registry[kind].check(payload)
+    return payload
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON carries it (Structs become objects, tuples lists, times ISO strings):
+    a payload as the log stores it, or content to compare with a stored one."""
+    return msgspec.json.decode(msgspec.json.encode(value))

@@ -45,8 +45,8 @@ from msgspec import Meta, Struct
 
 import braidlog
 from braidlog import (
-    BeadRef, Boundary, BraidlogError, Context, Decider, GenericDelta, Refs, Rejected,
-    ValidationError, refuse,
+    BeadRef, Boundary, BraidlogError, Context, Decider, GenericDelta, Ident, Refs, Rejected, Text,
+    ValidationError, check_payload, plain, refuse,
 )
 
 from .trust import dream_confidence
@@ -67,8 +67,6 @@ NARRATIVE_PATTERN = r"^I(?:[ \u2019']\S)"
 
 BeadType = Literal["tool_bead", "skill_bead", "memory_bead", "microagent_bead", "reasoning_bead"]
 MemoryType = Literal["semantic", "procedural", "episodic"]
-Ident = Annotated[str, Meta(min_length=1, max_length=120)]
-Text = Annotated[str, Meta(min_length=1)]
 Narrative = Annotated[str, Meta(pattern=NARRATIVE_PATTERN)]
 _NARRATIVE = re.compile(NARRATIVE_PATTERN)
 _ULID = re.compile("^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
@@ -355,11 +353,6 @@ class RefBead(braidlog.Command, frozen=True, kw_only=True):
     confidence: float | None = None
 
 
-def _check(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
-    braidlog.REGISTRY[kind].check(payload)
-    return payload
-
-
 def decide(command: Any, state: State, ctx: Context, allow_raw_cot: bool = False) -> list[GenericDelta]:
     """Decide WriteBead or RefBead: [] when already done; Rejected/ValidationError to refuse."""
     if isinstance(command, WriteBead):
@@ -412,11 +405,11 @@ def _write(c: WriteBead, state: State, ctx: Context, allow_raw_cot: bool) -> lis
     version_id = c.bead_version_id or ctx.new_id()
     number = len(bead.versions) + 1 if bead is not None else 1
     confidence = dream_confidence(ctx, c.confidence)
-    body = _check("bead_version", msgspec.to_builtins(BeadVersioned(
+    body = check_payload("bead_version", msgspec.to_builtins(BeadVersioned(
         bead_id=bead_id, bead_version_id=version_id, bead_type=bead_type,  # type: ignore[arg-type]
         version=number, name=name, content=content, memory_type=memory_type,  # type: ignore[arg-type]
         reasoning=reasoning, supersedes=prev.bead_version_id if prev else None)))
-    written = _check("bead_write", msgspec.to_builtins(BeadWritten(
+    written = check_payload("bead_write", msgspec.to_builtins(BeadWritten(
         bead_id=bead_id, bead_version_id=version_id, bead_type=bead_type, version=number)))  # type: ignore[arg-type]
     role = "updated" if prev else "created"
     refs = Refs(beads=(BeadRef(bead_id, role, version_id),))
@@ -426,18 +419,13 @@ def _write(c: WriteBead, state: State, ctx: Context, allow_raw_cot: bool) -> lis
 
 def _same(v: BeadVersioned, name: str, content: dict[str, Any], memory_type: str | None,
           reasoning: Reasoning | None) -> bool:
-    return _plain((v.name, v.content, v.memory_type, v.reasoning)) == _plain((name, content, memory_type, reasoning))
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON would carry it (tuples become lists), for comparing content."""
-    return msgspec.json.decode(msgspec.json.encode(value))
+    return plain((v.name, v.content, v.memory_type, v.reasoning)) == plain((name, content, memory_type, reasoning))
 
 
 def _ref(c: RefBead, state: State, ctx: Context) -> list[GenericDelta]:
     if c.ref_id is not None and any(u.delta_id == c.ref_id for u in state.uses.get(c.bead_id, ())):
         return []
-    payload = _check("bead_ref", msgspec.to_builtins(BeadReferenced(
+    payload = check_payload("bead_ref", msgspec.to_builtins(BeadReferenced(
         bead_id=c.bead_id, role=c.role, bead_version_id=c.bead_version_id, note=c.note)))
     confidence = dream_confidence(ctx, c.confidence)
     d = ctx.delta("bead_ref", payload, confidence=confidence,
@@ -514,7 +502,7 @@ def context_view(state: State, bead_id: str, *, seq: int | None = None, as_of: d
         view["memory_type"] = b.memory_type
     if b.reasoning is not None:
         view["narrative"] = b.reasoning.narrative
-        view["fields"] = _plain(b.reasoning.fields)
+        view["fields"] = plain(b.reasoning.fields)
         if include_raw_cot and b.reasoning.raw_cot is not None:
             view["raw_cot"] = b.reasoning.raw_cot
     return view

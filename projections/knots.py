@@ -45,8 +45,8 @@ from msgspec import Meta, Struct
 
 import braidlog
 from braidlog import (
-    BeadRef, Boundary, BraidlogError, Context, Decider, GenericDelta, Provenance, Refs, Rejected,
-    ValidationError, refuse,
+    BeadRef, Boundary, Context, Decider, GenericDelta, Ident, Provenance, Refs, Rejected, Text,
+    UtcTime, ValidationError, check_payload, plain, refuse, typed_or_none,
 )
 from braidlog.kinds import VERSION_KEY
 
@@ -74,9 +74,6 @@ _INPUT_KINDS, _INPUT_PROVENANCES = frozenset(INPUT_KINDS), frozenset(INPUT_PROVE
 _MAX_BRAID_IN_EPISODE = 80
 _ULID = re.compile("^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 
-Ident = Annotated[str, Meta(min_length=1, max_length=120)]
-Text = Annotated[str, Meta(min_length=1)]
-UtcTime = Annotated[datetime, Meta(tz=True)]
 Count = Annotated[int, Meta(ge=0)]
 
 
@@ -238,13 +235,6 @@ class State(Struct, kw_only=True):
     violations: list[Violation] = []
 
 
-def _typed(d: GenericDelta) -> Any:
-    try:
-        return braidlog.typed(d)
-    except (BraidlogError, msgspec.MsgspecError, TypeError, ValueError, KeyError):
-        return None
-
-
 def _violate(state: State, d: GenericDelta, seq: int, knot_id: str | None, rule: str,
              detail: str) -> None:
     state.violations.append(Violation(seq=seq, delta_id=d.id, braid_id=d.braid_id,
@@ -289,25 +279,25 @@ def evolve(state: State, d: GenericDelta, seq: int) -> State:
 def _tool_call(state: State, d: GenericDelta, seq: int, kid: str | None, k: Knot | None) -> None:
     if k is None and d.payload.get("knot_pass") != "speak" and VERSION_KEY not in d.payload:
         return  # no knot, and no claim of the speak pass (none an upcast could add): nothing to type
-    p = _typed(d)
+    p = typed_or_none(d)
     claimed = getattr(p, "knot_pass", None)
     if k is not None and (k.stage == "speak" or claimed == "speak"):
-        _violate(state, d, seq, kid, "speak-pass-tool-call",
+        _violate(state, d, seq, kid, "speak-pass-no-tools",
                  f"tool_call {d.id} was appended in the speak pass of knot {kid}")
     elif k is not None and k.stage == "tied":
-        _violate(state, d, seq, kid, "tool-call-after-tie", f"tool_call {d.id} names knot {kid}, already tied")
+        _violate(state, d, seq, kid, "knot-immutable", f"tool_call {d.id} names knot {kid}, already tied")
     elif k is not None:
         k.tool_calls.append(ToolUse(delta_id=d.id, tool=getattr(p, "tool", "?"),
                                     call_id=getattr(p, "call_id", None)))
     elif claimed == "speak":
-        _violate(state, d, seq, kid, "speak-pass-tool-call", f"tool_call {d.id} claims the speak pass")
+        _violate(state, d, seq, kid, "speak-pass-no-tools", f"tool_call {d.id} claims the speak pass")
 
 
 def _lifecycle(state: State, d: GenericDelta, seq: int) -> None:
-    p = _typed(d)
+    p = typed_or_none(d)
     if isinstance(p, KnotOpened):
         if p.knot_id in state.knots:
-            _violate(state, d, seq, None, "knot-reopened", f"knot {p.knot_id} was opened again")
+            _violate(state, d, seq, None, "knot-id-once", f"knot {p.knot_id} was opened again")
             return
         state.knots[p.knot_id] = Knot(
             knot_id=p.knot_id, braid_id=d.braid_id, primary_episode_id=p.primary_episode_id,
@@ -317,28 +307,28 @@ def _lifecycle(state: State, d: GenericDelta, seq: int) -> None:
         if other is None:
             state.open[d.braid_id] = p.knot_id
         else:
-            _violate(state, d, seq, p.knot_id, "second-open-knot",
+            _violate(state, d, seq, p.knot_id, "one-open-knot",
                      f"knot {p.knot_id} opened while knot {other} is open in braid {d.braid_id}")
     elif isinstance(p, SpeakPassBegan):
         k = state.knots.get(p.knot_id)
         if k is None or k.stage != "think" or k.braid_id != d.braid_id:
-            _violate(state, d, seq, p.knot_id if k else None, "out-of-order",
+            _violate(state, d, seq, p.knot_id if k else None, "speak-after-think",
                      f"speak pass of knot {p.knot_id}, which is not in its think pass")
             return
         k.stage, k.speak_seq = "speak", seq
     elif isinstance(p, KnotTied):
         k = state.knots.get(p.knot_id)
         if k is not None and k.braid_id != d.braid_id:
-            _violate(state, d, seq, None, "wrong-braid", f"knot {p.knot_id} belongs to braid {k.braid_id!r}")
+            _violate(state, d, seq, None, "knot-tied-once", f"knot {p.knot_id} belongs to braid {k.braid_id!r}")
             return
         if k is not None and k.stage == "tied":
-            _violate(state, d, seq, None, "knot-retied", f"knot {p.knot_id} is already tied")
+            _violate(state, d, seq, None, "knot-tied-once", f"knot {p.knot_id} is already tied")
             return
         if k is None:
             k = state.knots[p.knot_id] = Knot(
                 knot_id=p.knot_id, braid_id=d.braid_id, primary_episode_id=p.primary_episode_id,
                 start_ts=p.start_ts, stage="tied", inbox_watermark=p.inbox_watermark)
-            _violate(state, d, seq, p.knot_id, "tied-without-open", f"knot {p.knot_id} was tied but never opened")
+            _violate(state, d, seq, p.knot_id, "knot-tied-once", f"knot {p.knot_id} was tied but never opened")
         k.stage, k.tied, k.tied_delta_id, k.tied_seq = "tied", p, d.id, seq
         k.primary_episode_id = p.primary_episode_id
         if state.open.get(d.braid_id) == p.knot_id:
@@ -351,7 +341,7 @@ def _lifecycle(state: State, d: GenericDelta, seq: int) -> None:
 def check(state: State, d: GenericDelta, at: Boundary) -> None:
     """The knot rules (module doc), at the boundary: refuse ``d`` naming the rule it breaks."""
     if d.kind == "knot_lifecycle":
-        p = _typed(d)
+        p = typed_or_none(d)
         if isinstance(p, KnotOpened):
             _check_open(state, d, p, at)
         elif isinstance(p, SpeakPassBegan):
@@ -365,7 +355,7 @@ def check(state: State, d: GenericDelta, at: Boundary) -> None:
     elif d.kind == "tool_call":
         kid = d.provenance.knot_id
         k = state.knots.get(kid) if kid else None
-        claimed = (getattr(_typed(d), "knot_pass", None) if VERSION_KEY in d.payload  # an upcast
+        claimed = (getattr(typed_or_none(d), "knot_pass", None) if VERSION_KEY in d.payload  # an upcast
                    else d.payload.get("knot_pass"))
         if claimed == "speak" or (k is not None and k.stage == "speak"):
             raise refuse("speak-pass-no-tools", f"tool_call {d.id} is in the speak pass of knot "
@@ -453,11 +443,6 @@ class TieKnot(braidlog.Command, frozen=True, kw_only=True):
     metrics: Metrics | None = None
 
 
-def _check(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
-    braidlog.REGISTRY[kind].check(payload)
-    return payload
-
-
 def _stamp(ctx: Context, k: Knot) -> Provenance:
     p = ctx.provenance
     return msgspec.structs.replace(p, knot_id=k.knot_id, episode_id=p.episode_id or k.primary_episode_id)
@@ -493,11 +478,11 @@ def _open(c: OpenKnot, state: State, ctx: Context) -> list[GenericDelta]:
     k = state.knots.get(kid)
     if (k is not None and k.stage == "think" and k.braid_id == ctx.braid_id
             and c.primary_episode_id in (None, k.primary_episode_id)
-            and _plain(c.planned_tools) == _plain(k.planned_tools)):
+            and plain(c.planned_tools) == plain(k.planned_tools)):
         return []  # already open as asked; any other reuse of the id is the boundary's to refuse
     watermark = c.inbox_watermark if c.inbox_watermark is not None else state.last_input.get(ctx.braid_id)
     episode = c.primary_episode_id or _default_episode(state, ctx)
-    payload = _check("knot_lifecycle", msgspec.to_builtins(KnotOpened(
+    payload = check_payload("knot_lifecycle", msgspec.to_builtins(KnotOpened(
         knot_id=kid, primary_episode_id=episode, start_ts=ctx.now, inbox_watermark=watermark,
         planned_tools=tuple(c.planned_tools))))
     prov = msgspec.structs.replace(ctx.provenance, knot_id=kid,
@@ -519,7 +504,7 @@ def _begin_speak(c: BeginSpeak, state: State, ctx: Context) -> list[GenericDelta
     k = _knot(state, c.knot_id, ctx)
     if k.stage == "speak":
         return []
-    payload = _check("knot_lifecycle", msgspec.to_builtins(SpeakPassBegan(knot_id=k.knot_id)))
+    payload = check_payload("knot_lifecycle", msgspec.to_builtins(SpeakPassBegan(knot_id=k.knot_id)))
     return [ctx.delta("knot_lifecycle", payload, provenance=_stamp(ctx, k))]
 
 
@@ -528,7 +513,7 @@ def _speak(c: Speak, state: State, ctx: Context) -> list[GenericDelta]:
     if c.message_id is not None and c.message_id in k.spoken:
         return []
     out = _begin_speak(BeginSpeak(knot_id=k.knot_id), state, ctx)
-    message = _check("message", {"text": c.text, "knot_pass": "speak"})
+    message = check_payload("message", {"text": c.text, "knot_pass": "speak"})
     d = ctx.delta("message", message, provenance=_stamp(ctx, k))
     if c.message_id is not None:
         if not _ULID.match(c.message_id):
@@ -544,7 +529,7 @@ def _call_tool(c: CallTool, state: State, ctx: Context) -> list[GenericDelta]:
     payload = {"tool": c.tool, "args": dict(c.args), "knot_pass": "think"}
     if c.call_id is not None:
         payload["call_id"] = c.call_id
-    return [ctx.delta("tool_call", _check("tool_call", payload), provenance=_stamp(ctx, k))]
+    return [ctx.delta("tool_call", check_payload("tool_call", payload), provenance=_stamp(ctx, k))]
 
 
 def _tie(c: TieKnot, state: State, ctx: Context) -> list[GenericDelta]:
@@ -566,7 +551,7 @@ def _tie(c: TieKnot, state: State, ctx: Context) -> list[GenericDelta]:
         latency = max(0.0, (ctx.now - k.start_ts).total_seconds() * 1000.0)
         metrics = msgspec.structs.replace(metrics, latency_ms=latency)
     episode = c.primary_episode_id or k.primary_episode_id
-    payload = _check("knot_lifecycle", msgspec.to_builtins(KnotTied(
+    payload = check_payload("knot_lifecycle", msgspec.to_builtins(KnotTied(
         knot_id=k.knot_id, primary_episode_id=episode, delta_range=rng, start_ts=k.start_ts,
         end_ts=ctx.now, summary=c.summary, thought_summary_bead_ref=c.thought_summary_bead_ref,
         metrics=metrics, inbox_watermark=k.inbox_watermark, arrivals_during=arrivals,
@@ -659,7 +644,7 @@ def _check_thought(ref: BeadRef, log: Any) -> None:
     found = None
     if ref.bead_version_id is not None:
         for rec in log.scan_refs(ref.bead_version_id):
-            p = _typed(rec.delta) if rec.delta.kind == "bead_version" else None
+            p = typed_or_none(rec.delta) if rec.delta.kind == "bead_version" else None
             if isinstance(p, beads.BeadVersioned) and p.bead_version_id == ref.bead_version_id:
                 found = p
                 break
@@ -669,7 +654,7 @@ def _check_thought(ref: BeadRef, log: Any) -> None:
                          "bead first")
     else:
         for rec in log.scan_refs(ref.bead_id, reverse=True):
-            p = _typed(rec.delta) if rec.delta.kind == "bead_write" else None
+            p = typed_or_none(rec.delta) if rec.delta.kind == "bead_write" else None
             if isinstance(p, beads.BeadWritten) and p.bead_id == ref.bead_id:
                 found = p
                 break
@@ -689,17 +674,12 @@ def _tie_matches(t: KnotTied, c: TieKnot) -> bool:
         given = getattr(c, name)
         if given is not None:
             pairs.append((given, getattr(t, name)))
-    if not all(_plain(a) == _plain(b) for a, b in pairs):
+    if not all(plain(a) == plain(b) for a, b in pairs):
         return False
     if c.metrics is not None:
-        tied = _plain(t.metrics)
-        return all(tied.get(key) == value for key, value in _plain(c.metrics).items())
+        tied = plain(t.metrics)
+        return all(tied.get(key) == value for key, value in plain(c.metrics).items())
     return True
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON would carry it (tuples become lists), for comparing."""
-    return msgspec.json.decode(msgspec.json.encode(value))
 
 
 # ---------------------------------------------------------------------------------------- queries
@@ -748,7 +728,7 @@ def thought_summary(state: State, beads_state: beads.State, knot_id: str) -> bea
 def decider() -> Decider:
     """The knots projection: lifecycles, and the tool calls, inputs, results and messages that
     join the open knot (``READS``), each with its log seq."""
-    return Decider(name="knots", version=2, initial=State(), evolve=evolve, state_type=State,
+    return Decider(name="knots", version=3, initial=State(), evolve=evolve, state_type=State,
                    kinds=READS, positional=True, local=True, check=check, decide=decide)
 
 

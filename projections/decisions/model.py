@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextvars
 import enum
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
 
-from braidlog import Command, ValidationError
+from braidlog import Command, Ident, Ulid, UtcTime, ValidationError
 
 __all__ = [
     "DecisionPhase", "DecisionVitality", "PatternScope", "ProposalStatus", "TrustBoundary",
@@ -79,9 +78,6 @@ RationaleStr = Annotated[str, Meta(min_length=10)]
 Unit = Annotated[float, Meta(ge=0.0, le=1.0)]
 Count = Annotated[int, Meta(ge=0)]
 Priority = Annotated[int, Meta(ge=0, le=10)]
-UtcTime = Annotated[datetime, Meta(tz=True)]
-Ulid = Annotated[str, Meta(pattern="^[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-Ident = Annotated[str, Meta(min_length=1, max_length=120)]
 DecisionStatus = Literal["active", "deprecated", "superseded"]
 Mode = Literal["strict", "balanced", "audit"]
 

@@ -11,9 +11,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
-from msgspec import Struct
 
-from braidlog import Command as _BaseCommand
+from braidlog import Command as _BaseCommand, plain
 from braidlog import Confidence, Context, GenericDelta, Ident, Refs, Rejected, UtcTime, ValidationError
 
 from .forks import DEFAULT_POLICY, ForkCandidate, ForkPolicy, continuity_buffer, expired_forks
@@ -126,11 +125,6 @@ def _checked(command: Any) -> Any:
         raise _field_error(e) from None
 
 
-def _payload(payload: Struct) -> dict[str, Any]:
-    """A payload Struct as the JSON object the log stores (lists, ISO timestamps)."""
-    return msgspec.json.decode(msgspec.json.encode(payload))
-
-
 def _episode(state: State, episode_id: str, ctx: Context, field: str = "episode_id") -> Episode:
     ep = state.episodes.get(episode_id)
     if ep is None or ep.braid_id != ctx.braid_id:
@@ -156,7 +150,7 @@ def _open(command: OpenEpisode, state: State, ctx: Context) -> list[GenericDelta
         raise Rejected(f"episode_id: episode {ep.id!r} already exists with other content; "
                        "use LabelEpisode or SummarizeEpisode to change it, or choose a new id")
     payload = EpisodeOpened(command.episode_id or ctx.new_id(), labels, command.summary)
-    return [ctx.delta("episode_opened", _payload(payload))]
+    return [ctx.delta("episode_opened", plain(payload))]
 
 
 def _label(command: LabelEpisode, state: State, ctx: Context) -> list[GenericDelta]:
@@ -167,7 +161,7 @@ def _label(command: LabelEpisode, state: State, ctx: Context) -> list[GenericDel
     labels = normalize_labels(command.labels)
     if labels == ep.labels:
         return []
-    return [ctx.delta("episode_labeled", _payload(EpisodeLabeled(ep.id, labels)))]
+    return [ctx.delta("episode_labeled", plain(EpisodeLabeled(ep.id, labels)))]
 
 
 def _link(command: LinkKnot, state: State, ctx: Context) -> list[GenericDelta]:
@@ -181,12 +175,12 @@ def _link(command: LinkKnot, state: State, ctx: Context) -> list[GenericDelta]:
     if command.knot_id in ep.knot_refs or knot.primary_episode_id == ep.id:
         return []
     payload = EpisodeKnotLinked(ep.id, command.knot_id)
-    return [ctx.delta("episode_knot_linked", _payload(payload))]
+    return [ctx.delta("episode_knot_linked", plain(payload))]
 
 
 def _edge_delta(ctx: Context, episode_id: str, type: str, to: str, confidence: float) -> GenericDelta:
     payload = EpisodeEdgeAdded(episode_id, type, to, confidence)  # type: ignore[arg-type]
-    return ctx.delta("episode_edge_added", _payload(payload), confidence=confidence)
+    return ctx.delta("episode_edge_added", plain(payload), confidence=confidence)
 
 
 def _add_edge(command: AddEdge, state: State, ctx: Context) -> list[GenericDelta]:
@@ -209,7 +203,7 @@ def _summarize(command: SummarizeEpisode, state: State, ctx: Context) -> list[Ge
     if ep.summary_cache == command.summary:
         return []
     payload = EpisodeSummarized(ep.id, command.summary)
-    return [ctx.delta("episode_summarized", _payload(payload))]
+    return [ctx.delta("episode_summarized", plain(payload))]
 
 
 def _note(command: NoteQuote, state: State, ctx: Context) -> list[GenericDelta]:
@@ -235,7 +229,7 @@ def _note(command: NoteQuote, state: State, ctx: Context) -> list[GenericDelta]:
     quote = AnchorQuote(ctx.new_id(), ep.id, text, command.category,  # type: ignore[arg-type]
                         command.salience, source)
     refs = Refs(episodes=(ep.id,), deltas=(source,)) if source else Refs(episodes=(ep.id,))
-    return [ctx.delta("anchor_quote_noted", _payload(AnchorQuoteNoted(quote)), refs=refs)]
+    return [ctx.delta("anchor_quote_noted", plain(AnchorQuoteNoted(quote)), refs=refs)]
 
 
 def _ranked(command: ProposeForks, parent: Episode, top_k: int) -> list[tuple[Labels, float]]:
@@ -262,7 +256,7 @@ def _ranked(command: ProposeForks, parent: Episode, top_k: int) -> list[tuple[La
 def _classified(ctx: Context, fork: Episode, verdict: str, classifier: str, signal_id: str,
                 confidence: float) -> GenericDelta:
     payload = ForkClassified(fork.id, verdict, classifier, signal_id, confidence)  # type: ignore[arg-type]
-    return ctx.delta("fork_classified", _payload(payload), confidence=confidence)
+    return ctx.delta("fork_classified", plain(payload), confidence=confidence)
 
 
 def _promotion(ctx: Context, state: State, fork: Episode, confirmations: int,
@@ -272,7 +266,7 @@ def _promotion(ctx: Context, state: State, fork: Episode, confirmations: int,
     payload = ForkPromoted(fork.id, parent_id, confirmations, buffer)
     refs = Refs(episodes=(parent_id,), deltas=buffer.message_ids)
     return [
-        ctx.delta("fork_promoted", _payload(payload), refs=refs, confidence=confidence),
+        ctx.delta("fork_promoted", plain(payload), refs=refs, confidence=confidence),
         _edge_delta(ctx, fork.id, "forked_from", parent_id, confidence),
     ]
 
@@ -285,7 +279,7 @@ def _expiries(state: State, ctx: Context, policy: ForkPolicy,
         fork = state.episodes[e.fork_id]
         parent_id, outcome = fork.fork.parent_episode_id, fork.fork.on_expiry
         payload = ForkExpired(fork.id, parent_id, e.reason, e.expired_at, outcome)  # type: ignore[arg-type]
-        out.append(ctx.delta("fork_expired", _payload(payload)))
+        out.append(ctx.delta("fork_expired", plain(payload)))
         if outcome == "soft_link":
             confidence = round(fork.fork.confidence * SOFT_LINK_FACTOR, 6)
             out.append(_edge_delta(ctx, fork.id, "soft_link", parent_id, confidence))
@@ -339,7 +333,7 @@ def _propose(command: ProposeForks, state: State, ctx: Context, policy: ForkPoli
     for rank, labels, score in new[:max(room, 0)]:
         payload = ForkProposed(ctx.new_id(), parent.id, labels, score, rank, signal,  # type: ignore[arg-type]
                                policy.ttl_knots, expires_at, on_expiry)
-        out.append(ctx.delta("fork_proposed", _payload(payload), confidence=score))
+        out.append(ctx.delta("fork_proposed", plain(payload), confidence=score))
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
-from braidlog import ValidationError
+from braidlog import Confidence, Ident, Text, UtcTime, ValidationError
 
 __all__ = [
     "ConflictPolicy", "Source", "Memory", "TypeSpec", "DomainProfile", "BUILTIN_PROFILES",
@@ -25,12 +25,8 @@ REPLACE_LOG_LIMIT = 20
 RESERVED_METADATA = ("replace_log", "replace_count", "conflicts_with")
 MAX_ID = 120
 
-Ident = Annotated[str, Meta(min_length=1, max_length=MAX_ID)]
-Text = Annotated[str, Meta(min_length=1)]
-Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 Authority = Annotated[float, Meta(ge=0.0)]
 HalfLife = Annotated[float, Meta(gt=0.0)]
-UtcTime = Annotated[datetime, Meta(tz=True)]
 
 
 class ConflictPolicy(str, enum.Enum):

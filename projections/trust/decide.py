@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 import braidlog
-from braidlog import Context, GenericDelta, Refs, Rejected, ValidationError
+from braidlog import Context, GenericDelta, Refs, Rejected, ValidationError, check_payload
 
 from .model import (
     DEFAULT_POLICY, TESTS, DecayPolicy, Hypothesis, HypothesisPromoted, HypothesisProposed,
@@ -115,11 +115,6 @@ def _no_dream(ctx: Context, what: str) -> None:
                        "validates itself; run this with another provenance (tool, user, system ...)")
 
 
-def _check(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
-    braidlog.REGISTRY[kind].check(payload)
-    return payload
-
-
 def decide(command: Any, state: State, ctx: Context, policy: TrustPolicy = DEFAULT_POLICY
            ) -> list[GenericDelta]:
     """Decide a trust or hypothesis command: [] when already done; Rejected/ValidationError to refuse."""
@@ -152,7 +147,7 @@ def _propose(c: ProposeHypothesis, state: State, ctx: Context, policy: TrustPoli
                        "tests; propose the new one under a new id")
     hid = _ulid(c.hypothesis_id, "hypothesis_id", ctx)
     confidence = dream_confidence(ctx, c.confidence, policy=policy)
-    payload = _check("hypothesis", msgspec.to_builtins(HypothesisProposed(
+    payload = check_payload("hypothesis", msgspec.to_builtins(HypothesisProposed(
         hypothesis_id=hid, statement=c.statement, required_tests=required, about=tuple(c.about),
         bead_id=c.bead_id)))
     d = ctx.delta("hypothesis", payload, confidence=confidence)
@@ -186,7 +181,7 @@ def _record_test(c: RecordTest, state: State, ctx: Context) -> list[GenericDelta
         if c.passed and c.reward is not None and c.reward < 0:
             raise ValidationError("passed", f"an outcome test with negative reward {c.reward} cannot pass")
     tid = _ulid(c.test_id, "test_id", ctx)
-    payload = _check("hypothesis", msgspec.to_builtins(HypothesisTested(
+    payload = check_payload("hypothesis", msgspec.to_builtins(HypothesisTested(
         hypothesis_id=h.hypothesis_id, test_id=tid, test=c.test, passed=c.passed,  # type: ignore[arg-type]
         evidence=tuple(c.evidence), contradicted_by=tuple(c.contradicted_by), reward=c.reward,
         feedback=c.feedback, detail=c.detail)))
@@ -215,7 +210,7 @@ def _promote(c: PromoteHypothesis, state: State, ctx: Context, policy: TrustPoli
     if not 0.0 <= confidence <= 1.0:
         raise ValidationError("confidence", f"must be a number in [0, 1], got {confidence!r}")
     passed = [_latest(h, t, ctx.now).test_id for t in h.required_tests]  # type: ignore[union-attr]
-    payload = _check("hypothesis", msgspec.to_builtins(HypothesisPromoted(
+    payload = check_payload("hypothesis", msgspec.to_builtins(HypothesisPromoted(
         hypothesis_id=h.hypothesis_id, confidence=confidence, tests=tuple(passed))))
     return [ctx.delta("hypothesis", payload, refs=Refs(deltas=(h.hypothesis_id, *passed)))]
 
@@ -224,7 +219,7 @@ def _reject(c: RejectHypothesis, state: State, ctx: Context) -> list[GenericDelt
     h = _hypothesis(state, c.hypothesis_id)
     if h.rejections:
         return []
-    payload = _check("hypothesis", msgspec.to_builtins(
+    payload = check_payload("hypothesis", msgspec.to_builtins(
         HypothesisRejected(hypothesis_id=h.hypothesis_id, reason=c.reason)))
     return [ctx.delta("hypothesis", payload, refs=Refs(deltas=(h.hypothesis_id,)))]
 
@@ -250,7 +245,7 @@ def _assess(c: AssessTrust, state: State, ctx: Context, policy: TrustPolicy) -> 
         last = next((a for a in reversed(s.assessments) if a.braid_id == braid), None)
         if last is not None and (last.confidence, last.decay, last.reason) == (c.confidence, c.decay, c.reason):
             return []
-    payload = _check("trust", msgspec.to_builtins(TrustAssessed(
+    payload = check_payload("trust", msgspec.to_builtins(TrustAssessed(
         subject_id=c.subject_id, confidence=c.confidence, scope=c.scope,  # type: ignore[arg-type]
         decay=c.decay, reason=c.reason)))
     return [ctx.delta("trust", payload)]

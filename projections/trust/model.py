@@ -6,11 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-import msgspec
 from msgspec import Meta, Struct
 
 import braidlog
-from braidlog import BraidlogError, GenericDelta, Refs
+from braidlog import Confidence, GenericDelta, Ident, Refs, Text, Ulid, typed_or_none
 
 __all__ = [
     "DREAM_CONFIDENCE", "DREAM_HALF_LIFE", "TESTS", "DEFAULT_REQUIRED_TESTS", "TrustPolicy",
@@ -29,10 +28,6 @@ TESTS = ("consistency", "rederivation", "outcome", "grounding")
 DEFAULT_REQUIRED_TESTS = ("consistency", "rederivation", "outcome")
 
 TestKind = Literal["consistency", "rederivation", "outcome", "grounding"]
-Ident = Annotated[str, Meta(min_length=1, max_length=120)]
-Ulid = Annotated[str, Meta(pattern="^[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-Text = Annotated[str, Meta(min_length=1)]
-Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 Reward = Annotated[float, Meta(ge=-1.0, le=1.0)]
 
 
@@ -223,13 +218,6 @@ class State(Struct, kw_only=True):
     active: dict[str, str] = {}
 
 
-def _typed(d: GenericDelta) -> Any:
-    try:
-        return braidlog.typed(d)
-    except (BraidlogError, msgspec.MsgspecError, TypeError, ValueError, KeyError):
-        return None
-
-
 def _subject(state: State, sid: str, d: GenericDelta, confidence: float) -> Subject:
     s = state.subjects.get(sid)
     if s is None:
@@ -262,7 +250,7 @@ def evolve(state: State, d: GenericDelta) -> State:
     if kind == "hypothesis":
         _evolve_hypothesis(state, d)
     elif kind == "trust":
-        p = _typed(d)
+        p = typed_or_none(d)
         if isinstance(p, TrustAssessed):
             s = _subject(state, p.subject_id, d, p.confidence)
             s.assessments.append(Assessment(
@@ -290,7 +278,7 @@ def _cited(state: State, refs: Refs) -> list[str]:
 
 
 def _evolve_hypothesis(state: State, d: GenericDelta) -> None:
-    p = _typed(d)
+    p = typed_or_none(d)
     if isinstance(p, HypothesisProposed):
         if p.hypothesis_id in state.hypotheses:
             return  # the first proposal of an id wins; a later one is not a new fact about it

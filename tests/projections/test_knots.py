@@ -262,7 +262,7 @@ def test_a_tool_call_in_the_speak_pass_below_the_boundary_is_recorded_as_a_viola
     claimed = below(braid, "tool_call", {"tool": "calc", "knot_pass": "speak"}, 4)
     s = braid.state("knots")
     assert [(v.delta_id, v.knot_id, v.rule) for v in knots.violations(s)] == [
-        (bad.id, "k1", "speak-pass-tool-call"), (claimed.id, None, "speak-pass-tool-call")]
+        (bad.id, "k1", "speak-pass-no-tools"), (claimed.id, None, "speak-pass-no-tools")]
     assert knots.knot(s, "k1").violations == [bad.id]
     assert knots.knot(s, "k1").tool_calls == []
     assert [v.delta_id for v in knots.violations(s, "k1")] == [bad.id]
@@ -314,8 +314,8 @@ def test_lifecycle_anomalies_below_the_boundary_are_violations_not_errors(braid)
     foreign = below(braid, "knot_lifecycle", {**tied.payload, "knot_id": "k5"}, 56, braid_id="b2")
     s = braid.state("knots")
     assert [(v.delta_id, v.rule) for v in knots.violations(s)] == [
-        (again.id, "knot-retied"), (reopen.id, "knot-reopened"), (speak.id, "out-of-order"),
-        (orphan.id, "tied-without-open"), (three.id, "second-open-knot"), (foreign.id, "wrong-braid")]
+        (again.id, "knot-tied-once"), (reopen.id, "knot-id-once"), (speak.id, "speak-after-think"),
+        (orphan.id, "knot-tied-once"), (three.id, "one-open-knot"), (foreign.id, "knot-tied-once")]
     assert knots.knot(s, "k1").tied.summary == "answered"  # first fact wins
     assert knots.knot(s, "k-orphan").stage == "tied"
     assert knots.open_knot(s, B).knot_id == "k5"
@@ -327,7 +327,7 @@ def test_a_tool_call_after_the_tie_is_refused_and_below_the_boundary_a_violation
     with pytest.raises(Rejected, match="^delta 0: knot-immutable: knot k1 is tied"):
         append(braid, "tool_call", {"tool": "x"}, 50, Provenance("assistant", knot_id="k1"))
     late = below(braid, "tool_call", {"tool": "x"}, 50, Provenance("assistant", knot_id="k1"))
-    assert [(v.delta_id, v.rule) for v in knots.violations(braid.state("knots"))] == [(late.id, "tool-call-after-tie")]
+    assert [(v.delta_id, v.rule) for v in knots.violations(braid.state("knots"))] == [(late.id, "knot-immutable")]
 
 
 # ----------------------------------------------------------------------------------- range rules
