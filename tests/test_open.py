@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import lmdb
 import pytest
@@ -70,6 +72,58 @@ def test_a_child_forked_while_a_thread_is_in_a_transaction_is_told_what_to_do(lm
     assert log.head().seq == 2  # the parent's transaction committed untouched
     log.verify()
     log.close()
+
+
+def _close_while_another_thread_writes(lmdb_path) -> int:
+    log = LmdbLog(lmdb_path)
+    log.append(make_delta(0))
+    inside, release = threading.Event(), threading.Event()
+
+    def prepare(head):
+        inside.set()
+        release.wait(30)
+        return [make_delta(1)]
+
+    t = threading.Thread(target=log.commit_locked, args=(prepare,))
+    t.start()
+    assert inside.wait(30)
+    closer = threading.Thread(target=log.close)
+    closer.start()
+    closer.join(0.3)
+    if not closer.is_alive():
+        return 5  # the close did not wait for the transaction
+    release.set()
+    t.join()
+    closer.join(30)
+    try:
+        log.head()
+    except StorageError as e:
+        if "is closed" not in str(e):
+            return 6
+    with LmdbLog(lmdb_path) as again:
+        return 0 if again.head().seq == 2 else 7
+
+
+def test_closing_waits_for_another_threads_transaction(lmdb_path):
+    """Closing LMDB under a transaction crashes the process: the close waits for it to end."""
+    pid = os.fork()  # a crash must not take the test run with it
+    if pid == 0:
+        code = 3
+        try:
+            code = _close_while_another_thread_writes(lmdb_path)
+        except BaseException:
+            code = 4
+        os._exit(code)
+    for _ in range(600):  # a hung close fails the test, not the run
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("closing the store hung with another thread's transaction in it")
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @pytest.mark.slow

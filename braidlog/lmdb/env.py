@@ -56,6 +56,8 @@ class _Gate:
         self._cv = threading.Condition(self._lock)
         self._active = 0
         self._exclusive = False
+        self._closing = False  # a close waits for the other threads to leave
+        self._closed: Path | None = None  # the store's path, once closed
         self._local = threading.local()
         self._shared = _Shared(self)
 
@@ -86,6 +88,19 @@ class _Gate:
                 self._exclusive = False
                 self._cv.notify_all()
 
+    @contextmanager
+    def closing(self, path: Path) -> Iterator[None]:
+        """Held while the environment closes: waits until no other thread is inside (closing
+        LMDB under another thread's transaction crashes the process; transactions are short,
+        a scan takes one per chunk), and refuses every later entry with a StorageError."""
+        depth = getattr(self._local, "depth", 0)
+        with self._cv:
+            self._closing = True
+            while self._exclusive or self._active > depth:
+                self._cv.wait()
+            self._closed = path
+        yield
+
 
 class _Shared:
     """``_Gate.shared()``: entered by any number of threads at once, never while a resize is
@@ -103,6 +118,8 @@ class _Shared:
         with gate._lock:
             while gate._exclusive and not depth:
                 gate._cv.wait()
+            if gate._closed is not None:
+                raise StorageError(f"the store at {gate._closed} is closed", hint="open it again")
             gate._active += 1
         local.depth = depth + 1
 
@@ -111,7 +128,7 @@ class _Shared:
         gate._local.depth -= 1
         with gate._lock:
             gate._active -= 1
-            if not gate._active and gate._exclusive:  # only a resize waits for none inside
+            if gate._exclusive or gate._closing:  # a resize or a close waits for threads to leave
                 gate._cv.notify_all()
 
 
@@ -344,7 +361,8 @@ class Env:
 
     def close(self) -> None:
         if not self.forked:
-            self.env.close()
+            with self.gate.closing(self.path):
+                self.env.close()
 
 
 def _libc_madvise() -> Callable[[int, int, int], int] | None:
