@@ -137,6 +137,9 @@ TARGETS = (
             ("recall as of a seq", "braidlog", "recall@10"), None, ">=", 0.95, ""),
     _Target("recall@10 filtered by braid vs exact search",
             ("recall filtered by braid", "braidlog", "recall@10"), None, ">=", 0.95, ""),
+    _Target("LangGraph BraidlogSaver bytes vs SqliteSaver after a growing thread (1,000 steps)",
+            ("langgraph", "braidlog", "MB stored"), ("langgraph", "SqliteSaver (WAL FULL)", "MB stored"),
+            "<=", 0.5, "×"),
 )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..braid import Braid
 from ..delta import encode
-from . import reads, recall, scaling, writes
+from . import langgraph, reads, recall, scaling, writes
 from .data import AgentSession
 from .harness import WORKLOADS, Config, Run, Sample, Step, no_detail
 from .machine import load as load_now, machine_facts
@@ -20,8 +20,10 @@ from .report import TARGETS, Report, aggregate, check
 __all__ = ["run"]
 
 _RUNNERS: dict[str, Callable[[Run], list[Sample]]] = {
-    **writes.RUNNERS, **reads.RUNNERS, "recall": recall.run_workload, **scaling.RUNNERS}
-_STEPS = {**writes.STEPS, **reads.STEPS, "recall": recall.STEPS, **scaling.STEPS}  # timed steps per repeat, for the progress bar
+    **writes.RUNNERS, **reads.RUNNERS, "recall": recall.run_workload, **scaling.RUNNERS,
+    "langgraph": langgraph.run_workload}
+_STEPS = {**writes.STEPS, **reads.STEPS, "recall": recall.STEPS, **scaling.STEPS,
+          "langgraph": langgraph.TIMED_STEPS}  # timed steps per repeat, for the progress bar
 assert set(_RUNNERS) == set(_STEPS) == set(WORKLOADS)
 
 
