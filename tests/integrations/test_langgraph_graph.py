@@ -78,3 +78,28 @@ def test_a_long_thread_stores_what_changed_not_every_state(tmp_path):
         assert len(history) == steps
         counts = [len(h.values.get("notes", [])) for h in history]
         assert counts == sorted(counts, reverse=True)
+
+
+def test_the_langgraph_projection_folds_threads_and_memories_at_any_point(tmp_path):
+    import braidlog
+    from braidlog.integrations.langgraph import PROJECTION, BraidlogStore
+
+    path = str(tmp_path / "proj.lmdb")
+    with BraidlogSaver(path) as saver:
+        graph = build(saver)
+        graph.invoke({"notes": ["a"], "count": 0}, {"configurable": {"thread_id": "p"}})
+        store = BraidlogStore(saver.braid)
+        store.put(("mem",), "k", {"v": 1})
+        mid = saver.braid.head().seq
+        store.put(("mem",), "k", {"v": 2})
+        graph.invoke({"notes": ["b"], "count": 0}, {"configurable": {"thread_id": "q"}})
+        saver.delete_thread("p")
+    with braidlog.open(path, projections=[PROJECTION]) as braid:
+        now = braid.state("langgraph")
+        assert set(now["threads"]) == {"q"}  # p was deleted
+        assert now["threads"]["q"][""]["checkpoints"] == 5 and now["threads"]["q"][""]["step"] == 3
+        assert now["items"] == {"mem": {"k": {"value": {"v": 2}, "seq": now["items"]["mem"]["k"]["seq"],
+                                              "versions": 2}}}
+        then = braid.at(mid).state("langgraph")
+        assert set(then["threads"]) == {"p"} and then["items"]["mem"]["k"]["value"] == {"v": 1}
+        assert then == PROJECTION.fold(r.delta for r in braid.log.scan(stop=mid + 1))
