@@ -7,8 +7,9 @@ bumps a counter, and stores the node's write, as a LangGraph run does (``put`` t
 
 Timed: ``put`` and ``put_writes`` latency over the thread; then ``get_tuple`` of the latest
 checkpoint (what resuming a thread reads) and of random earlier ones (time travel), and
-``list`` of a page of 10 checkpoints before a random one (a history view), each a fresh saver
-object on the store, so nothing the writer cached helps it. Sized: the bytes each store takes
+``list`` of a page of 10 checkpoints before a random one (a history view), each on a fresh
+saver object on the store, so nothing the writer cached helps it ("first get_tuple" is that
+saver's first call: what a process resuming the thread waits for). Sized: the bytes each store takes
 on disk after the thread (SQLite after a WAL checkpoint).
 """
 
@@ -118,7 +119,9 @@ def _read(system: Any, configs: list[dict], seed: int, reads: int) -> dict[str, 
     rng = random.Random(seed)
     latest = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
     picks = [rng.choice(configs) for _ in range(reads)]
+    first = each(lambda c: saver.get_tuple(c), [latest])  # a process resuming the thread
     return {
+        "first get_tuple": first,
         "get_tuple latest": each(lambda c: saver.get_tuple(c), [latest] * reads),
         "get_tuple random": each(lambda c: saver.get_tuple(c), picks),
         "list 10": each(lambda c: list(saver.list(latest, before=c, limit=10)), picks),

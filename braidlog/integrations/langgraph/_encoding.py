@@ -5,8 +5,9 @@ A payload is JSON, so a value goes in one of two forms: ``{"j": value}`` when it
 (dicts with string keys, lists, strings, 64-bit integers, finite floats, booleans, None), which
 ``braidlog log`` shows as it is, else ``{"t": type, "b": base64}``, the bytes and type tag of
 LangGraph's serializer (``serde.dumps_typed``). A channel value may also be stored as a byte
-delta against an earlier version of the same channel (``{"t", "base", "d", "ops"}``: ``base``
-the seq of the record holding that version, ``d`` how many deltas deep the chain is, ``ops``
+delta against an earlier version of the same channel (``{"t", "base", "d", "c", "ops"}``:
+``base`` the seq of the record holding that version, ``d`` how many deltas deep the chain is,
+``c`` the bytes of the chain's deltas, ``ops``
 copies ``[offset, length]`` out of the base's bytes and base64 literals), so a value that grows
 (a list of messages, a dict gaining keys) costs what it gained, not its whole size again.
 """
@@ -130,32 +131,37 @@ def load_any(serde: Any, enc: Mapping[str, Any]) -> Any:
 
 # -- byte deltas -------------------------------------------------------------------------------
 
-def _common_prefix(a: memoryview, b: memoryview) -> int:
-    """Length of the common prefix of ``a`` and ``b``: a binary search of memcmp's."""
-    lo, hi = 0, min(len(a), len(b))
-    if a[:hi] == b[:hi]:
-        return hi
-    while lo < hi:  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
-        mid = (lo + hi + 1) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
+def _prefix(a: bytes, i: int, b: bytes, j: int) -> int:
+    """Length of the common prefix of ``a[i:]`` and ``b[j:]``: chunks compared by memcmp,
+    doubling while they match, halving to find the first difference."""
+    n = min(len(a) - i, len(b) - j)
+    done, step = 0, 256
+    while done < n:
+        m = min(step, n - done)
+        if a[i + done:i + done + m] == b[j + done:j + done + m]:
+            done += m
+            step *= 2
+        elif m == 1:
+            break
         else:
-            hi = mid - 1
-    return lo
+            step = m // 2
+    return done
 
 
-def _common_suffix(a: memoryview, b: memoryview) -> int:
-    n = min(len(a), len(b))
-    lo, hi = 0, n
-    if a[len(a) - hi:] == b[len(b) - hi:]:
-        return hi
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid:len(a) - lo] == b[len(b) - mid:len(b) - lo]:
-            lo = mid
+def _suffix(a: bytes, i: int, b: bytes, j: int) -> int:
+    """Length of the common suffix of ``a[i:]`` and ``b[j:]``."""
+    n = min(len(a) - i, len(b) - j)
+    done, step, ea, eb = 0, 256, len(a), len(b)
+    while done < n:
+        m = min(step, n - done)
+        if a[ea - done - m:ea - done] == b[eb - done - m:eb - done]:
+            done += m
+            step *= 2
+        elif m == 1:
+            break
         else:
-            hi = mid - 1
-    return lo
+            step = m // 2
+    return done
 
 
 def _size(ops: list[Any]) -> int:
@@ -175,27 +181,30 @@ def _ops(parts: list[tuple[int, int] | bytes]) -> list[Any]:
 
 def bdiff(old: bytes, new: bytes) -> list[Any] | None:
     """Ops that make ``new`` out of ``old`` (``bpatch``), or None when they would not be much
-    smaller than ``new`` itself. Two shapes are tried, each a handful of memcmp's: the bytes
-    both share at the start and the end (a change in place), and ``old`` less a short header
-    found in ``new`` after a short header (a list or map that grew: its length prefix changes,
-    its items stay)."""
-    a, b = memoryview(old), memoryview(new)
-    p = _common_prefix(a, b)
-    s = _common_suffix(a[p:], b[p:])
-    best = _ops([(0, p), bytes(b[p:len(b) - s]), (len(a) - s, s)])
+    smaller than ``new`` itself. Two shapes are tried, each a few memcmp's over the values:
+    ``old`` less a short header found in ``new`` after a short header (a list or map that grew:
+    its length prefix changes, its items stay), and the bytes both share at the start and the
+    end (a change in place)."""
+    best: list[Any] | None = None
     if len(old) >= 16:
-        for k in range(0, min(10, len(old) - 15)):
+        for k in range(min(10, len(old) - 15)):
             j = new.find(old[k:k + 16], 0, 10 + 16)
             if j < 0:
                 continue
-            m = _common_prefix(a[k:], b[j:])
-            tail = b[j + m:]
-            rest = a[k + m:]
-            t = _common_suffix(rest, tail)
-            cand = _ops([bytes(b[:j]), (k, m), bytes(tail[:len(tail) - t]), (len(a) - t, t)])
-            if _size(cand) < _size(best):
+            m = _prefix(old, k, new, j)
+            t = _suffix(old, k + m, new, j + m)
+            cand = _ops([new[:j], (k, m), new[j + m:len(new) - t], (len(old) - t, t)])
+            if best is None or _size(cand) < _size(best):
                 best = cand
-    if _size(best) * 10 > len(b64(new)) * 6:  # not worth a chain: store the value whole
+            if k + m == len(old):
+                break  # all of old after its header is in new: nothing can copy more
+    if best is None or _size(best) > 64:
+        p = _prefix(old, 0, new, 0)
+        s = _suffix(old, p, new, p)
+        cand = _ops([(0, p), new[p:len(new) - s], (len(old) - s, s)])
+        if best is None or _size(cand) < _size(best):
+            best = cand
+    if _size(best) * 10 > len(new) * 8:  # not worth a chain: store the value whole
         return None
     return best
 

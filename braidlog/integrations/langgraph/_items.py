@@ -87,9 +87,9 @@ class Items:
             self.seen = rec.seq
 
     def take(self, seq: int, d: Any) -> None:
-        if d.kind != "langgraph.item":
-            return
         p = d.payload
+        if d.kind != "langgraph.item" or not p:  # not an item, or erased (its envelope only)
+            return
         self.namespace = tuple(p["namespace"])
         key, ttl = p["key"], p.get("ttl")
         old = self.live.get(key)

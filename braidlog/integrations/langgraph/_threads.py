@@ -43,8 +43,9 @@ class ThreadIndex:
     checkpoints: dict[Key, Checkpoint] = field(default_factory=dict)
     #: (ns, channel, version) -> (seq of the record holding it, delta depth)
     blobs: dict[tuple[str, str, Any], tuple[int, int]] = field(default_factory=dict)
-    #: (ns, channel) -> (seq, depth) of the channel's latest stored version: the base of the next
-    last: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    #: (ns, channel) -> (seq, delta depth, bytes of deltas since stored whole) of the channel's
+    #: latest stored version: the base of the next
+    last: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
 
     def catch_up(self, log: Any) -> None:
         for rec in log.scan_braid(self.braid, start=self.seen + 1):
@@ -52,6 +53,8 @@ class ThreadIndex:
             self.seen = rec.seq
 
     def take(self, seq: int, kind: str, p: dict[str, Any]) -> None:
+        if not p:  # an erased record keeps its envelope only: nothing of it is read
+            return
         if kind == "langgraph.checkpoint":
             ns, cid = p["ns"], p["checkpoint_id"]
             self.thread_id = p["thread_id"]
@@ -64,7 +67,7 @@ class ThreadIndex:
                 depth = enc.get("d", 0)
                 self.blobs[(ns, ch, _key(enc["v"]))] = (seq, depth)
                 if enc.get("t") != "empty":
-                    self.last[(ns, ch)] = (seq, depth)
+                    self.last[(ns, ch)] = (seq, depth, enc.get("c", 0))
         elif kind == "langgraph.writes":
             cp = self.checkpoints.get((p["ns"], p["checkpoint_id"]))
             if cp is None:  # writes for a checkpoint not put (yet): kept for when it is

@@ -41,9 +41,12 @@ from ._threads import RUNS_BRAID, THREAD_PREFIX, Checkpoint as Indexed, RunDelet
 
 __all__ = ["BraidlogSaver"]
 
-#: A channel value is stored whole at least every MAX_DEPTH + 1 versions, which bounds the
-#: records a cold read of it takes.
-MAX_DEPTH = 32
+#: A channel value is stored as a byte delta against its previous version until the deltas
+#: since it was last stored whole add up to its size, or MAX_DEPTH of them: a value that grows
+#: by a little each step is stored whole about log2(steps) times plus once per MAX_DEPTH
+#: versions, so its storage grows with what was added, and a cold read of it takes at most
+#: MAX_DEPTH + 1 small records.
+MAX_DEPTH = 256
 CACHE_BYTES = 64 << 20
 
 
@@ -201,7 +204,9 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         chain: list[tuple[int, dict[str, Any]]] = []
         at = seq
         while True:
-            enc = self.log.read(at).delta.payload["values"][ch]
+            enc = self.log.read(at).delta.payload.get("values", {}).get(ch)
+            if enc is None:  # erased under a later version's delta: the value is gone
+                return None
             if enc.get("t") == "empty":
                 return None
             if "b" in enc:
@@ -362,12 +367,13 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 t, data = dump(self.serde, channel_values[ch], f"checkpoint.channel_values.{ch}")
                 enc: dict[str, Any] = {"v": ver, "t": t}
                 ops, base = None, idx.last.get((ns, ch))
-                if base is not None and base[1] < MAX_DEPTH:
+                if base is not None and base[1] < MAX_DEPTH and base[2] < len(data):
                     old = self._bytes_at(base[0], ch)
                     if old is not None:
                         ops = bdiff(old[1], data)
                 if ops is not None:
-                    enc.update(base=base[0], d=base[1] + 1, ops=ops)
+                    cost = base[2] + sum(len(op) if isinstance(op, str) else 8 for op in ops)
+                    enc.update(base=base[0], d=base[1] + 1, c=cost, ops=ops)
                 else:
                     enc["b"] = b64(data)
                 values[ch] = enc

@@ -227,7 +227,7 @@ class _Reader:
         for rec in self._log.scan_braid(braid_of_namespace(ns)):
             d = rec.delta
             p = d.payload
-            if d.kind != "langgraph.item" or p.get("key") != key or p.get("refreshed"):
+            if d.kind != "langgraph.item" or p.get("key") != key or p.get("refreshed"):  # erased: {}
                 continue
             value = None if p.get("value") is None else load_any(self.serde, p["value"])
             out.append(ItemVersion(tuple(p["namespace"]), key, value, rec.seq, d.id, d.ts,
