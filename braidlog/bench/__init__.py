@@ -7,7 +7,8 @@ a size and a seed, and is timed on braidlog and on each installed peer with iden
   the same puts plus braidlog's four index tables from keys prepared beforehand (the ceiling of
   braidlog's page writes);
 - sqlite3 from the standard library (WAL; ``synchronous=FULL`` for the durable rows);
-- the ``eventsourcing`` library on its SQLite and in-memory (POPO) recorders, when installed.
+- the ``eventsourcing`` library on its SQLite and in-memory (POPO) recorders and on braidlog's
+  persistence module (``braidlog.integrations.eventsourcing``), when installed.
 
 A run repeats every workload ``repeat`` times, peers interleaved with braidlog inside each
 repeat, and reports each figure as the median and spread of its repeats, plus its ratio to
@@ -34,7 +35,7 @@ _WHERE = {
                      "COUNTER", "all_projections", "admissible", "suite_sizes", "build_log",
                      "time_travel_log"), "data"),
     **dict.fromkeys(("PEER_IMPORT", "STARTUP_COMMANDS", "startup_commands", "RAW_INDEXED",
-                     "NO_TREE", "ES_BATCH", "IndexKeys", "index_keys", "RawLmdb", "SqliteLog",
+                     "NO_TREE", "ES_BATCH", "ES_PEERS", "IndexKeys", "index_keys", "RawLmdb", "SqliteLog",
                      "sql_row", "eventsourcing_installed", "EventsourcingApp", "NoTreeLog"), "peers"),
     **dict.fromkeys(("WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "Run", "percentile",
                      "quiet_heap", "timed", "each", "latencies", "remove", "launch"), "harness"),

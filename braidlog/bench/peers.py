@@ -21,7 +21,7 @@ from ..lmdb.log import LmdbLog
 from ..store import check_batch
 
 __all__ = ["PEER_IMPORT", "STARTUP_COMMANDS", "startup_commands", "RAW_INDEXED", "NO_TREE",
-           "ES_BATCH", "IndexKeys", "index_keys", "RawLmdb", "SqliteLog", "sql_row",
+           "ES_BATCH", "ES_PEERS", "IndexKeys", "index_keys", "RawLmdb", "SqliteLog", "sql_row",
            "eventsourcing_installed", "EventsourcingApp", "NoTreeLog"]
 
 #: What ``import braidlog`` is measured against: the libraries it is built on, imported together.
@@ -35,6 +35,9 @@ STARTUP_COMMANDS = {
 RAW_INDEXED = "raw LMDB, log + 4 indexes"
 NO_TREE = "braidlog without the Merkle tree"
 ES_BATCH = 100  # deltas per eventsourcing save in the batched append
+#: The eventsourcing application is measured on these persistence modules: (persistence, label).
+ES_PEERS = (("sqlite", "eventsourcing SQLite"), ("braidlog", "eventsourcing on braidlog"),
+            ("popo", "eventsourcing memory"))
 
 
 def startup_commands(store: str) -> dict[tuple[str, str], list[str]]:
@@ -233,7 +236,8 @@ class EventsourcingApp:
     braid, events recorded through a decorated method and saved ``per_save`` at a time.
 
     ``persistence`` is ``"sqlite"`` (its SQLite recorder: WAL, SQLite's default synchronous
-    FULL) or ``"popo"`` (its in-memory recorder).
+    FULL), ``"braidlog"`` (braidlog's persistence module, durable: every commit synced) or
+    ``"popo"`` (its in-memory recorder).
     """
 
     def __init__(self, persistence: str, path: str | None = None) -> None:
@@ -242,6 +246,9 @@ class EventsourcingApp:
         env = {}
         if persistence == "sqlite":
             env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
+        elif persistence == "braidlog":
+            env = {"PERSISTENCE_MODULE": "braidlog.integrations.eventsourcing",
+                   "BRAIDLOG_STORE": str(path), "BRAIDLOG_DURABLE": "y"}
         self.app = AgentMemoryApp(env=env)
         self.aggregates: dict[str, Any] = {}
 

@@ -14,7 +14,7 @@ from ..lmdb.log import LmdbLog
 from .data import BATCH, COUNTER, ENTITIES, all_projections, build_log
 from .harness import Run, Sample, each, percentile, quiet_heap, remove, timed
 from .peers import (
-    NO_TREE, EventsourcingApp, NoTreeLog, RawLmdb, SqliteLog, eventsourcing_installed, sql_row,
+    ES_PEERS, NO_TREE, EventsourcingApp, NoTreeLog, RawLmdb, SqliteLog, eventsourcing_installed, sql_row,
 )
 
 __all__ = ["RUNNERS", "STEPS"]
@@ -126,8 +126,7 @@ def _replay(run: Run) -> list[Sample]:
     finally:
         log.close()
     if eventsourcing_installed():
-        for persistence, label in (("sqlite", "eventsourcing SQLite"),
-                                   ("popo", "eventsourcing memory")):
+        for persistence, label in ES_PEERS:
             key = f"es:{persistence}"
             if key not in run.cache:
                 run.step(f"replay · building {label}")
@@ -240,4 +239,4 @@ def _proofs(run: Run) -> list[Sample]:
 
 
 RUNNERS = {"scan": _scan, "replay": _replay, "time_travel": _time_travel, "proofs": _proofs}
-STEPS = {"scan": 5, "replay": 4, "time_travel": 2, "proofs": 4}
+STEPS = {"scan": 5, "replay": 5, "time_travel": 2, "proofs": 4}

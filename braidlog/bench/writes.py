@@ -18,7 +18,7 @@ from ..lmdb.log import LmdbLog
 from .data import BATCH, admissible, all_projections
 from .harness import Run, Sample, each, latencies, launch, percentile, quiet_heap, remove, timed
 from .peers import (
-    ES_BATCH, RAW_INDEXED, EventsourcingApp, RawLmdb, SqliteLog, eventsourcing_installed,
+    ES_BATCH, ES_PEERS, RAW_INDEXED, EventsourcingApp, RawLmdb, SqliteLog, eventsourcing_installed,
     sql_row, startup_commands,
 )
 
@@ -133,8 +133,7 @@ def _append(run: Run) -> list[Sample]:
 
     if eventsourcing_installed():
         es_batches = [ds[i:i + ES_BATCH] for i in range(0, n, ES_BATCH)]
-        for persistence, label in (("sqlite", "eventsourcing SQLite"),
-                                   ("popo", "eventsourcing memory")):
+        for persistence, label in ES_PEERS:
             run.step(f"append · {label}")
             path = run.path("es.db")
             es = EventsourcingApp(persistence, path)
@@ -194,8 +193,7 @@ def _single(run: Run) -> list[Sample]:
         remove(path)
 
     if eventsourcing_installed():
-        for persistence, label in (("sqlite", "eventsourcing SQLite"),
-                                   ("popo", "eventsourcing memory")):
+        for persistence, label in ES_PEERS:
             run.step(f"single · {label}")
             path = run.path("es.db")
             es = EventsourcingApp(persistence, path)
@@ -273,4 +271,4 @@ def _concurrent(run: Run) -> list[Sample]:
 
 
 RUNNERS = {"startup": _startup, "append": _append, "single": _single, "concurrent": _concurrent}
-STEPS = {"startup": 1, "append": 7, "single": 5, "concurrent": 2 * len(APPENDERS)}
+STEPS = {"startup": 1, "append": 8, "single": 6, "concurrent": 2 * len(APPENDERS)}

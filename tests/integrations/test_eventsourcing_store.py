@@ -295,3 +295,21 @@ def test_time_travel_shows_an_aggregate_as_it_was(tmp_path):
         then = braid.at(2).log
         assert [r.delta.payload["originator_version"]
                 for r in then.scan_braid(f"dogschool_events:{fido}")] == [1, 2]
+
+
+def test_the_delta_ids_made_in_bulk_are_ulids_of_now_in_order():
+    from datetime import datetime, timedelta, timezone
+
+    from ulid import ULID
+
+    from braidlog.delta import ULID_PATTERN
+    from braidlog.integrations.eventsourcing.recorders import _new_ids
+
+    before = datetime.now(timezone.utc) - timedelta(milliseconds=1)
+    ids = _new_ids(1000)
+    after = datetime.now(timezone.utc) + timedelta(milliseconds=1)
+    assert ids == sorted(ids) and len(set(ids)) == 1000
+    import re
+    for i in ids:
+        assert re.match(ULID_PATTERN, i) and str(ULID.from_str(i)) == i
+        assert before <= ULID.from_str(i).datetime <= after
