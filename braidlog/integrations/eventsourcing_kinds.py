@@ -27,12 +27,15 @@ VIEW = "eventsourcing.view"  # a materialised view's own change, written with it
 
 
 class EventRecorded(Struct, frozen=True, forbid_unknown_fields=True):
-    """A stored event (or snapshot): eventsourcing's StoredEvent, its state in base64."""
+    """A stored event (or snapshot): eventsourcing's StoredEvent. Its state (bytes) is stored as
+    the text it is when it is UTF-8 (the JSON of a mapper without cipher or compressor, so the
+    command line shows it), else in base64 with ``base64`` true."""
 
     originator_id: str
     originator_version: int
     topic: str
     state: str
+    base64: bool = False
 
 
 class TrackingRecorded(Struct, frozen=True, forbid_unknown_fields=True):

@@ -313,3 +313,13 @@ def test_the_delta_ids_made_in_bulk_are_ulids_of_now_in_order():
     for i in ids:
         assert re.match(ULID_PATTERN, i) and str(ULID.from_str(i)) == i
         assert before <= ULID.from_str(i).datetime <= after
+
+
+def test_a_state_that_is_utf8_is_stored_as_its_text_any_other_in_base64(recorder):
+    x = uuid4()
+    states = [b'{"name":"Fido \\u00e9"}', "caf\u00e9".encode(), b"\xff\x00\x80", b""]
+    recorder.insert_events([event_(x, v, state=s) for v, s in enumerate(states, 1)])
+    assert [e.state for e in recorder.select_events(x)] == states
+    payloads = [r.delta.payload for r in recorder.datastore.log.scan()]
+    assert [p["state"] for p in payloads[:2]] == [s.decode() for s in states[:2]]
+    assert [p.get("base64", False) for p in payloads] == [False, False, True, False]

@@ -234,16 +234,21 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
                                      f"comes after version {before} in the same call; versions "
                                      "only go up")
             lasts[braid] = version
+            payload = {"originator_id": oid, "originator_version": version, "topic": s.topic}
+            try:  # the JSON a mapper without cipher or compressor makes: stored as the text
+                payload["state"] = str(state, "utf-8")
+            except UnicodeDecodeError:
+                payload["state"] = _b64encode(state, newline=False).decode("ascii")
+                payload["base64"] = True
             deltas.append(GenericDelta(
                 id=ids[i], braid_id=braid, kind=kind, ts=ts, provenance=_PROVENANCE,
-                confidence=1.0, payload={
-                    "originator_id": oid, "originator_version": version, "topic": s.topic,
-                    "state": _b64encode(state, newline=False).decode("ascii")}))
+                confidence=1.0, payload=payload))
         return deltas, floors
 
     def _stored_event(self, d: GenericDelta) -> tuple[UUID | str, int, str, bytes]:
         p = d.payload
-        return self._oid(p["originator_id"]), p["originator_version"], p["topic"], _b64decode(p["state"])
+        state = _b64decode(p["state"]) if p.get("base64") else p["state"].encode("utf-8")
+        return self._oid(p["originator_id"]), p["originator_version"], p["topic"], state
 
     def select_events(self, originator_id: UUID | str, *, gt: int | None = None,
                       lte: int | None = None, desc: bool = False, limit: int | None = None
