@@ -135,11 +135,10 @@ class BraidlogRecorder:
         and nothing is written."""
         def admit(head: Any, staged: Any) -> None:
             for braid, (first, field, what) in floors.items():
-                last = _last(log, braid)
-                if last is not None and first <= last.delta.payload[field]:
-                    raise IntegrityError(
-                        f"{what} {first} conflicts: {braid} is at {last.delta.payload[field]} "
-                        f"(seq {last.seq}); it only goes up")
+                last = _last(log, braid, field)
+                if last is not None and first <= last[1]:
+                    raise IntegrityError(f"{what} {first} conflicts: {braid} is at {last[1]} "
+                                         f"(seq {last[0].seq}); it only goes up")
 
         with self.datastore.using() as log:
             records = log.commit(deltas, admit=admit)
@@ -157,9 +156,13 @@ class BraidlogRecorder:
                             f"{tracking.notification_id!r}")
 
 
-def _last(log: LmdbLog, braid: str) -> Record | None:
-    for record in log.scan_braid(braid, reverse=True, limit=1):
-        return record
+def _last(log: LmdbLog, braid: str, field: str) -> tuple[Record, Any] | None:
+    """The braid's last record whose payload holds ``field``, and its value (an erased record,
+    whose payload is gone, is passed over)."""
+    for record in paged(partial(log.scan_braid, braid), reverse=True):
+        value = record.delta.payload.get(field)
+        if value is not None:
+            return record, value
     return None
 
 
@@ -266,7 +269,9 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
             scan = partial(log.scan_braid, braid)
             if desc or gt is not None:  # from the newest back: versions go up along the braid
                 for r in paged(scan, reverse=True, first=1 if desc and limit else 16):
-                    v = r.delta.payload["originator_version"]
+                    v = r.delta.payload.get("originator_version")
+                    if v is None:  # erased
+                        continue
                     if gt is not None and v <= gt:
                         break
                     if lte is not None and v > lte:
@@ -279,7 +284,10 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
                     del found[len(found) if limit is None else limit:]
             else:
                 for r in paged(scan, first=64):
-                    if lte is not None and r.delta.payload["originator_version"] > lte:
+                    v = r.delta.payload.get("originator_version")
+                    if v is None:  # erased
+                        continue
+                    if lte is not None and v > lte:
                         break
                     found.append(r)
                     if limit is not None and len(found) == limit:
@@ -325,7 +333,9 @@ class BraidlogApplicationRecorder(BraidlogAggregateRecorder, ApplicationRecorder
             scan = partial(log.scan_kind, self.kind)
             for r in paged(scan, lo, hi, first=min(limit, 64)):
                 d = r.delta
-                if d.braid_id.startswith(prefix) and (not wanted or d.payload["topic"] in wanted):
+                topic = d.payload.get("topic")  # None: erased
+                if topic is not None and d.braid_id.startswith(prefix) and (
+                        not wanted or topic in wanted):
                     out.append(self._notification(r))
                     if len(out) == limit:
                         break
@@ -435,8 +445,8 @@ class BraidlogTrackingRecorder(BraidlogRecorder, TrackingRecorder):
             raise DataError(f"application_name must be a non-empty str, not {application_name!r}")
         braid = self._braid(self.tracking_table_name, application_name, "application_name")
         with self.datastore.using() as log:
-            last = _last(log, braid)
-        return None if last is None else last.delta.payload["notification_id"]
+            last = _last(log, braid, "notification_id")
+        return None if last is None else last[1]
 
 
 class BraidlogProcessRecorder(BraidlogTrackingRecorder, BraidlogApplicationRecorder,
