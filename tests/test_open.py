@@ -42,7 +42,9 @@ def test_fork_pool_workers_open_append_and_read_a_store_the_parent_has_open(lmdb
     parent.close()
 
 
-def test_a_child_forked_while_a_thread_is_in_a_transaction_is_told_what_to_do(lmdb_path):
+def _a_thread_inside_a_write(lmdb_path) -> tuple[LmdbLog, threading.Thread, threading.Event]:
+    """A store with one delta and a thread held inside the write transaction of a second,
+    until the returned event is set."""
     log = LmdbLog(lmdb_path)
     log.append(make_delta(0))
     inside, release = threading.Event(), threading.Event()
@@ -55,6 +57,11 @@ def test_a_child_forked_while_a_thread_is_in_a_transaction_is_told_what_to_do(lm
     t = threading.Thread(target=log.commit_locked, args=(prepare,))
     t.start()
     assert inside.wait(30)
+    return log, t, release
+
+
+def test_a_child_forked_while_a_thread_is_in_a_transaction_is_told_what_to_do(lmdb_path):
+    log, t, release = _a_thread_inside_a_write(lmdb_path)
     pid = os.fork()
     if pid == 0:  # the child: the inherited environment has the parent's write transaction in it
         code = 3
@@ -75,18 +82,7 @@ def test_a_child_forked_while_a_thread_is_in_a_transaction_is_told_what_to_do(lm
 
 
 def _close_while_another_thread_writes(lmdb_path) -> int:
-    log = LmdbLog(lmdb_path)
-    log.append(make_delta(0))
-    inside, release = threading.Event(), threading.Event()
-
-    def prepare(head):
-        inside.set()
-        release.wait(30)
-        return [make_delta(1)]
-
-    t = threading.Thread(target=log.commit_locked, args=(prepare,))
-    t.start()
-    assert inside.wait(30)
+    log, t, release = _a_thread_inside_a_write(lmdb_path)
     closer = threading.Thread(target=log.close)
     closer.start()
     closer.join(0.3)
