@@ -123,7 +123,7 @@ class Braid:
                 raise ValidationError("projections", f"two projections are named {p.name!r}")
             self._projections[p.name] = p
         self._order = list(self._projections.values())
-        if self._order and not getattr(store, "readonly", False):
+        if self._order and not store.readonly:
             store.use_projections(self._projections)
         self._checked = [i for i, p in enumerate(self._order) if p.check is not None]
         for msg in stale_checkpoints(store, self._order):
@@ -226,7 +226,7 @@ class Braid:
 
     @property
     def log_readonly(self) -> bool:
-        return bool(getattr(self.log, "readonly", False))
+        return self.log.readonly
 
     def rebuild(self, *, progress: Progress | None = None) -> int:
         """Drop the live states and fold the whole log again (checkpoints rewritten on the way)."""

@@ -311,15 +311,17 @@ def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: st
     return seq
 
 
-def store_kinds(registry: Registry, store: Any) -> StoreKinds:
-    """The registry of ``store``: ``registry``'s kinds plus those declared in the store's log."""
+def store_kinds(registry: Registry, store: Any,
+                stamp: Callable[[], int] | None = None) -> StoreKinds:
+    """The registry of ``store``: ``registry``'s kinds plus those declared in the store's log.
+    ``stamp()``, when the store has one, changes with every commit (``OnDisk.last_commit``)."""
     if isinstance(registry, StoreKinds):
         registry = registry.parent
 
     def source(after: int) -> Iterator[tuple[int, Any]]:
         for r in store.scan_kind(KIND_DECLARED, start=after + 1):
             yield r.seq, r.delta.payload
-    return StoreKinds(registry, source, getattr(store, "last_commit", None))
+    return StoreKinds(registry, source, stamp)
 
 
 def sync(registry: Registry) -> None:

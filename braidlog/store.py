@@ -24,6 +24,8 @@ import threading
 import msgspec
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
+from os import PathLike
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from msgspec import Struct
@@ -41,6 +43,7 @@ __all__ = [
     "BraidHead",
     "Record",
     "LogStore",
+    "OnDisk",
     "MemoryLog",
     "IndexScans",
     "Staged",
@@ -157,9 +160,14 @@ def hw_of(body: bytes) -> int:
 
 @runtime_checkable
 class LogStore(Protocol):
-    """What every store offers. Ranges are half-open [start, stop) over seq."""
+    """What every store offers. Ranges are half-open [start, stop) over seq.
+
+    A store asserts the ports it implements by naming them as its bases (``MemoryLog(LogStore)``,
+    ``LmdbLog(LogStore, OnDisk)``); code that can use an optional capability asks
+    ``isinstance(store, OnDisk)``, never for an attribute."""
 
     registry: Registry
+    readonly: bool  # appends and checkpoints are refused (StorageError)
 
     def append(self, delta: GenericDelta, *, expected_version: int | None = None) -> int: ...
     def append_batch(self, deltas: Iterable[GenericDelta], *,
@@ -190,6 +198,7 @@ class LogStore(Protocol):
     def braid_head(self, braid_id: str) -> BraidHead: ...
     def braids(self) -> dict[str, BraidHead]: ...
     def counts(self, index: str) -> dict[str, int]: ...
+    def spaces(self) -> dict[str, int]: ...
     def seq_at(self, ts: datetime) -> int: ...
     def verify(self, start: int = 1, stop: int | None = None, *,
                progress: Progress | None = None) -> Head: ...
@@ -203,6 +212,21 @@ class LogStore(Protocol):
     def put_note(self, size: int, note: bytes) -> None: ...
     def notes(self, *, last: bool = False) -> list[tuple[int, bytes]]: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class OnDisk(Protocol):
+    """An optional capability: a store kept in a directory (``LmdbLog``). Its path and on-disk
+    format, a cheap "written since?" stamp, its size, a consistent online copy, and the file
+    pages a reader that has copied what it read may let go."""
+
+    path: Path
+    format_version: int
+
+    def last_commit(self) -> int: ...
+    def release_pages(self) -> None: ...
+    def stat(self) -> dict[str, int]: ...
+    def copy(self, dest: str | PathLike[str], *, compact: bool = True) -> None: ...
 
 
 class Checked(NamedTuple):
@@ -408,8 +432,10 @@ class IndexScans:
         return self._scan_index("refs", entity_id, start, stop, reverse, limit)
 
 
-class MemoryLog(IndexScans):
+class MemoryLog(IndexScans, LogStore):
     """The reference store: everything in lists and dicts, lost when the process ends."""
+
+    readonly = False
 
     def __init__(self, registry: Registry = REGISTRY) -> None:
         self.registry = store_kinds(registry, self)
@@ -619,7 +645,7 @@ def _tree_checked(store: LogStore, start: int, rows: Iterator[tuple[int, bytes, 
     """Pass ``rows`` through while recomputing the Merkle tree nodes their leaves complete and
     comparing them, a chunk at a time, with the store's (after the chain has passed those rows,
     so a changed record is reported as a chain break, a changed tree node as a tree break)."""
-    if getattr(store, "format_version", 2) < 2:  # a format-1 store opened read-only: no tree
+    if isinstance(store, OnDisk) and store.format_version < 2:  # format 1, read-only: no tree
         yield from rows
         return
     size = start - 1

@@ -51,7 +51,7 @@ from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
 from .projection import Projection
 from .replay import Checkpoint, decode_state
-from .store import Head, LogStore, Progress, ts_micros
+from .store import Head, LogStore, OnDisk, Progress, ts_micros
 
 __all__ = [
     "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
@@ -533,7 +533,7 @@ def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
     dest = Path(dest)
     _empty_target(dest, "backup target")
     store = _log(store)
-    own = not hasattr(store, "copy")
+    own = not isinstance(store, OnDisk)  # a path: open it here
     source = _lmdb(store, create=False, readonly=True) if own else store
     created = not dest.exists()
     try:
@@ -547,7 +547,7 @@ def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
                                      seq=head.seq)
             ckpts = len(copy.checkpoint_keys())
         manifest = {"braidlog": "backup", "format": FORMAT, "head": str(head),
-                    "source": str(getattr(source, "path", store)), "taken_at": taken_at.isoformat(),
+                    "source": str(source.path), "taken_at": taken_at.isoformat(),
                     "checkpoints": ckpts}
         (dest / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         (dest / "lock.mdb").unlink(missing_ok=True)
@@ -697,7 +697,7 @@ def stats(store: LogStore) -> Stats:
         micros = int.from_bytes(store.body(head.seq)[:HW_SIZE], "big")
         hw = datetime.fromtimestamp(micros // 1_000_000, timezone.utc).replace(
             microsecond=micros % 1_000_000)
-    size = store.stat() if hasattr(store, "stat") else None
+    size = store.stat() if isinstance(store, OnDisk) else None
     return Stats(head=str(head), deltas=head.seq, kinds=store.counts("kind"),
                  braids=store.counts("braid"), size=size, checkpoints=ckpts,
                  recall=_recall_coverage(store, head.seq), first_ts=first, last_ts=last, hw=hw)
@@ -707,7 +707,7 @@ def _recall_coverage(store: LogStore, head: int) -> dict[str, Any] | None:
     """The persisted recall indexes beside an LMDB store (``<store>/recall/*/meta.msgpack``):
     per index, its vectors, the seq it covers, how far behind the head it is and whether it
     matches the log. Read from the files only: stats never builds or catches up an index."""
-    root = getattr(store, "path", None)
+    root = store.path if isinstance(store, OnDisk) else None
     if root is None or not (Path(root) / "recall").is_dir():
         return None
     out: dict[str, Any] = {}

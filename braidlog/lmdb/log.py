@@ -42,7 +42,8 @@ from .format import (
 )
 from .file import edge_findings
 from ..store import (
-    Admit, BraidHead, Head, IndexScans, Progress, Record, Staged, check_batch, id_key, stage,
+    Admit, BraidHead, Head, IndexScans, LogStore, OnDisk, Progress, Record, Staged, check_batch,
+    id_key, stage,
     ts_micros,
 )
 
@@ -90,7 +91,7 @@ def _store_path(path: Any) -> Path:
     return p
 
 
-class LmdbLog(IndexScans):
+class LmdbLog(IndexScans, LogStore, OnDisk):
     """The log in an LMDB environment at ``path`` (a directory).
 
     ``durable=True`` (the default) syncs data and meta pages on every commit: a committed append
@@ -106,7 +107,7 @@ class LmdbLog(IndexScans):
             got = map_size if isinstance(map_size, int) else type(map_size).__name__
             raise ValidationError("map_size", f"must be a number of bytes from 1 to {MAX_MAP_SIZE} "
                                   f"(the store grows it as it fills), not {got}")
-        self.registry = store_kinds(registry, self)
+        self.registry = store_kinds(registry, self, self.last_commit)
         self.durable = durable
         self.readonly = readonly
         self._forked = False

@@ -19,8 +19,9 @@ from blake3 import blake3
 
 from ..chain import digest
 from ..errors import ValidationError
+from ..store import OnDisk
 
-__all__ = ["index_directory", "file_digest", "write_file", "write_with", "save_graph", "tmp_path"]
+__all__ = ["index_directory", "stale", "file_digest", "write_file", "write_with", "save_graph", "tmp_path"]
 
 
 def index_directory(store: Any, directory: Any, name: str, suffix: str) -> Path | None:
@@ -29,7 +30,7 @@ def index_directory(store: Any, directory: Any, name: str, suffix: str) -> Path 
     if directory is False:
         return None
     if directory is None or directory is True:
-        root = getattr(store, "path", None)
+        root = store.path if isinstance(store, OnDisk) else None
         if root is None:
             if directory is True:
                 raise ValidationError("directory", "this store lives in memory; pass a directory path")
@@ -41,6 +42,19 @@ def index_directory(store: Any, directory: Any, name: str, suffix: str) -> Path 
     if slug != name:
         slug += "-" + digest(name.encode()).hex()[:12]
     return base / f"{slug}.{suffix}"
+
+
+def stale(store: Any, covered_seq: int, covered_hash: bytes) -> str | None:
+    """Why an index saved as covering ``covered_seq`` (chain hash ``covered_hash``) does not
+    belong to ``store``'s log, or None when it does: the log ends before it, or its chain there
+    is another (both indexes, vector and keyword, check a saved index so)."""
+    head = store.head()
+    if covered_seq > head.seq:
+        return f"it covers seq {covered_seq} but the log ends at {head.seq} (stale)"
+    if store.hash_at(covered_seq) != covered_hash:
+        return (f"its chain hash at seq {covered_seq} is not the log's (stale: the log it "
+                "was built from is not this one)")
+    return None
 
 
 def tmp_path(path: Path) -> Path:

@@ -44,12 +44,12 @@ from msgspec import Struct
 
 from ..delta import new_id
 from ..errors import RecallWarning, ValidationError
-from ..store import LogStore, Progress, resolve_point
+from ..store import LogStore, OnDisk, Progress, resolve_point
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
 from .columns import NO_FILTER, Body, Columns, Filter, Where, make_filter
 from .embedder import Embedder
-from .files import file_digest, index_directory, save_graph, write_file, write_with
+from .files import file_digest, index_directory, save_graph, stale, write_file, write_with
 from .query import MODES, Hit, Mode, dots, fuse, normalised, query_vector, top
 from .vectors import Rows
 
@@ -112,7 +112,7 @@ class Recall:
         if not isinstance(exact_ratio, (int, float)) or not 0.0 <= exact_ratio <= 1.0:
             raise ValidationError("exact_ratio", f"must be in [0, 1], not {exact_ratio!r}")
         self.store: LogStore = getattr(source, "log", source)
-        if not all(hasattr(self.store, a) for a in ("scan_bodies", "hash_at", "head", "read")):
+        if not isinstance(self.store, LogStore):
             raise ValidationError("source", f"must be a Braid or a LogStore, not {type(source).__name__}; "
                                   "for a view (braid.at(point)) use recall_at(view, ...)")
         self.space = space
@@ -126,7 +126,8 @@ class Recall:
         self.follow = follow
         self.braid_graphs = braid_graphs
         self._braid_lock = threading.Lock()  # builds one braid graph at a time, under a read lock
-        self._last_commit = getattr(self.store, "last_commit", None)  # a cheap "written since?"
+        # a cheap "written since?" when the store has one
+        self._last_commit = self.store.last_commit if isinstance(self.store, OnDisk) else None
         self._seen_commit: int | None = None
         self.notices: list[str] = []
         self._directory_option = directory
@@ -216,8 +217,7 @@ class Recall:
     def _catch_up(self, stop: int, progress: Progress | None, *, grow: bool = True) -> None:
         if stop <= self.covered_seq:
             return
-        spaces = getattr(self.store, "spaces", None)
-        if not self.count and spaces is not None and self.space not in spaces():
+        if not self.count and self.space not in self.store.spaces():
             # No vector of this space in the store (listed after the head ``stop`` was read, so a
             # space with a vector at or before it is there): nothing to scan, nothing to save.
             self.covered_seq, self.covered_hash = stop, self.store.hash_at(stop)
@@ -227,7 +227,8 @@ class Recall:
         bodies: list[Body] = []
         last_hash = self.covered_hash
         added = False
-        release = getattr(self.store, "release_pages", lambda: None)  # the log's pages, once copied
+        # the log's file pages, once copied (a store in memory has none to let go)
+        release = self.store.release_pages if isinstance(self.store, OnDisk) else (lambda: None)
         for n, (seq, h, body) in enumerate(self.store.scan_bodies(start, stop + 1), start=1):
             last_hash = h
             b = _body_decoder.decode(memoryview(body)[8:])
@@ -396,12 +397,9 @@ class Recall:
             return f"it indexes space {meta.space!r} with {meta.metric}"
         if meta.params != self.params:
             return f"it was built with {meta.params}, this index uses {self.params}"
-        head = self.store.head()
-        if meta.covered_seq > head.seq:
-            return f"it covers seq {meta.covered_seq} but the log ends at {head.seq} (stale)"
-        if self.store.hash_at(meta.covered_seq) != meta.covered_hash:
-            return (f"its chain hash at seq {meta.covered_seq} is not the log's (stale: the log it "
-                    "was built from is not this one)")
+        why = stale(self.store, meta.covered_seq, meta.covered_hash)
+        if why is not None:
+            return why
         for name, want in meta.files.items():
             if name.startswith(("rows-", "vectors-", "head-")):
                 p = d / name
@@ -598,11 +596,8 @@ class Recall:
         head = self._head
         if blocks is None and flt is NO_FILTER and pred is None and m == self._head_count \
                 and head is not None:  # the common query: the whole head graph, unfiltered
-            try:
-                labels, dist = head.knn_query(q, k=min(k, m), num_threads=1)
-            except RuntimeError:  # the graph could not find k: search it exactly
-                return self._exact(q, k, 0, m, None, None, flt)
-            return labels[0].astype(np.int64), 1.0 - dist[0]
+            found = _knn(head, q, min(k, m))
+            return self._exact(q, k, 0, m, None, None, flt) if found is None else found
         elig = None if flt is NO_FILTER else self._eligible(flt)
         if elig is not None:
             elig = elig[: int(np.searchsorted(elig, m))]
@@ -615,11 +610,10 @@ class Recall:
         if len(parts) == 1 and elig is None and pred is None and parts[0][0] is not None \
                 and (blocks is not None or parts[0][2] >= self._head_count):
             g, lo, hi, ef = parts[0]
-            try:
-                labels, dist = g.knn_query(q, k=min(max(k, ef) if blocks else k, hi - lo), num_threads=1)
-            except RuntimeError:  # the graph could not find k: search the part exactly
+            found = _knn(g, q, min(max(k, ef) if blocks else k, hi - lo))
+            if found is None:
                 return self._exact(q, k, lo, hi, None, None, flt)
-            return labels[0, :k].astype(np.int64), 1.0 - dist[0, :k]
+            return found[0][:k], found[1][:k]
         found = [self._part(g, lo, hi, ef, q, k, elig, pred, flt) for g, lo, hi, ef in parts]
         pos = np.concatenate([f[0] for f in found])
         scores = np.concatenate([f[1] for f in found])
@@ -636,12 +630,11 @@ class Recall:
         if e:
             fetch = k if e == nodes else max(k, math.ceil(2 * k * nodes / e))
             while True:
-                try:
-                    labels, dist = g.knn_query(q, k=min(fetch, nodes), num_threads=1)
-                except RuntimeError:  # the graph could not find that many: search it exactly
+                near = _knn(g, q, min(fetch, nodes))
+                if near is None:
                     found.append(self._exact(q, k, 0, h, elig[:e], None, flt))
                     break
-                pos, scores = labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
+                pos, scores = near
                 if e < nodes:
                     ok = pos < h
                     pos, scores = pos[ok], scores[ok]
@@ -679,12 +672,10 @@ class Recall:
         else:  # the head graph searches at max(its ef, fetch) anyway: ask only for what is needed
             fetch = max(0 if head else ef, k, math.ceil(2 * k * nodes / e))
         while True:
-            try:
-                labels, dist = g.knn_query(q, k=min(fetch, nodes), num_threads=1)
-            except RuntimeError:  # the graph could not find that many: search the part exactly
+            near = _knn(g, q, min(fetch, nodes))
+            if near is None:
                 break
-            pos = labels[0].astype(np.int64)
-            scores = (1.0 - dist[0]).astype(np.float32)
+            pos, scores = near
             if size < nodes and sub is None:
                 ok = pos < hi
                 pos, scores = pos[ok], scores[ok]
@@ -743,6 +734,17 @@ class Recall:
         out = self._cols.eligible(flt, self.store.seq_of)
         self._cache.put(key, out, out.nbytes + 64)
         return out
+
+
+def _knn(g: Any, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ``fetch`` positions of graph ``g`` nearest ``q`` and their similarities, or None when
+    the graph cannot find that many (hnswlib raises RuntimeError): every caller then searches
+    the same positions exactly."""
+    try:
+        labels, dist = g.knn_query(q, k=fetch, num_threads=1)
+    except RuntimeError:
+        return None
+    return labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
 
 
 def _check_k(k: Any) -> int:

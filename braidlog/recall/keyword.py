@@ -42,7 +42,7 @@ from ..store import LogStore, Progress
 from ._deps import need
 from .columns import NO_FILTER, Filter, scope
 from .embedder import delta_text
-from .files import file_digest, index_directory, write_file
+from .files import file_digest, index_directory, stale, write_file
 
 __all__ = ["KeywordIndex", "keyword_for", "rank_texts", "KEYWORD_FORMAT", "TOKENIZER"]
 
@@ -175,12 +175,9 @@ class KeywordIndex:
             return f"format {meta.format}, this braidlog reads {KEYWORD_FORMAT}"
         if meta.config != self.config:
             return "it was built with other text fields or another analyser"
-        head = self.store.head()
-        if meta.covered_seq > head.seq:
-            return f"it covers seq {meta.covered_seq} but the log ends at {head.seq} (stale)"
-        if self.store.hash_at(meta.covered_seq) != meta.covered_hash:
-            return (f"its chain hash at seq {meta.covered_seq} is not the log's (stale: the log it "
-                    "was built from is not this one)")
+        why = stale(self.store, meta.covered_seq, meta.covered_hash)
+        if why is not None:
+            return why
         try:
             files = self._files()
         except OSError as e:
