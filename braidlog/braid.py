@@ -42,7 +42,7 @@ from .errors import (
 from .kinds import REGISTRY, Registry
 from .projection import Boundary, Context, Decider, Projection
 from .replay import (
-    decode_state, encode_state, fold, load_checkpoint, stale_checkpoints, state_at,
+    collector_paused, decode_state, encode_state, fold, load_checkpoint, stale_checkpoints, state_at,
     write_checkpoint, write_encoded_checkpoint,
 )
 from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, Staged, resolve_point
@@ -303,35 +303,47 @@ class Braid:
         if self.seq != head.seq:
             raise ConflictError(f"the live states stand at seq {self.seq}, the head at {head.seq}",
                                 expected=head.seq, actual=self.seq)
-        states = self._states
+        with collector_paused():  # a fold, as catch-up's: no collector passes over the states
+            self._check_and_fold(head, staged)
+        self._seqs = [staged[-1].seq] * len(order)
+
+    def _check_and_fold(self, head: Head, staged: list[Staged]) -> None:
+        """``_admit``'s loop: each delta checked by the projections that read it, then folded
+        into their states. Who reads a delta without refs depends on its kind and provenance
+        alone, so that plan (each reader's check, evolve and form) is made once per pair."""
+        order, states = self._order, self._states
         view = BatchView(self.log, head.seq, staged)
-        readers: dict[tuple[str, str], list[int]] = {}
+        plans: dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+
+        def plan(d: GenericDelta) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+            who = [i for i, p in enumerate(order) if p.reads(d)]
+            return (tuple((i, order[i].check) for i in who if order[i].check is not None),
+                    tuple((i, order[i].evolve, order[i].positional) for i in who))
+
+        every = self.checkpoint_every
         for n, s in enumerate(staged):
             d = s.delta
-            key = (d.kind, d.provenance.kind)  # what decides `reads` when a delta has no refs
-            who = readers.get(key) if d.refs is None else None
-            if who is None:
-                who = [i for i, p in enumerate(order) if p.reads(d)]
-                if d.refs is None:
-                    readers[key] = who
-            at = None
-            for i in who:
-                check = order[i].check
-                if check is not None:
-                    if at is None:
-                        at = Boundary(seq=s.seq, index=n, log=view.before(n))
+            if d.refs is None:
+                key = (d.kind, d.provenance.kind)  # what decides `reads` when a delta has no refs
+                checks, folds = plans.get(key) or plans.setdefault(key, plan(d))
+            else:
+                checks, folds = plan(d)
+            if checks:
+                at = Boundary(seq=s.seq, index=n, log=view.before(n))
+                for i, check in checks:
                     try:
                         check(states[i], d, at)
                     except Rejected as e:
                         raise Rejected(f"delta {n}: {e.reason}") from None
                     except ValidationError as e:
                         raise ValidationError(e.field, e.rule, index=n) from None
-            for i in who:
+            if folds:
                 self._folded = True
-                states[i] = order[i].apply(states[i], d, s.seq)
-            if s.seq % self.checkpoint_every == 0:  # a checkpoint boundary: written if it commits
+                seq = s.seq
+                for i, evolve, positional in folds:
+                    states[i] = evolve(states[i], d, seq) if positional else evolve(states[i], d)
+            if s.seq % every == 0:  # a checkpoint boundary: written if it commits
                 self._snapshots.append((s.seq, [(p, encode_state(st)) for p, st in zip(order, states)]))
-        self._seqs = [staged[-1].seq] * len(order)
 
     def execute(self, decider: Decider | str, command: Any, *, braid_id: str,
                 provenance: Provenance | str = "system", now: datetime | None = None,
