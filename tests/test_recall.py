@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import threading
 import warnings
 from datetime import timedelta
@@ -602,3 +603,21 @@ def test_a_query_filtered_by_one_braid_searches_that_braids_own_graph(filled):
     plain = Recall(store, directory=False, exact_max=50, exact_ratio=0.0, braid_graphs=False, **SMALL)
     assert int(plain.search(more[150], 1, braid="b1")[0][0]) == added[150]
     assert plain.memory()["braid graphs"] == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim, Linux only")
+def test_the_heap_a_catch_up_freed_goes_back_to_the_system():
+    from braidlog.recall.vectors import trim_heap
+
+    def anon_mb() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(ln.split()[1]) // 1024 for ln in f if ln.startswith("RssAnon"))
+
+    before = anon_mb()
+    held = [bytes(1500) + bytes([i % 256]) for i in range(60_000)]  # as a catch-up's vector bytes
+    last = held[-1]  # one still in use above the freed ones: the heap cannot shrink by itself
+    del held
+    freed = anon_mb()
+    trim_heap()
+    assert freed - before > 60 and anon_mb() < before + 30, (before, freed, anon_mb())
+    assert last

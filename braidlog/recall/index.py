@@ -51,7 +51,7 @@ from .columns import NO_FILTER, Body, Columns, Filter, Where, make_filter
 from .embedder import Embedder
 from .files import file_digest, index_directory, save_graph, stale, write_file, write_with
 from .query import MODES, Hit, Mode, dots, fuse, normalised, query_vector, top
-from .vectors import Rows
+from .vectors import Rows, trim_heap
 
 __all__ = ["Recall", "Metric", "METRICS", "FORMAT"]
 
@@ -244,6 +244,9 @@ class Recall:
             self._add(seqs, bodies)
             added = True
         release()
+        if stop - start >= SCAN_CHUNK:  # a long scan: its decoded copies leave holes in the heap
+            seqs, bodies = [], []
+            trim_heap()
         if added and grow:  # a long catch-up (an index built on open) uses every thread
             many = self.count - self._head_count >= 4 * self.block
             self._grow_head(progress, threads=self.threads if many else 1)

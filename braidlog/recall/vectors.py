@@ -10,9 +10,12 @@ query (shorter than a block and aligned to one) is one slice of one chunk, a vie
 
 from __future__ import annotations
 
+import ctypes
+import sys
+
 import numpy as np
 
-__all__ = ["Rows", "CHUNK"]
+__all__ = ["Rows", "CHUNK", "trim_heap"]
 
 CHUNK = 1 << 14  # 16,384 rows: at most one partly filled chunk (8 MB at 128 dimensions)
 
@@ -78,3 +81,26 @@ class Rows:
             if f.read(1):
                 raise ValueError("its vectors file is longer than its meta says")
         return r
+
+
+def _libc_trim():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl has none)
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    return fn
+
+
+_malloc_trim = _libc_trim()
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free memory back to the system (glibc's ``malloc_trim``; elsewhere
+    nothing). A catch-up decodes its deltas a chunk at a time, and the vectors' bytes, freed once
+    copied into the rows, stay in the heap as free holes: at 30,000 x 384, some 30 MB of the
+    process's memory after the build, which nothing would use again."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
