@@ -342,3 +342,65 @@ def test_release_pages_drops_the_log_from_the_resident_set(tmp_path):
     before, read, released, n = in_child(run)
     assert n == 20_000 and read - before > 15_000  # about 22 MB of records, mapped
     assert read - released > 15_000
+
+
+def test_the_tree_stays_right_when_writers_take_turns_and_a_write_runs_again(tmp_path):
+    """Each log starts its next tree append from the peaks it kept, only while the log still
+    ends where it left it: two handles taking turns, another process in between, and a batch
+    written again after the map grew all leave the tree verify recomputes."""
+    from braidlog.tree import Frontier, leaf_hash
+
+    path = tmp_path / "store"
+    a, b = LmdbLog(path, map_size=1 << 16), LmdbLog(path)
+    i = 0
+    for rounds in range(6):
+        for log in (a, b, a):
+            log.append(make_delta(i))
+            i += 1
+        big = [make_delta(i + k, payload={"text": "x" * 2000}) for k in range(40)]
+        a.append_batch(big)  # the map grows: the write runs again
+        i += 40
+        code = ("import sys; from braidlog import LmdbLog; from tests.conftest import make_delta; "
+                f"LmdbLog(sys.argv[1]).append(make_delta({i}))")
+        subprocess.run([sys.executable, "-c", code, str(path)], check=True,
+                       cwd=os.path.dirname(os.path.dirname(__file__)))
+        i += 1
+    assert a.verify().seq == i
+    frontier = Frontier()
+    for _, _, body in a.scan_bodies():
+        frontier.push(leaf_hash(body))
+    root = frontier.root()
+    from braidlog.tree import resolve
+
+    assert resolve([(0, i)], a.tree_hashes) == [root]
+    a.close()
+    b.close()
+
+
+def test_peaks_kept_from_a_write_that_failed_are_not_used_for_another_log(tmp_path):
+    from braidlog.chain import link
+    from braidlog.lmdb.format import put_tree
+
+    path = tmp_path / "store"
+    a, b = LmdbLog(path), LmdbLog(path)
+    for i in range(5):
+        a.append(make_delta(i))
+    head = a.head()
+    ghost = [b"\x00" * 8 + bytes([k]) * 50 for k in range(3)]  # records that never commit
+
+    class Abort(Exception):
+        pass
+
+    def write_then_fail(txn):
+        put_tree(txn, a._db, head.seq, ghost, a._peaks, link(head.hash, head.seq + 3, ghost[-1]))
+        raise Abort
+
+    with pytest.raises(Abort):
+        a._write(write_then_fail)
+    assert a._peaks.size == head.seq + 3  # kept, for a log that never came to be
+    b.append_batch([make_delta(10 + k) for k in range(3)])  # the same size, other records
+    for k in range(8):  # on to a tree size where a node spans the records of both
+        a.append(make_delta(20 + k))
+    assert a.verify().seq == head.seq + 11
+    a.close()
+    b.close()

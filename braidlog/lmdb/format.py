@@ -23,7 +23,7 @@ from ..errors import IntegrityError, StorageError
 from .env import Env
 
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
-           "put_tree", "build_tree"]
+           "Peaks", "put_tree", "build_tree"]
 
 FORMAT_VERSION = 3  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
 #                    3: the id-digest index ("idh"). An older store is upgraded on its first
@@ -132,11 +132,26 @@ def copied(value: Any) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-def put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes]) -> None:
+class Peaks:
+    """The hashes of the tree's peaks after an append this process made, with the log's size
+    and chain hash they go with: the next append starts from them instead of reading them,
+    once the log's record at that size still holds that chain hash (which covers every record
+    up to it, so the same hash means the same tree; a failed write leaves a key no log has)."""
+
+    __slots__ = ("size", "chain", "stack")
+
+    def __init__(self) -> None:
+        self.size, self.chain, self.stack = -1, b"", []
+
+
+def put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes],
+             peaks: Peaks | None = None, chain: bytes | None = None) -> None:
     """Add the leaves of ``bodies`` after ``size`` to the Merkle tree, in the append's txn.
 
-    Reads the peaks of ``size`` (popcount(size) nodes), appends at most log2(n) nodes a leaf
-    (one on average) at the end of the table, keyed by their post-order position."""
+    Starts from the peaks of ``size`` (popcount(size) nodes, read from the table unless
+    ``peaks`` holds them for this very log), appends at most log2(n) nodes a leaf (one on
+    average) at the end of the table, keyed by their post-order position; ``peaks`` is left
+    holding the new peaks, keyed by ``chain``, the chain hash of the last body's record."""
     tree = db["tree"]
     cur = txn.cursor(tree)
     last = from_u64(cur.key()) if cur.last() else -1
@@ -144,17 +159,29 @@ def put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes]) -> No
         raise IntegrityError(f"the Merkle tree does not end at the log's head (seq {size}): its "
                              f"last node is {last}, expected {merkle.last_position(size)}; run "
                              "`braidlog verify`", seq=size)
-    hashes = []
-    for level, index in merkle.peaks(size):
-        value = (txn.get(u64(index + 1), db=db["log"])[HASH_SIZE:] if level == 0
-                 else txn.get(u64(merkle.position((level, index))), db=tree))
-        if value is None:
-            raise IntegrityError(f"the Merkle tree lacks its peak ({level}, {index})", seq=size)
-        hashes.append(merkle.leaf_hash(value) if level == 0 else bytes(value))
-    rows = merkle.Frontier(size, hashes).extend(bodies)
+    if peaks is not None and peaks.size == size and _chain_at(txn, db, size) == peaks.chain:
+        hashes = peaks.stack
+    else:
+        hashes = []
+        for level, index in merkle.peaks(size):
+            value = (txn.get(u64(index + 1), db=db["log"])[HASH_SIZE:] if level == 0
+                     else txn.get(u64(merkle.position((level, index))), db=tree))
+            if value is None:
+                raise IntegrityError(f"the Merkle tree lacks its peak ({level}, {index})", seq=size)
+            hashes.append(merkle.leaf_hash(value) if level == 0 else bytes(value))
+    frontier = merkle.Frontier(size, hashes)
+    rows = frontier.extend(bodies)
     if rows and cur.putmulti(rows, append=True, overwrite=False)[1] != len(rows):
         raise StorageError("tree append was refused: a node already exists",
                            hint="the store is damaged; run `braidlog verify`")
+    if peaks is not None and chain is not None:
+        peaks.size, peaks.chain, peaks.stack = frontier.size, chain, frontier.stack
+
+
+def _chain_at(txn: Any, db: dict[str, Any], seq: int) -> bytes | None:
+    """The chain hash of record ``seq`` as the log holds it (None for seq 0 or a missing one)."""
+    value = txn.get(u64(seq), db=db["log"]) if seq > 0 else None
+    return None if value is None else bytes(value[:HASH_SIZE])
 
 
 def build_tree(txn: Any, db: dict[str, Any]) -> None:

@@ -38,7 +38,7 @@ from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
 from .format import (
     FORMAT_VERSION, MAX_KEY, TABLES, U64, copied, decode_keys, from_u64, id_digest, open_tables,
-    put_tree, u64,
+    Peaks, put_tree, u64,
 )
 from .file import edge_findings
 from ..store import (
@@ -111,6 +111,7 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         self.durable = durable
         self.readonly = readonly
         self._forked = False
+        self._peaks = Peaks()  # the tree's peaks after this log's last append (format.put_tree)
         self._check_path(create and not readonly)
         shared = lmdb_env.acquire(self.path, readonly=readonly, create=create, durable=durable,
                                   map_size=map_size, tables=TABLES, init=open_tables)
@@ -349,7 +350,8 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
 
     def _put_tree(self, txn, staged: list[Staged]) -> None:
         """Add the staged records' leaves to the Merkle tree, in the append's transaction."""
-        put_tree(txn, self._db, staged[0].seq - 1, [s.body for s in staged])
+        put_tree(txn, self._db, staged[0].seq - 1, [s.body for s in staged], self._peaks,
+                 staged[-1].hash)
 
     def _head_in(self, txn) -> tuple[Head, int]:
         cur = txn.cursor(self._db["log"])
