@@ -156,6 +156,19 @@ def test_bad_input_raises_an_eventsourcing_error_and_writes_nothing(recorder, er
     assert recorder.datastore.log.head().seq == 0
 
 
+def test_a_datastore_given_no_path_or_an_odd_setting_says_so(tmp_path):
+    with pytest.raises(DataError, match="path must be"):
+        BraidlogDatastore(3)
+    with pytest.raises(DataError, match="originator_id_type"):
+        BraidlogDatastore(tmp_path / "s", originator_id_type="int")
+    file = tmp_path / "file"
+    file.write_text("not a store")
+    r = BraidlogApplicationRecorder(BraidlogDatastore(file), events_table_name="a_events")
+    from eventsourcing.persistence import OperationalError
+    with pytest.raises(OperationalError, match="not a braidlog store"):
+        r.max_notification_id()
+
+
 def test_text_ids_too_long_for_a_braid_id_are_refused(tmp_path):
     ds = BraidlogDatastore(tmp_path / "s", originator_id_type="text")
     r = BraidlogApplicationRecorder(ds, events_table_name="app_events")
@@ -357,3 +370,12 @@ def test_a_replica_rebuilt_from_nats_serves_the_application(tmp_path):
     assert [s.originator_version for s in copy.snapshots.get(fido)] == [2]
     assert [n.id for n in copy.recorder.select_notifications(None, 10)] == [1, 2, 4]
     copy.close()
+
+
+def test_a_relative_store_path_is_resolved_when_the_application_is_made(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = DogSchool(env=env("rel.lmdb"))
+    monkeypatch.chdir(tmp_path.parent)
+    app.register("Fido")
+    app.close()
+    assert (tmp_path / "rel.lmdb" / "data.mdb").exists()

@@ -63,8 +63,13 @@ class BraidlogDatastore:
                  originator_id_type: str = "uuid") -> None:
         if originator_id_type not in ("uuid", "text"):
             raise DataError(f"originator_id_type must be 'uuid' or 'text', not {originator_id_type!r}")
-        self.path = os.fspath(path)
-        self._key = os.path.abspath(self.path)
+        # resolved now: a relative path names the same store whatever the working directory
+        # is when it is first used
+        try:
+            self.path = self._key = os.path.abspath(os.fspath(path))
+        except TypeError:
+            raise DataError(f"path must be a str or os.PathLike naming the store's directory, "
+                            f"not {type(path).__name__}") from None
         self.durable = durable
         self.originator_id_type = originator_id_type
         self._log: LmdbLog | None = None
