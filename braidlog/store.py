@@ -31,8 +31,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from msgspec import Struct
 
 from . import tree as merkle
-from .chain import GENESIS, digest, first_mismatch, links
-from .delta import GenericDelta, referenced_ids, validate_typed
+from .chain import GENESIS, digest, first_mismatch, link, links
+from .delta import GenericDelta, _shown, referenced_ids, validate_typed
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
 from .kind_schema import sync as sync_kinds
@@ -155,7 +155,32 @@ def resolve_point(store: LogStore, point: int | str | datetime, field: str = "po
 
 
 def hw_of(body: bytes) -> int:
+    """The high-water time a record's body starts with (microseconds since the epoch)."""
     return int.from_bytes(body[:8], "big")
+
+
+# -- the rule that a record continues the log ----------------------------------------------------
+# ``stage`` builds each record by it; import (transfer.py) and a replica (replication/replica.py)
+# check records written elsewhere by it.
+
+def next_hw(hw: int, ts_us: int) -> int:
+    """The high-water time of a record: the highest delta time so far, its own included."""
+    return ts_us if ts_us > hw else hw
+
+
+def hw_fault(prev_hw: int | None, body: bytes, ts_us: int) -> int | None:
+    """The high-water time ``body`` should start with after a record of high-water ``prev_hw``
+    (None: not known, then at least its delta's time ``ts_us``), when it does not; else None."""
+    want = ts_us if prev_hw is None else next_hw(prev_hw, ts_us)
+    found = hw_of(body)
+    return None if found == want or (prev_hw is None and found >= ts_us) else want
+
+
+def chain_fault(prev: bytes, seq: int, body: bytes, found: bytes) -> bytes | None:
+    """The chain hash record ``seq`` should have after a record of hash ``prev``, when ``found``
+    is not it; else None."""
+    expected = link(prev, seq, body)
+    return None if expected == found else expected
 
 
 @runtime_checkable
@@ -275,15 +300,6 @@ def _batch(deltas: Any) -> Iterable[Any]:
     return deltas
 
 
-def _shown(value: Any) -> str:
-    """``value`` for a message: its repr, cut to 60 characters."""
-    try:
-        text = repr(value)
-    except RecursionError:
-        return f"a {type(value).__name__} nested too deep to show"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def check_expected(expected_version: Any, expected_head: Any
                    ) -> tuple[int | Mapping[str, int] | None, int | None]:
     """The optimistic-concurrency arguments, checked: ``expected_head`` a seq, ``expected_version``
@@ -360,9 +376,7 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
     _check_dims(fresh, dims)
     bodies: list[bytes] = []
     for c in fresh:
-        ts = ts_micros(c.delta.ts)
-        if ts > hw:
-            hw = ts
+        hw = next_hw(hw, ts_micros(c.delta.ts))
         bodies.append(hw.to_bytes(8, "big") + c.data)
     first = head.seq + 1
     staged = [Staged(seq, h, body, c.delta, c.refs) for seq, h, body, c in

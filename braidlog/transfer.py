@@ -43,7 +43,7 @@ from typing import IO, Any, Literal
 import msgspec
 from msgspec import Struct
 
-from .chain import GENESIS, HASH_SIZE, link
+from .chain import GENESIS, HASH_SIZE
 from .delta import GenericDelta, decode, repeated_key, repeated_key_rule, validate_typed
 from .errors import ConflictError, DecodeError, IntegrityError, StorageError, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration
@@ -51,7 +51,7 @@ from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
 from .projection import Projection
 from .replay import Checkpoint, decode_state
-from .store import Head, LogStore, OnDisk, Progress, ts_micros
+from .store import Head, LogStore, OnDisk, Progress, chain_fault, hw_fault, hw_of, ts_micros
 
 __all__ = [
     "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
@@ -307,15 +307,13 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
         if header.scope == "braid" and stored.braid_id != header.braid:
             raise _refuse(n, f"the delta belongs to braid {stored.braid_id!r}, not {header.braid!r}",
                           seq=seq)
-        record_hw = int.from_bytes(body[:HW_SIZE], "big")
-        t = ts_micros(stored.ts)
         if chain:
-            before = hw if not seqs else int.from_bytes(bodies[-1][:HW_SIZE], "big")
-            if (before is not None and record_hw != max(before, t)) or record_hw < t:
-                raise _refuse(n, f"the record's high-water time {record_hw} does not follow from "
+            before = hw if not seqs else hw_of(bodies[-1])
+            if hw_fault(before, body, ts_micros(stored.ts)) is not None:
+                raise _refuse(n, f"the record's high-water time {hw_of(body)} does not follow from "
                               "the deltas before it: the body was edited", seq=seq)
-            expected = link(prev, seq, body)
-            if expected != found:
+            expected = chain_fault(prev, seq, body, found)
+            if expected is not None:
                 raise _refuse(n, f"chain broken at seq {seq}: expected hash {expected.hex()}, "
                               f"found {found.hex()}: the record or its hash was edited",
                               seq=seq, expected=expected, found=found)

@@ -25,9 +25,8 @@ from typing import Any, NamedTuple
 from ..delta import GenericDelta, decode, validate_typed
 from ..kind_schema import KIND_DECLARED, admit_declaration, sync as sync_kinds
 from .. import tree as merkle
-from ..chain import link
 from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
-from ..store import Head, LogStore, hw_of, ts_micros
+from ..store import Head, LogStore, chain_fault, hw_fault, hw_of, ts_micros
 from .stream import Stream
 from .wire import (
     EPOCH_BRAID, EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, MAX_BATCH, Epochs,
@@ -195,8 +194,8 @@ class Replica:
             self._refuse(seq, f"its transaction marker {commit} does not close the group "
                          f"that starts at seq {group}")
         prev = self._pending[-1].hash if self._pending else self._head.hash
-        chained = link(prev, seq, body)
-        if chained != shipped:
+        chained = chain_fault(prev, seq, body, shipped)
+        if chained is not None:
             self._refuse(seq, f"it does not chain: the head before it and its bytes give hash "
                          f"{chained.hex()}, the stream says {shipped.hex()}",
                          expected=chained, found=shipped)
@@ -215,9 +214,10 @@ class Replica:
             self._refuse(seq, "its delta bytes are not canonical here: the replica's kind "
                          "registry differs from the writer's (import the same projections)")
         prev_hw = self._pending[-1].hw if self._pending else self._hw
-        hw = max(prev_hw, ts_micros(stored.ts))
-        if hw_of(body) != hw:
+        hw = hw_fault(prev_hw, body, ts_micros(stored.ts))
+        if hw is not None:
             self._refuse(seq, f"its time watermark {hw_of(body)} should be {hw}")
+        hw = hw_of(body)
         if stored.id in self._ids or self.store.seq_of(stored.id) is not None:
             self._refuse(seq, f"delta id {stored.id} is already in the log")
         current = self._pending[-1].epoch if self._pending else self.epochs.current
