@@ -7,13 +7,15 @@ import heapq
 import re
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from itertools import islice
 from typing import IO, Any
 
 import msgspec
 
-from ..delta import from_json, repeated_key, repeated_key_rule
+from ..delta import PROVENANCE_KINDS, from_json, repeated_key, repeated_key_rule
 from ..errors import DecodeError, IntegrityError, ValidationError
+from ..kinds import default_confidence
 from ..lmdb.log import LmdbLog
 from ..store import Head, Record
 from .util import (
@@ -33,8 +35,15 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("append", help="append deltas from JSON or JSON Lines",
                        description="Append deltas given as one JSON object, a JSON array, or JSON "
-                       "Lines, from FILE or standard input, in one atomic batch.")
+                       "Lines, from FILE or standard input, in one atomic batch. Each delta needs "
+                       "braid_id, kind and payload; what it leaves out is filled in: ts with the "
+                       "time now (UTC), provenance with {\"kind\": \"user\"} (--provenance KIND "
+                       "to change it) and confidence with its kind's default for that provenance "
+                       "(a message from a user: 0.7; see docs/cli.md).")
     p.add_argument("file", nargs="?", default="-", help="a file, or - for standard input (default)")
+    p.add_argument("--provenance", default="user", choices=PROVENANCE_KINDS, metavar="KIND",
+                   help="the provenance kind of deltas that state none (default: user; one of "
+                   + ", ".join(PROVENANCE_KINDS) + ")")
     p.add_argument("--expected-version", type=natural, default=None,
                    help="the number of deltas the braid must hold, else nothing is written")
     p.add_argument("--json", action="store_true", help="print the seqs as JSON")
@@ -130,7 +139,8 @@ def cmd_init(args: Any, out: IO[str]) -> int:
 
 
 def cmd_append(args: Any, out: IO[str]) -> int:
-    deltas, places = parse_deltas(_read_input(args.file))
+    fill = Defaults(datetime.now(timezone.utc), getattr(args, "provenance", "user"))
+    deltas, places = parse_deltas(_read_input(args.file), fill)
     if not deltas:
         raise ValidationError("input", "no deltas given")
     load_kinds(args)
@@ -173,7 +183,34 @@ def _read_input(file: str) -> str:
                           "(deltas are JSON, which is UTF-8: convert the input)") from None
 
 
-def parse_deltas(text: str) -> tuple[list[Any], list[str]]:
+class Defaults:
+    """What a shell user may leave out of a delta: ``ts`` (now, UTC), ``provenance`` (``kind``)
+    and ``confidence`` (its kind's default for that provenance, ``braidlog.default_confidence``)."""
+
+    def __init__(self, now: datetime, kind: str) -> None:
+        self.ts, self.kind = now.isoformat(), kind
+
+    def fill(self, text: str | bytes) -> str | bytes:
+        """``text`` with the missing fields filled in, when it is one JSON object without a
+        repeated key (anything else is left for the decoder to name what is wrong)."""
+        try:
+            obj = msgspec.json.decode(text)
+        except (msgspec.DecodeError, UnicodeEncodeError):
+            return text
+        if not isinstance(obj, dict) or repeated_key(text) is not None:
+            return text
+        if all(k in obj for k in ("ts", "provenance", "confidence")):
+            return text
+        obj.setdefault("ts", self.ts)
+        obj.setdefault("provenance", {"kind": self.kind})
+        prov, kind = obj["provenance"], obj.get("kind")
+        if "confidence" not in obj and isinstance(prov, dict) and isinstance(prov.get("kind"), str) \
+                and isinstance(kind, str):
+            obj["confidence"] = default_confidence(kind, prov["kind"], obj.get("payload"))
+        return msgspec.json.encode(obj)
+
+
+def parse_deltas(text: str, defaults: Defaults | None = None) -> tuple[list[Any], list[str]]:
     """Deltas from one JSON object, a JSON array of them, or JSON Lines, and where each came
     from ("line N" of the input, counting from 1, or "item N" of an array) for error messages.
 
@@ -185,7 +222,7 @@ def parse_deltas(text: str) -> tuple[list[Any], list[str]]:
     numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     if len(numbered) > 1 and _complete(numbered[0][1]):
         places = [f"line {n}" for n, _ in numbered]
-        return [_parse(ln, i, places[i]) for i, (_, ln) in enumerate(numbered)], places
+        return [_parse(ln, i, places[i], defaults=defaults) for i, (_, ln) in enumerate(numbered)], places
     first = numbered[0][0]
     if stripped.startswith("["):
         try:
@@ -196,8 +233,9 @@ def parse_deltas(text: str) -> tuple[list[Any], list[str]]:
         if repeated is not None:
             raise DecodeError(f"line {repeated[1] + first - 1}: {repeated_key_rule(repeated[0])}")
         places = [f"item {i + 1}" for i in range(len(items))]
-        return [_parse(msgspec.json.encode(item), i, places[i]) for i, item in enumerate(items)], places
-    return [_parse(stripped, 0, f"line {first}", first=first)], [f"line {first}"]
+        return [_parse(msgspec.json.encode(item), i, places[i], defaults=defaults)
+                for i, item in enumerate(items)], places
+    return [_parse(stripped, 0, f"line {first}", first=first, defaults=defaults)], [f"line {first}"]
 
 
 def _complete(line: str) -> bool:
@@ -218,11 +256,13 @@ _JSON_TYPES = {"array": "an array", "str": "a string", "int": "a number", "float
                "bool": "a boolean", "null": "null"}
 
 
-def _parse(text: str | bytes, index: int, place: str, *, first: int = 1) -> Any:
+def _parse(text: str | bytes, index: int, place: str, *, first: int = 1,
+           defaults: Defaults | None = None) -> Any:
     """One delta from JSON ``text`` that came from ``place`` (``first``: the input line the text
-    starts on, for a repeated key found further down a multi-line object)."""
+    starts on, for a repeated key found further down a multi-line object), with what it leaves
+    out filled in by ``defaults`` when given."""
     try:
-        return from_json(text, index=index)
+        return from_json(text if defaults is None else defaults.fill(text), index=index)
     except ValidationError as e:
         got = re.fullmatch(r"Expected `object`, got `(\w+)`", e.rule)
         if e.field == "delta" and got:
