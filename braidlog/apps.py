@@ -10,8 +10,10 @@ braidlog process (the ``braidlog`` command, ``braidlog.open``) by entry points i
     todo = "todo_app.kinds"                      # a module that declares kinds when imported
 
 braidlog's own families are registered the same way. An application that is not installed
-names its module with ``--app MODULE`` or ``BRAIDLOG_APP=MODULE[,MODULE…]``; importing the
-module declares its kinds, and its ``PROJECTIONS`` (a list, or a callable) are its projections.
+names its module with ``--app MODULE`` or ``BRAIDLOG_APP=MODULE[,MODULE…]``: a module importable
+from the current directory or the path (``myapp`` for ``./myapp.py``, ``pkg.app``), or a file
+path (``./myapp.py``, ``apps/todo.py``); importing the module declares its kinds, and its
+``PROJECTIONS`` (a list, or a callable) are its projections.
 
 Hazards: an entry point that fails to load is an error naming it, not a silent omission (a
 projection missing from a fold would give wrong answers); loading runs the package's code.
@@ -20,15 +22,17 @@ projection missing from a fold would give wrong answers); loading runs the packa
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .errors import ValidationError
 from .projection import Projection
 
-__all__ = ["APP_ENV", "KINDS_GROUP", "PROJECTIONS_GROUP", "app_modules", "load_kinds",
-           "discover", "for_store"]
+__all__ = ["APP_ENV", "KINDS_GROUP", "PROJECTIONS_GROUP", "app_modules", "import_app", "load_kinds",
+           "discover", "app_projections", "for_store"]
 
 APP_ENV = "BRAIDLOG_APP"
 KINDS_GROUP = "braidlog.kinds"
@@ -57,12 +61,11 @@ def _entry_points(group: str) -> list[Any]:
     return sorted(found.values(), key=lambda ep: ep.name)
 
 
-def _load(what: str, load: Any) -> Any:
+def _load(what: str, load: Any, hint: str = "is its package installed in this environment?") -> Any:
     try:
         return load()
     except ImportError as e:
-        raise ValidationError("app", f"cannot load {what}: {e}; is its package installed in "
-                              "this environment?") from e
+        raise ValidationError("app", f"cannot load {what}: {e}; {hint}") from e
     except Exception as e:  # the package's own code failed: say whose
         raise ValidationError("app", f"loading {what} failed: {type(e).__name__}: {e}") from e
 
@@ -83,13 +86,53 @@ def load_kinds(apps: Iterable[str] | None = None) -> None:
     discover(apps)
 
 
+_HOW = ("--app takes a module importable from the current directory or PYTHONPATH (myapp for "
+        "./myapp.py) or the path of a Python file (./myapp.py)")
+
+
+def _is_path(name: str) -> bool:
+    return name.endswith(".py") or os.sep in name or (os.altsep is not None and os.altsep in name)
+
+
+def import_app(name: str) -> Any:
+    """The application module ``name`` names: a module importable from the current directory
+    or the path, or a Python file's path (imported under its file name)."""
+    what = f"application module {name!r}"
+    if _is_path(name):
+        path = os.path.abspath(name)
+        if not os.path.isfile(path):
+            raise ValidationError("app", f"cannot load {what}: no file {path}; {_HOW}")
+        module_name = os.path.splitext(os.path.basename(path))[0]
+        loaded = sys.modules.get(module_name)
+        if loaded is not None and os.path.abspath(getattr(loaded, "__file__", "") or "") == path:
+            return loaded
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise ValidationError("app", f"cannot load {what}: {path} is not a Python module; {_HOW}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+
+        def run() -> Any:
+            try:
+                spec.loader.exec_module(module)  # type: ignore[union-attr]
+            except BaseException:
+                sys.modules.pop(module_name, None)
+                raise
+            return module
+        return _load(what, run, hint=_HOW)
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)  # as `python -m` would: a module beside the user is found
+    return _load(what, lambda: importlib.import_module(name), hint=_HOW)
+
+
 def _declare_kinds(apps: Iterable[str] | None) -> None:
     for ep in _entry_points(KINDS_GROUP):
         value = _load(f"entry point {ep.name!r} ({ep.value})", ep.load)
         if callable(value):
             _load(f"entry point {ep.name!r} ({ep.value})", value)
     for module in app_modules(apps):
-        _load(f"application module {module!r}", lambda m=module: importlib.import_module(m))
+        import_app(module)
 
 
 def discover(apps: Iterable[str] | None = None) -> list[Projection]:
@@ -100,12 +143,8 @@ def discover(apps: Iterable[str] | None = None) -> list[Projection]:
     for ep in _entry_points(PROJECTIONS_GROUP):
         what = f"entry point {ep.name!r} ({ep.value})"
         found += _projections_of(what, _load(what, ep.load))
-    for module in app_modules(apps):
-        what = f"application module {module!r}"
-        mod = importlib.import_module(module)  # loaded by load_kinds above
-        if not hasattr(mod, "PROJECTIONS"):
-            continue
-        found += _projections_of(f"{what}'s PROJECTIONS", mod.PROJECTIONS)
+    for p in app_projections(apps):
+        found.append(p)
     seen: dict[str, Projection] = {}
     for p in found:
         if p.name in seen and seen[p.name] is not p:
@@ -113,6 +152,16 @@ def discover(apps: Iterable[str] | None = None) -> list[Projection]:
                                   "projection needs a name of its own")
         seen[p.name] = p
     return list(seen.values())
+
+
+def app_projections(apps: Iterable[str] | None = None) -> list[Projection]:
+    """The projections of the application modules ``apps`` (or ``BRAIDLOG_APP``) name."""
+    found: list[Projection] = []
+    for module in app_modules(apps):
+        mod = import_app(module)
+        if hasattr(mod, "PROJECTIONS"):
+            found += _projections_of(f"application module {module!r}'s PROJECTIONS", mod.PROJECTIONS)
+    return found
 
 
 def for_store(available: Sequence[Projection], used: Sequence[str]

@@ -60,3 +60,64 @@ def test_append_help_says_what_is_filled_in(home):
     for said in ("ts with the time now (UTC)", '{"kind": "user"}', "--provenance KIND",
                  "a message from a user: 0.7"):
         assert said in text, said
+
+
+# ---------------------------------------------------------------------- --app, as a new user writes it
+
+APP = '''import braidlog, msgspec
+class Todo(msgspec.Struct):
+    n: int = 0
+def count(s, d):
+    s.n += 1
+    return s
+PROJECTIONS = [braidlog.Projection("todo", 1, Todo(), count, kinds={"message"})]
+'''
+
+
+def test_app_is_a_module_beside_the_user_or_a_file_path_and_joins_a_store_used_without_it(home):
+    (home / "todo_app.py").write_text(APP)
+    sh(home, "append", input='{"braid_id": "l", "kind": "message", "payload": {"text": "buy milk"}}')
+    # the store was first used without the app: naming it now takes the app's projection in
+    assert json.loads(sh(home, "--app", "todo_app", "state", "--json").stdout)["states"] == {"todo": {"n": 1}}
+    assert json.loads(sh(home, "--app", "./todo_app.py", "state", "--json").stdout)["states"] == {"todo": {"n": 1}}
+    assert "8 projection(s)" in sh(home, "--app", "./todo_app.py", "rebuild").stdout
+    # recorded now: without --app the command names what it cannot find
+    r = sh(home, "state")
+    assert "the store is used with 'todo'" in r.stderr and "--app MODULE" in r.stderr
+    for bad, said in (("nothere", "No module named 'nothere'"), ("./nothere.py", "no file")):
+        r = sh(home, "--app", bad, "state", ok=False)
+        assert said in r.stderr and "--app takes a module importable from the current directory" in r.stderr
+        assert "Traceback" not in r.stderr and "installed" not in r.stderr
+
+
+def test_state_shows_only_the_projections_that_hold_something(home):
+    sh(home, "append", input='{"braid_id": "b", "kind": "message", "payload": {"text": "hi"}}')
+    out = json.loads(sh(home, "state", "--json").stdout)
+    assert out["states"] == {} and "no projection holds anything as of seq 1" in out["notes"]
+    assert "note: no projection holds anything" in sh(home, "state").stdout
+
+
+# ------------------------------------------------------------------------- time travel by date
+
+def test_state_at_a_date_says_which_time_and_valid_at_reads_the_stamps(home):
+    lines = "\n".join(json.dumps({"braid_id": "b", "kind": "memory_added", "ts": ts, "payload": {
+        "id": mid, "type": "fact", "content": text, "confidence": 0.9, "workspace": "default",
+        "timestamp": ts}}) for mid, ts, text in (
+            ("m1", "2026-05-01T10:00:00Z", "one"), ("m2", "2026-05-01T12:00:00Z", "two"),
+            ("m3", "2026-05-01T09:00:00Z", "backfilled")))
+    sh(home, "append", input=lines)
+    early = json.loads(sh(home, "state", "--at", "2026-05-01T08:00:00Z", "--json").stdout)
+    assert early["seq"] == 0 and early["states"] == {}
+    assert any("the longest prefix whose deltas are all stamped at or before it" in n for n in early["notes"])
+    assert any("nothing was recorded by 2026-05-01T08:00:00+00:00" in n for n in early["notes"])
+    at = json.loads(sh(home, "state", "--at", "2026-05-01T11:00:00Z", "--json").stdout)
+    assert list(at["states"]["memories"]["memories"]) == ["m1"]
+    assert any("1 delta(s) recorded later are stamped at or before" in n for n in at["notes"])
+    valid = json.loads(sh(home, "state", "--valid-at", "2026-05-01T11:00:00Z", "--json").stdout)
+    assert sorted(valid["states"]["memories"]["memories"]) == ["m1", "m3"] and valid["deltas"] == 2
+    none = json.loads(sh(home, "state", "--valid-at", "2026-04-01T00:00:00Z", "--json").stdout)
+    assert none["states"] == {} and any("no delta is stamped at or before" in n for n in none["notes"])
+    r = sh(home, "state", "--valid-at", "2026-05-01T11:00:00Z", "--at", "2", ok=False)
+    assert "--valid-at: cannot be combined with --at" in r.stderr
+    r = sh(home, "state", "--valid-at", "yesterday", ok=False)
+    assert "--valid-at: 'yesterday' is not a seq, a delta id or an ISO-8601 time" in r.stderr

@@ -95,7 +95,12 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("state", help="projection state as of a point",
                        description="Print projection states as of a seq, delta id or time.")
-    p.add_argument("--at", default=None, help="SEQ, delta ID or ISO time (default: the head)")
+    p.add_argument("--at", default=None, help="SEQ, delta ID or ISO time (default: the head); a time "
+                   "means the log as recorded by then: the longest prefix whose deltas are all "
+                   "stamped at or before it")
+    p.add_argument("--valid-at", default=None, metavar="TIME",
+                   help="ISO time: fold every delta stamped (ts) at or before it, wherever it is in "
+                   "the log: what is known now about then (backfilled deltas included)")
     p.add_argument("--projection", default=None, help="only this projection")
     p.add_argument("--entity", default=None, metavar="ID",
                    help="only this entity (decision, bead, topic … id) of --projection; folds "
@@ -455,10 +460,14 @@ def cmd_repair(args: Any, out: IO[str]) -> int:
 
 
 def cmd_state(args: Any, out: IO[str]) -> int:
+    if args.valid_at is not None:
+        return _state_valid_at(args, out)
     braid = open_for_state(args, readonly=True)
     try:
-        seq = braid.resolve(parse_point(args.at)) if args.at else braid.head().seq
+        point = parse_point(args.at) if args.at else None
+        seq = braid.resolve(point) if point is not None else braid.head().seq
         view = braid.at(seq)
+        notes = _at_notes(braid.log, point, seq) if isinstance(point, datetime) else []
         if args.entity is not None:
             if not args.projection:
                 raise ValidationError("--entity", "needs --projection: an entity is one "
@@ -468,10 +477,11 @@ def cmd_state(args: Any, out: IO[str]) -> int:
             value = entity_at(view, args.projection, args.entity)
             if args.json:
                 write_json(out, {"seq": seq, "head": str(view.head()), "projection": args.projection,
-                                 "entity": args.entity, "value": value})
+                                 "entity": args.entity, "value": value} | _notes_json(notes))
             else:
                 con = console(out)
                 con.print(f"as of seq {seq} ({view.head()}): {args.projection} {args.entity}")
+                _print_notes(con, notes)
                 con.print_json(msgspec.json.encode(value).decode())
             return 0
         if args.projection:
@@ -480,12 +490,96 @@ def cmd_state(args: Any, out: IO[str]) -> int:
         else:  # only the projections that hold something as of seq
             states = {name: view.state(name) for name in braid.projections}
             states = {name: state for name, state in states.items()
-                      if not holds_nothing(braid.projection(name), state)}
+                      if not holds_nothing(braid.projection(name), state, braid.log, seq)}
+            if not states:
+                notes.append(f"no projection holds anything as of seq {seq}"
+                             + ("" if seq else ": the log is empty up to there"))
         if args.json:
-            write_json(out, {"seq": seq, "head": str(view.head()), "states": to_builtins(states)})
+            write_json(out, {"seq": seq, "head": str(view.head()), "states": to_builtins(states)}
+                       | _notes_json(notes))
         else:
             con = console(out)
             con.print(f"as of seq {seq} ({view.head()})")
+            _print_notes(con, notes)
+            for name, state in states.items():
+                con.rule(name)
+                con.print_json(msgspec.json.encode(to_builtins(state)).decode())
+    finally:
+        braid.close()
+    return 0
+
+
+def _at_notes(log: Any, when: datetime, seq: int) -> list[str]:
+    """What ``--at TIME`` means, and what it leaves out: deltas stamped at or before TIME that
+    were recorded after a later-stamped one (backfilled), which ``--valid-at`` includes."""
+    stamp = when.isoformat()
+    notes = [f"--at {stamp} is the log as recorded by then: the longest prefix whose deltas are all "
+             f"stamped at or before it (seq {seq})"]
+    head = log.head().seq
+    if seq == 0 and head:
+        first = log.read(1).delta.ts.isoformat()
+        notes.append(f"nothing was recorded by {stamp}: the log's first delta is stamped {first}")
+    later = sum(1 for r in log.scan(seq + 1) if r.delta.ts <= when) if seq < head else 0
+    if later:
+        notes.append(f"{later} delta(s) recorded later are stamped at or before {stamp} (backfilled); "
+                     f"--valid-at {stamp} folds them too")
+    return notes
+
+
+def _notes_json(notes: list[str]) -> dict[str, Any]:
+    return {"notes": notes} if notes else {}
+
+
+def _print_notes(con: Any, notes: list[str]) -> None:
+    for note in notes:
+        con.print(f"note: {note}", soft_wrap=True)
+
+
+def _state_valid_at(args: Any, out: IO[str]) -> int:
+    """``state --valid-at TIME``: every projection folded over the deltas stamped at or before
+    TIME, in log order (a bitemporal read: what the log knows now about then)."""
+    if args.at is not None:
+        raise ValidationError("--valid-at", "cannot be combined with --at: --at cuts the log as "
+                              "recorded, --valid-at picks deltas by their own time; give one")
+    if args.entity is not None:
+        raise ValidationError("--valid-at", "cannot be combined with --entity; use --at for an entity")
+    when = parse_point(args.valid_at, "--valid-at")
+    if not isinstance(when, datetime):
+        raise ValidationError("--valid-at", f"{args.valid_at!r} is not an ISO-8601 time with a timezone")
+    braid = open_for_state(args, readonly=True)
+    try:
+        if args.projection:
+            chosen = [braid.projection(args.projection)]
+        else:
+            chosen = [braid.projection(name) for name in braid.projections]
+        states = {p.name: p.start() for p in chosen}
+        head, taken = braid.head(), 0
+        for rec in braid.log.scan():
+            d = rec.delta
+            if d.ts > when:
+                continue
+            taken += 1
+            for p in chosen:
+                if p.reads(d):
+                    states[p.name] = p.apply(states[p.name], d, rec.seq)
+        stamp = when.isoformat()
+        notes = [f"--valid-at {stamp}: the {taken} of {head.seq} deltas stamped at or before it, "
+                 "in log order (what the log knows now about then)"]
+        if taken == 0:
+            notes.append(f"no delta is stamped at or before {stamp}"
+                         + (f": the earliest is stamped {min(r.delta.ts for r in braid.log.scan()).isoformat()}"
+                            if head.seq else ": the log is empty"))
+        if not args.projection:
+            states = {n: s for n, s in states.items() if not holds_nothing(braid.projection(n), s)}
+            if taken and not states:
+                notes.append("no projection holds anything from those deltas")
+        if args.json:
+            write_json(out, {"valid_at": stamp, "deltas": taken, "head": str(head),
+                             "states": to_builtins(states), "notes": notes})
+        else:
+            con = console(out)
+            con.print(f"valid at {stamp} ({taken} of {head.seq} deltas; head {head})")
+            _print_notes(con, notes)
             for name, state in states.items():
                 con.rule(name)
                 con.print_json(msgspec.json.encode(to_builtins(state)).decode())

@@ -44,11 +44,15 @@ def open_for_state(args: Any, *, readonly: bool = False, lazy: bool = False) -> 
     """The store with the projections it is used with live (caught up on first use if
     ``lazy``): those installed or named by ``--app`` that the store records. A recorded
     projection that cannot be found is named on stderr."""
-    from ..apps import APP_ENV, discover, for_store
+    from ..apps import APP_ENV, app_projections, discover, for_store
 
     with open_store(args) as store:
         used = store.projections_used()
-    projections, missing = for_store(discover(getattr(args, "app", None)), used)
+    apps = getattr(args, "app", None)
+    projections, missing = for_store(discover(apps), used)
+    if used:  # an application named now joins a store first used without it
+        have = {p.name for p in projections}
+        projections += [p for p in app_projections(apps) if p.name not in have]
     if missing:
         sys.stderr.write(f"braidlog: note: the store is used with {', '.join(map(repr, missing))}, "
                          f"not found here; name the application with --app MODULE or {APP_ENV}\n")
@@ -56,13 +60,27 @@ def open_for_state(args: Any, *, readonly: bool = False, lazy: bool = False) -> 
                       lazy=lazy)
 
 
-def holds_nothing(projection: Any, state: Any) -> bool:
-    """Whether ``state`` is the projection's initial state (nothing folded into it counts)."""
-    return msgspec.msgpack.encode(state) == msgspec.msgpack.encode(projection.start())
+def holds_nothing(projection: Any, state: Any, log: Any = None, seq: int | None = None) -> bool:
+    """Whether ``state`` holds nothing to show: the projection's initial state, or, for a
+    projection that owns kinds (its name is their owner in the registry), no delta of those
+    kinds up to ``seq`` in ``log`` (what it keeps of other deltas, such as the time it last saw
+    a message, is bookkeeping)."""
+    if msgspec.msgpack.encode(state) == msgspec.msgpack.encode(projection.start()):
+        return True
+    if log is None or seq is None:
+        return False
+    owned = [spec.kind for spec in log.registry.specs() if spec.owner == projection.name]
+    if not owned:
+        return False
+    for kind in owned:
+        if next(iter(log.scan_kind(kind, 1, seq + 1, limit=1)), None) is not None:
+            return False
+    return True
 
 
-def parse_point(text: str) -> Point:
-    """A seq (digits), a delta id (ULID) or an ISO-8601 time with a timezone."""
+def parse_point(text: str, field: str = "--at") -> Point:
+    """A seq (digits), a delta id (ULID) or an ISO-8601 time with a timezone (``field`` names
+    the option in an error)."""
     text = text.strip()
     if text.isdigit():
         return int(text)
@@ -71,9 +89,9 @@ def parse_point(text: str) -> Point:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValidationError("--at", f"{text!r} is not a seq, a delta id or an ISO-8601 time") from None
+        raise ValidationError(field, f"{text!r} is not a seq, a delta id or an ISO-8601 time") from None
     if when.tzinfo is None:
-        raise ValidationError("--at", f"{text!r} has no timezone; give one, e.g. "
+        raise ValidationError(field, f"{text!r} has no timezone; give one, e.g. "
                               f"{when.isoformat(timespec='seconds')}+00:00")
     return when
 
