@@ -61,6 +61,11 @@ class KindDeclared(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     version: int = 1
     owner: str = "app"
     description: str = ""
+    #: payload fields (top-level properties) whose values are the ids of the entities a delta
+    #: of the kind is about: the refers-to index files it under them (history, explain, prove)
+    refers: tuple[str, ...] = ()
+    #: payload fields (top-level properties) recall indexes as the delta's text
+    text: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -73,6 +78,12 @@ class KindDeclared(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if self.schema.get("type") != "object":
             raise ValueError('the schema\'s top level must be {"type": "object", ...}')
         schema_type(self.schema, self.name)  # refuses what the subset does not support
+        props = self.schema.get("properties", {})
+        for what, fields in (("refers", self.refers), ("text", self.text)):
+            unknown = [f for f in fields if f not in props]
+            if unknown:
+                raise ValueError(f"{what}: {unknown[0]!r} is not a property of the schema "
+                                 f"(properties: {', '.join(props) or 'none'})")
 
 
 def schema_type(schema: Mapping[str, Any], name: str, path: str = "schema") -> Any:
@@ -199,10 +210,28 @@ def _identity(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def _referrer(fields: tuple[str, ...]) -> Callable[[Any], list[str]] | None:
+    """The refers-to function of a declared kind: the string values (or strings in the list
+    values) of ``fields`` in a payload, whether it is a Struct or a dict."""
+    if not fields:
+        return None
+
+    def refers(p: Any) -> list[str]:
+        out: list[str] = []
+        for f in fields:
+            value = p.get(f) if isinstance(p, dict) else getattr(p, f, None)
+            for v in (value if isinstance(value, list) else [value]):
+                if isinstance(v, str) and v:
+                    out.append(v)
+        return out
+    return refers
+
+
 def _spec(d: KindDeclared, json_schemas: dict[int, dict[str, Any]], at: int | None) -> KindSpec:
     schemas = {v: schema_type(s, d.name) for v, s in json_schemas.items()}
     return KindSpec(d.name, d.owner, schemas, {v: _identity for v in range(1, d.version)},
-                    declared_at=at, json_schemas=json_schemas)
+                    refers=_referrer(tuple(d.refers)), declared_at=at, json_schemas=json_schemas,
+                    text=tuple(d.text))
 
 
 class StoreKinds(Registry):
@@ -293,22 +322,50 @@ class BatchKinds(Registry):
 
 def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: str = "app",
                  version: int | None = None, description: str = "", braid_id: str = "kinds",
-                 provenance: str = "system") -> int:
+                 provenance: str = "system", refers: Iterable[str] = (),
+                 text: Iterable[str] = ()) -> int:
     """Declare ``name`` in the log of ``target`` (a Braid or a store) with a payload JSON Schema;
     return the seq of the declaration. ``version`` defaults to the next one (1 for a new kind).
+    ``refers`` names the payload fields that hold the ids of the entities a delta is about,
+    ``text`` the fields recall reads as its text.
 
-    From then on every process that opens the store validates deltas of ``name`` against it."""
+    From then on every process that opens the store validates deltas of ``name`` against it.
+    Declaring what the latest declaration already says (the same schema, owner, description,
+    refers and text, with no version asked) changes nothing: its seq is returned."""
     registry = getattr(target, "log", target).registry  # a Braid's store, or the store itself
+    sync(registry)
+    refers, text = list(dict.fromkeys(refers)), list(dict.fromkeys(text))
+    spec = registry.get(name) if isinstance(name, str) else None
+    declared = spec is not None and spec.declared_at is not None
+    if version is None and declared and spec.json_schemas is not None:
+        latest = _latest_declaration(target, name, spec.declared_at)
+        if latest is not None and (latest.schema, latest.owner, latest.description,
+                                   list(latest.refers), list(latest.text)) == (
+                dict(schema), owner, description, refers, text):
+            return spec.declared_at  # already declared as asked
     if version is None:
-        spec = registry.get(name) if isinstance(name, str) else None
-        version = spec.version + 1 if spec is not None and spec.declared_at is not None else 1
+        version = spec.version + 1 if declared else 1
     payload = {"name": name, "schema": schema, "version": version, "owner": owner}
     if description:
         payload["description"] = description
+    if refers:
+        payload["refers"] = refers
+    if text:
+        payload["text"] = text
     seq = target.append(make_delta(braid_id, KIND_DECLARED, payload, provenance=provenance,
                                    confidence=1.0))
     sync(registry)
     return seq
+
+
+def _latest_declaration(target: Any, name: str, seq: int) -> KindDeclared | None:
+    """The declaration at ``seq`` of ``target``'s log, if it declares ``name``."""
+    store = getattr(target, "log", target)
+    try:
+        d = msgspec.convert(store.read(seq).delta.payload, KindDeclared)
+    except (msgspec.ValidationError, ValueError, LookupError):
+        return None
+    return d if d.name == name else None
 
 
 def store_kinds(registry: Registry, store: Any,

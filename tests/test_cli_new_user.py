@@ -121,3 +121,44 @@ def test_state_at_a_date_says_which_time_and_valid_at_reads_the_stamps(home):
     assert "--valid-at: cannot be combined with --at" in r.stderr
     r = sh(home, "state", "--valid-at", "yesterday", ok=False)
     assert "--valid-at: 'yesterday' is not a seq, a delta id or an ISO-8601 time" in r.stderr
+
+
+# ---------------------------------------------------------------------- kinds declared from the shell
+
+TASK = {"type": "object", "properties": {"task_id": {"type": "string"}, "title": {"type": "string"}},
+        "required": ["task_id"]}
+
+
+def test_kind_add_refers_and_text_make_a_shell_kind_first_class(tmp_path):
+    (tmp_path / "task.json").write_text(json.dumps(TASK))
+    r = sh(tmp_path, "kind", "add", "task", "--schema", "task.json", ok=False)  # no store yet
+    assert "no store at braid.lmdb" in r.stderr and not (tmp_path / "braid.lmdb").exists()
+    sh(tmp_path, "init")
+    first = json.loads(sh(tmp_path, "kind", "add", "task", "--schema", "task.json", "--refers", "task_id",
+                          "--text", "title", "--json").stdout)
+    again = json.loads(sh(tmp_path, "kind", "add", "task", "--schema", "task.json", "--refers", "task_id",
+                          "--text", "title", "--json").stdout)
+    assert (first["version"], again["version"], again["seq"], again["changed"]) == (1, 1, first["seq"], False)
+    sh(tmp_path, "append", input='{"braid_id": "b", "kind": "task", "payload": {"task_id": "t1", "title": "milk"}}')
+    assert "_v" not in last(tmp_path)["payload"]
+    assert "t1: 1 delta(s)" in sh(tmp_path, "history", "t1").stdout
+    assert "how it got there: 1 delta(s)" in sh(tmp_path, "explain", "t1").stdout
+    proof = json.loads(sh(tmp_path, "prove", "state", "decisions", "t1", "--at", "2", "--json").stdout)
+    assert proof
+    r = sh(tmp_path, "prove", "state", "decisions", "nobody", "--at", "2", ok=False)
+    assert "entity: no delta up to seq 2 refers to 'nobody'" in r.stderr
+    r = sh(tmp_path, "kind", "add", "task", "--schema", "task.json", "--refers", "owner", ok=False)
+    assert "'owner' is not a property of the schema" in r.stderr
+
+
+def test_kind_list_and_the_mcp_kinds_tool_list_the_same_set(tmp_path):
+    pytest.importorskip("mcp")
+    from .test_mcp_client import stdio
+
+    (tmp_path / "task.json").write_text(json.dumps(TASK))
+    sh(tmp_path, "init")
+    sh(tmp_path, "kind", "add", "task", "--schema", "task.json")
+    listed = {r["kind"] for r in json.loads(sh(tmp_path, "kind", "list", "--json").stdout)}
+    with stdio(tmp_path / "braid.lmdb") as s:
+        served = {k["kind"] for k in s.ok("kinds")["kinds"]}
+    assert listed == served and "task" in listed and "decision_recorded" in listed

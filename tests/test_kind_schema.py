@@ -181,7 +181,8 @@ def test_cli_kind_add_and_list(tmp_path, capsys):
     assert main(["--store", store, "init"]) == 0
     capsys.readouterr()
     assert main(["--store", store, "kind", "add", "note", "--schema", str(schema), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"kind": "note", "version": 1, "owner": "app", "seq": 1}
+    assert json.loads(capsys.readouterr().out) == {"kind": "note", "version": 1, "owner": "app", "seq": 1,
+                                                   "changed": True}
     assert main(["--store", store, "kind", "list", "--json"]) == 0
     rows = {r["kind"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["note"] == {"kind": "note", "owner": "app", "versions": [1], "declared": "store seq 1"}

@@ -7,7 +7,7 @@ from typing import IO, Any
 
 from ..errors import ValidationError
 from ..kind_schema import declare_kind
-from .util import open_store, store_path, write_json
+from .util import load_kinds, open_store, write_json
 
 
 def register(sub: Any) -> None:
@@ -21,7 +21,8 @@ def register(sub: Any) -> None:
                          description="Append a kind_declared delta holding the payload's JSON "
                          "Schema (the object subset: typed properties, required, enums, nested "
                          "objects and arrays, string and number bounds). A new version of a kind "
-                         "may only add optional properties.")
+                         "may only add optional properties. Declaring what the store already holds "
+                         "for the kind changes nothing. The store must exist (braidlog init).")
     a.add_argument("name", help="the kind's name (letters, digits, '_' or '.')")
     a.add_argument("--schema", required=True, metavar="FILE",
                    help="a JSON Schema file for the payload ('-' reads standard input)")
@@ -29,6 +30,11 @@ def register(sub: Any) -> None:
     a.add_argument("--version", type=int, default=None,
                    help="the version declared (default: the next one, 1 for a new kind)")
     a.add_argument("--description", default="", help="a line saying what the kind records")
+    a.add_argument("--refers", action="append", default=[], metavar="FIELD",
+                   help="a payload property holding the id of the entity a delta is about (repeat "
+                   "for several): history, explain and prove state of that id find the delta")
+    a.add_argument("--text", action="append", default=[], metavar="FIELD",
+                   help="a payload property recall reads as the delta's text (repeat for several)")
     a.add_argument("--braid", default="kinds", help="the braid the declaration goes in (default: kinds)")
     a.add_argument("--json", action="store_true", help="as JSON")
     a.set_defaults(handler=cmd_add)
@@ -56,26 +62,35 @@ def _schema(path: str) -> Any:
 
 def cmd_add(args: Any, out: IO[str]) -> int:
     schema = _schema(args.schema)
-    from ..lmdb.log import LmdbLog
-
-    with LmdbLog(store_path(args)) as log:
+    load_kinds(args)  # a name taken by an installed kind is refused as such
+    with open_store(args, readonly=False) as log:  # refused, like append, when there is no store
+        head = log.head().seq
         seq = declare_kind(log, args.name, schema, owner=args.owner, version=args.version,
-                           description=args.description, braid_id=args.braid)
+                           description=args.description, braid_id=args.braid,
+                           refers=args.refers, text=args.text)
         spec = log.registry[args.name]
+        changed = log.head().seq != head
     if args.json:
-        write_json(out, {"kind": args.name, "version": spec.version, "owner": spec.owner, "seq": seq})
-    else:
+        write_json(out, {"kind": args.name, "version": spec.version, "owner": spec.owner, "seq": seq,
+                         "changed": changed})
+    elif changed:
         out.write(f"declared kind {args.name!r} version {spec.version} (owner {spec.owner}) at seq {seq}\n")
+    else:
+        out.write(f"kind {args.name!r} version {spec.version} is already declared so (seq {seq}); "
+                  "nothing written\n")
     return 0
 
 
 def _rows(log: Any) -> list[dict[str, Any]]:
     return [{"kind": s.kind, "owner": s.owner, "versions": sorted(s.schemas),
              "declared": "python" if s.declared_at is None else f"store seq {s.declared_at}"}
+            | ({"refers": True} if s.refers is not None else {})
+            | ({"text": list(s.text)} if s.text else {})
             for s in log.registry.specs()]
 
 
 def cmd_list(args: Any, out: IO[str]) -> int:
+    load_kinds(args)  # the installed packages' kinds and --app's: the set MCP's `kinds` lists
     with open_store(args) as log:
         rows = _rows(log)
     if args.json:

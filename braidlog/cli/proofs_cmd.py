@@ -87,6 +87,11 @@ def cmd_prove_state(args: Any, out: IO[str]) -> int:
         proof = proofs.state_proof(braid.log, projection, args.entity, at, args.size)
     finally:
         braid.close()
+    if not proof.records:  # an empty proof proves nothing about an entity: say why instead
+        raise ValidationError("entity", f"no delta up to seq {proof.at} refers to {args.entity!r} "
+                              f"among those {proof.projection} reads; check the id (`braidlog history "
+                              "ID`), and for a kind declared with `braidlog kind add`, name its id "
+                              "field with --refers FIELD")
     if args.json:
         write_json(out, proof.to_json())
     else:
