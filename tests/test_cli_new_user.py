@@ -162,3 +162,35 @@ def test_kind_list_and_the_mcp_kinds_tool_list_the_same_set(tmp_path):
     with stdio(tmp_path / "braid.lmdb") as s:
         served = {k["kind"] for k in s.ok("kinds")["kinds"]}
     assert listed == served and "task" in listed and "decision_recorded" in listed
+
+
+# --------------------------------------------------------------------------------------- smaller
+
+def test_show_and_log_abridge_embedded_vectors_unless_asked(home):
+    pytest.importorskip("hnswlib")
+    sh(home, "append", "--embed", input='{"braid_id": "b", "kind": "message", "payload": {"text": "hello there"}}')
+    for args in (["show", "1", "--json"], ["log", "--json"]):
+        d = json.loads(sh(home, *args).stdout)["delta"]
+        assert d["vector"]["abridged"] is True and d["vector"]["dim"] > 0 and "data" not in d["vector"]
+        whole = json.loads(sh(home, *args, "--vectors").stdout)["delta"]["vector"]
+        assert len(whole["data"]) > 1000 and "abridged" not in whole
+    assert '"abridged": true' in sh(home, "show", "1").stdout
+
+
+def test_the_auditing_guide_runs_twice(tmp_path):
+    import re
+
+    text = (Path(__file__).parents[1] / "docs" / "auditing.md").read_text()
+    (tmp_path / "guide.py").write_text("\n".join(re.findall(r"```python\n(.*?)```", text, re.S)))
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "guide.py"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_the_docs_install_extras_from_the_clone():
+    docs = Path(__file__).parents[1] / "docs"
+    for page in docs.glob("*.md"):
+        assert "pip install 'braidlog[" not in page.read_text(), page.name
+    recall = (docs / "recall.md").read_text()
+    assert "no compiler is needed" in recall and "hnswlib compiles from source: it needs" not in recall

@@ -277,7 +277,7 @@ def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path, capsys, mo
     monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now fails as if not installed
     assert main(["--store", str(tmp_path / "s.lmdb"), "mcp"]) == 1
     err = capsys.readouterr().err
-    assert err == "braidlog: error: braidlog mcp needs the MCP SDK: pip install 'braidlog[mcp]'\n"
+    assert err == "braidlog: error: braidlog mcp needs the MCP SDK: pip install '.[mcp]'\n"
     assert not (tmp_path / "s.lmdb").exists()
 
 
@@ -317,7 +317,7 @@ finally:
     lines = out.stdout.splitlines()
     assert lines[:2] == ["[] True", "False"]
     assert lines[2] == ("Error executing tool append: embed: needs braidlog's recall extra (pip install "
-                        "'braidlog[recall]' where the server runs); pass embed false")
+                        "'.[recall]' where the server runs); pass embed false")
 
 
 #: A valid call of every tool; the property test below starts from these and breaks them.

@@ -133,7 +133,7 @@ def test_a_missing_extra_is_one_line_that_says_how_to_install_it(tmp_path, argv,
         sys.exit(main({argv!r}))
     """, tmp_path)
     assert p.returncode == 1 and p.stdout == ""
-    assert p.stderr == f"braidlog: error: braidlog {what} not installed; install it with: pip install 'braidlog[recall]'\n"
+    assert p.stderr == f"braidlog: error: braidlog {what} not installed; install it with: pip install '.[recall]'\n"
 
 
 def test_the_demo_skips_recall_with_one_line_without_the_extra(tmp_path):

@@ -242,7 +242,7 @@ class EventsourcingApp:
 
     def __init__(self, persistence: str, path: str | None = None) -> None:
         if _EsApplication is None:
-            raise RuntimeError("eventsourcing is not installed: pip install 'braidlog[bench]'")
+            raise RuntimeError("eventsourcing is not installed: pip install '.[bench]'")
         env = {}
         if persistence == "sqlite":
             env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}

@@ -220,7 +220,7 @@ def _proofs(run: Run) -> list[Sample]:
         try:
             key = generate("bench.example/log")
         except BraidlogError:
-            run.skipped.append("proofs · checkpoint: pip install 'braidlog[proofs]'")
+            run.skipped.append("proofs · checkpoint: pip install '.[proofs]'")
             return out
         key_path = run.path("log.key")
         write_key(key, key_path)

@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
         "travel, recall) on braidlog and on every installed peer, with identical data, and "
         "print each figure as the median and spread of repeated runs with its ratio to "
         "braidlog. Peers: raw LMDB (the ceiling), sqlite3, and the eventsourcing library "
-        "(pip install 'braidlog[bench]'). docs/benchmarks.md explains how to read the table.")
+        "(pip install '.[bench]'). docs/benchmarks.md explains how to read the table.")
     p.add_argument("--quick", action="store_true",
                    help="small sizes and 3 repeats: finishes in under a minute")
     p.add_argument("--json", action="store_true", help="the full report as JSON on stdout")
@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
     p.add_argument("--report", default=None, metavar="DIR",
                    help="also write DIR/index.html, a self-contained page with the charts "
                    "(throughput, latency percentiles, scaling curves, targets), and "
-                   "DIR/report.json; needs matplotlib (pip install 'braidlog[bench]')")
+                   "DIR/report.json; needs matplotlib (pip install '.[bench]')")
     p.add_argument("--compare", default=None, metavar="OLD.json",
                    help="show each figure against an earlier run: its report.json (or its "
                    "directory), or what --json printed")

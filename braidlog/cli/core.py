@@ -60,12 +60,16 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=natural, default=None, help="at most this many")
     p.add_argument("--reverse", action="store_true", help="newest first")
     p.add_argument("--json", action="store_true", help="one JSON record a line")
+    p.add_argument("--vectors", action="store_true",
+                   help="print embedded vectors whole (default: their space and dimension only)")
     p.set_defaults(handler=cmd_log)
 
     p = sub.add_parser("show", help="show one delta by seq or id",
                        description="Show one delta, by seq or by delta id.")
     p.add_argument("ref", help="a seq or a delta id")
     p.add_argument("--json", action="store_true", help="as JSON")
+    p.add_argument("--vectors", action="store_true",
+                   help="print an embedded vector whole (default: its space and dimension only)")
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("head", help="print the head (seq and chain hash) to write down",
@@ -289,7 +293,7 @@ def cmd_log(args: Any, out: IO[str]) -> int:
                             args.reverse, args.limit)
         if args.json:
             for rec in records:
-                write_json(out, record_json(rec))
+                write_json(out, record_json(rec, vectors=args.vectors))
             return 0
         if args.limit is None:  # a table is built whole before it prints: keep it readable
             shown = list(islice(records, TABLE_ROWS + 1))
@@ -364,11 +368,12 @@ def cmd_show(args: Any, out: IO[str]) -> int:
             held = f"seqs 1..{head.seq}" if head.seq else "no delta yet"
             raise ValidationError("ref", f"no delta with seq or id {ref!r}; the log holds {held} "
                                   f"(head {head})")
+        shown = record_json(rec, vectors=args.vectors)
         if args.json:
-            write_json(out, record_json(rec))
+            write_json(out, shown)
         else:
             out.write(f"seq    {rec.seq}\nhash   {rec.hash.hex()}\n")
-            out.write(msgspec.json.format(msgspec.json.encode(rec.delta), indent=2).decode() + "\n")
+            out.write(msgspec.json.format(msgspec.json.encode(shown["delta"]), indent=2).decode() + "\n")
     return 0
 
 

@@ -13,7 +13,7 @@ from typing import IO, Any
 from ..delta import PROVENANCE_KINDS
 from .util import store_path
 
-INSTALL = "braidlog mcp needs the MCP SDK: pip install 'braidlog[mcp]'"
+INSTALL = "braidlog mcp needs the MCP SDK: pip install '.[mcp]'"
 TOKEN_ENV = "BRAIDLOG_MCP_TOKEN"  # also braidlog.mcp.server.TOKEN_ENV; kept here: no SDK import
 
 
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
         "forks and trust, and resources braidlog://head, braidlog://delta/{id} and "
         "braidlog://braid/{id}. Over stdio by default; --http serves streamable HTTP. Every "
         "delta written records provenance source 'mcp' (kind 'assistant' unless the call claims "
-        "another the server allows). Needs pip install 'braidlog[mcp]'. See docs/mcp.md.")
+        "another the server allows). Needs pip install '.[mcp]'. See docs/mcp.md.")
     p.add_argument("--http", metavar="[HOST:]PORT", default=None,
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (host "
                    "127.0.0.1 unless given; another host needs a token)")

@@ -112,8 +112,18 @@ def write_json(out: IO[str], value: Any) -> None:
     out.write(msgspec.json.encode(to_builtins(value), order="deterministic").decode() + "\n")
 
 
-def record_json(rec: Record) -> dict[str, Any]:
-    return {"seq": rec.seq, "hash": rec.hash.hex(), "delta": msgspec.to_builtins(rec.delta)}
+def record_json(rec: Record, *, vectors: bool = True) -> dict[str, Any]:
+    """A record as JSON; without ``vectors`` an embedded vector is abridged to its space, its
+    dimension and ``"abridged": true`` (its base64 float32 bytes run to kilobytes)."""
+    delta = msgspec.to_builtins(rec.delta)
+    if not vectors and rec.delta.vector is not None:
+        delta["vector"] = abridged_vector(rec.delta.vector)
+    return {"seq": rec.seq, "hash": rec.hash.hex(), "delta": delta}
+
+
+def abridged_vector(v: Any) -> dict[str, Any]:
+    """What `show` and `log` print of a vector unless asked for it whole (``--vectors``)."""
+    return {"space": v.space, "dim": len(v.data) // 4, "abridged": True}
 
 
 def console(out: IO[str], *, markup: bool = False):

@@ -1,6 +1,6 @@
 """braidlog over the Model Context Protocol: ``braidlog mcp`` (docs/mcp.md).
 
-Built on the official MCP SDK (``pip install 'braidlog[mcp]'``); only the CLI command imports
+Built on the official MCP SDK (``pip install '.[mcp]'``); only the CLI command imports
 this package. ``serve(path, http=..., token=..., read_only=...)`` runs a server;
 ``build_server(Backend(path))`` gives the SDK's ``MCPServer`` to mount or test in process.
 """

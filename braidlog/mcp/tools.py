@@ -164,7 +164,7 @@ def _append(b: Backend, a: Any) -> Appended:
     if a.embed:
         if not recall_installed():
             raise ValidationError("embed", "needs braidlog's recall extra (pip install "
-                                  "'braidlog[recall]' where the server runs); pass embed false")
+                                  "'.[recall]' where the server runs); pass embed false")
         from ..recall import embed_delta
 
         try:

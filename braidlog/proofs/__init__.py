@@ -2,7 +2,7 @@
 checkpoints, and proofs of past states. docs/proofs.md says what each proves.
 
 ``braidlog.proofs.verify`` checks all of it without a store (stdlib, blake3, cryptography):
-vendor that one file. Signing and checking signatures need ``pip install 'braidlog[proofs]'``.
+vendor that one file. Signing and checking signatures need ``pip install '.[proofs]'``.
 """
 
 from .checkpoint import Checkpoint, check_checkpoint, check_notes, issue, open_note, sign_note

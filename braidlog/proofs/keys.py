@@ -3,7 +3,7 @@
 A key file holds one line, the form Go's golang.org/x/mod/sumdb/note uses for signer keys:
 ``PRIVATE+KEY+NAME+<key id, 8 hex>+base64(0x01 || 32-byte Ed25519 seed)``. Its verifier key,
 ``NAME+<key id>+base64(0x01 || public key)``, is what you publish. Signing needs the
-``cryptography`` package (``pip install 'braidlog[proofs]'``).
+``cryptography`` package (``pip install '.[proofs]'``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _ed25519() -> Any:
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError:
         raise BraidlogError("signing checkpoints needs the cryptography package: "
-                            "pip install 'braidlog[proofs]'") from None
+                            "pip install '.[proofs]'") from None
     return ed25519
 
 

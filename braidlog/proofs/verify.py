@@ -207,7 +207,7 @@ def _ed25519_verify(public: bytes, signature: bytes, message: bytes) -> bool:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     except ImportError:  # pragma: no cover - the test extra installs it
         raise VerificationError("checking signatures needs the cryptography package: "
-                                "pip install 'braidlog[proofs]' (or pip install cryptography)") from None
+                                "pip install '.[proofs]' (or pip install cryptography)") from None
     try:
         Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
     except InvalidSignature:

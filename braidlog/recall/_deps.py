@@ -11,7 +11,7 @@ import importlib
 
 from ..errors import MissingDependency
 
-INSTALL = "pip install 'braidlog[recall]'"
+INSTALL = "pip install '.[recall]'"
 
 
 def need(*modules: str, what: str = "recall") -> None:

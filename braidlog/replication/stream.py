@@ -63,7 +63,7 @@ def _nats() -> Any:
         import nats.js.api  # noqa: F401
     except ImportError as e:
         raise ReplicationError("replication needs the nats-py client",
-                               hint="pip install 'braidlog[replication]'") from e
+                               hint="pip install '.[replication]'") from e
     return nats
 
 

@@ -5,7 +5,7 @@ a hash-chained log: time travel, proofs, export and replication work on them (do
 ``PROJECTIONS`` makes the threads and memories a projection the ``braidlog`` command shows:
 ``braidlog --app braidlog.integrations.langgraph state --projection langgraph``.
 
-Needs the ``langgraph`` extra: ``pip install 'braidlog[langgraph]'``.
+Needs the ``langgraph`` extra: ``pip install '.[langgraph]'``.
 """
 
 from .projection import PROJECTION, PROJECTIONS
