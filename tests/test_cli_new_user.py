@@ -194,3 +194,59 @@ def test_the_docs_install_extras_from_the_clone():
         assert "pip install 'braidlog[" not in page.read_text(), page.name
     recall = (docs / "recall.md").read_text()
     assert "no compiler is needed" in recall and "hnswlib compiles from source: it needs" not in recall
+
+
+def _false_subschemas(node, path="$"):
+    """Where a boolean false stands as a schema (additionalProperties: false is a keyword value)."""
+    if isinstance(node, list):
+        for i, x in enumerate(node):
+            yield from _false_subschemas(x, f"{path}[{i}]")
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if v is False and k != "additionalProperties" and k not in ("default", "const", "examples") \
+                    and not path.endswith((".properties", ".default")):
+                yield f"{path}.{k}"
+            elif v is False and path.endswith(".properties"):
+                yield f"{path}.{k}"
+            elif k not in ("default", "const", "examples", "enum"):
+                yield from _false_subschemas(v, f"{path}.{k}")
+
+
+def test_the_mcp_tools_schemas_hold_no_bare_false_schema(home):
+    """The MCP Inspector's strict mode refuses a boolean false subschema (the memory tools had
+    three: a Source span's "items": false)."""
+    pytest.importorskip("mcp")
+    from jsonschema import Draft202012Validator
+
+    from .test_mcp_client import stdio
+
+    with stdio(home / "braid.lmdb") as s:
+        tools = s.tools
+    assert {"add_memory", "list_memories"} <= set(tools)
+    for name, tool in tools.items():
+        for which, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
+            if schema is None:
+                continue
+            assert list(_false_subschemas(schema)) == [], (name, which)
+            Draft202012Validator.check_schema(schema)
+    span = json.dumps(tools["add_memory"].input_schema)
+    assert '"prefixItems"' in span and '"maxItems": 2' in span
+
+
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
+         "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
+
+
+def test_vector_recall_stops_at_the_relevance_floor(home):
+    pytest.importorskip("hnswlib")
+    lines = "\n".join(json.dumps({"braid_id": "b", "kind": "message",
+                                  "payload": {"text": f"{a} {b} {c}"}})
+                      for a, b, c in zip(WORDS, WORDS[3:] + WORDS[:3], WORDS[7:] + WORDS[:7]))
+    sh(home, "append", "--embed", input=lines)
+    everything = json.loads(sh(home, "recall", "postgres database", "--k", "26", "--min-score", "none",
+                               "--json").stdout)["hits"]
+    assert len(everything) == 26 and min(h["score"] for h in everything) < 0  # padding to k
+    kept = json.loads(sh(home, "recall", "postgres database", "--k", "26", "--json").stdout)["hits"]
+    assert kept == [h for h in everything if h["score"] >= 0] and len(kept) < 26
+    r = sh(home, "recall", "x", "--min-score", "nan", ok=False)
+    assert "--min-score" in r.stderr

@@ -143,4 +143,4 @@ def test_the_demo_skips_recall_with_one_line_without_the_extra(tmp_path):
     """, tmp_path)
     assert p.returncode == 0, p.stderr
     assert "recall: skipped: braidlog recall needs hnswlib, which is not installed; install it with: " \
-           "pip install 'braidlog[recall]'" in " ".join(p.stdout.split())  # the demo's table may wrap it
+           "pip install '.[recall]'" in " ".join(p.stdout.split())  # the demo's table may wrap it

@@ -3,10 +3,25 @@ and the embedding behind ``braidlog append --embed``."""
 
 from __future__ import annotations
 
+import argparse
+
 import sys
 from typing import IO, Any
 
 from .util import console, open_store, parse_point, progress_bar, summary, write_json
+
+
+def _floor(text: str) -> float | None:
+    """``--min-score``: a number, or ``none`` for no floor."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (or none)") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number (or none)")
+    return value
 
 
 def register(sub: Any) -> None:
@@ -32,6 +47,10 @@ def register(sub: Any) -> None:
     p.add_argument("--namespace", action="append", help="only this payload namespace")
     p.add_argument("--workspace", action="append", help="only this payload workspace")
     p.add_argument("--k", type=int, default=10, help="how many to return (default 10)")
+    p.add_argument("--min-score", type=_floor, default=0.0, metavar="SCORE",
+                   help="by meaning, leave out hits scoring below SCORE rather than pad to k "
+                   "(default 0, the relevance floor: a vector pointing away from the query's is no "
+                   "match); 'none' for the k closest whatever their score")
     p.add_argument("--space", default="default", help="the vector space (default: default)")
     p.add_argument("--metric", default="cosine", choices=("cosine", "ip"),  # braidlog.recall.METRICS
                    help="similarity (default cosine)")
@@ -61,7 +80,7 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
         filters = {"braid": args.braid, "kinds": args.kind, "tags": args.tag,
                    "namespace": args.namespace, "workspace": args.workspace}
         hits = index.recall(args.text, args.k, mode=args.mode, as_of=as_of,
-                            reproducible=args.reproducible, **filters)
+                            reproducible=args.reproducible, min_score=args.min_score, **filters)
         if not hits and any(v for v in filters.values()):
             sys.stderr.write(f"braidlog: note: {_empty_because(index, args, as_of, filters)}\n")
         index.close()

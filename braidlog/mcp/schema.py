@@ -90,9 +90,33 @@ def arguments(name: str, *parts: type[Struct] | Iterable[tuple[str, Any, Any]],
     return cls
 
 
+def _no_false_schemas(node: Any) -> Any:
+    """``node`` without boolean ``false`` subschemas, which strict validators (the MCP Inspector
+    in strict mode) refuse: a fixed-length tuple's ``"items": false`` goes (its ``maxItems``
+    already bounds it), any other ``false`` subschema becomes ``{"not": {}}``.
+    ``additionalProperties: false`` is a keyword's value, not a subschema here, and stays."""
+    if isinstance(node, list):
+        return [_no_false_schemas(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if value is False and key in ("items", "additionalItems", "contains", "not",
+                                      "unevaluatedItems", "propertyNames"):
+            if key == "items" and "prefixItems" in node and node.get("maxItems") == len(node["prefixItems"]):
+                continue
+            out[key] = {"not": {}}
+        elif key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+            out[key] = {k: ({"not": {}} if v is False else _no_false_schemas(v)) for k, v in value.items()}
+        else:
+            out[key] = _no_false_schemas(value)
+    return out
+
+
 def json_schema(tp: Any) -> dict[str, Any]:
-    """msgspec's JSON Schema of ``tp`` with its root inlined: MCP wants an object at the root."""
-    schema = msgspec.json.schema(tp)
+    """msgspec's JSON Schema of ``tp`` with its root inlined (MCP wants an object at the root),
+    and no boolean ``false`` subschema (``_no_false_schemas``)."""
+    schema = _no_false_schemas(msgspec.json.schema(tp))
     ref = schema.pop("$ref", None)
     if ref is None:
         return schema

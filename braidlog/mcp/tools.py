@@ -369,6 +369,13 @@ def _recall_params() -> list[tuple[str, Any, Any]]:
             continue
         if name == "k":
             out.append(("k", described(Annotated[int, Meta(ge=1, le=MAX_LIST)], "how many hits"), p.default))
+        elif name == "min_score":
+            from ..recall.query import RELEVANCE_FLOOR
+
+            out.append(("min_score", described(float | None, "by meaning, leave out hits scoring below "
+                                               "this rather than pad to k (default 0, the relevance "
+                                               "floor); null for the k closest whatever their score"),
+                        RELEVANCE_FLOOR))
         elif name in _FILTERS:
             what = {"tags": "deltas carrying every one of these tags"}.get(name, f"deltas of any of these {name}")
             out.append((name, described(list[str] | None, what), None))

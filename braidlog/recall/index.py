@@ -504,8 +504,15 @@ class Recall:
                braid: str | Iterable[str] | None = None, kinds: str | Iterable[str] | None = None,
                tags: str | Iterable[str] | None = None, namespace: str | Iterable[str] | None = None,
                workspace: str | Iterable[str] | None = None, where: Where = None,
-               reproducible: bool = False, deltas: bool = True) -> list[Hit]:
+               reproducible: bool = False, deltas: bool = True,
+               min_score: float | None = None) -> list[Hit]:
         """The k deltas that best match ``query`` among those the filters admit, best first.
+
+        By meaning, a delta scoring below ``min_score`` is left out: the answer stops there
+        rather than padding to k (default None: no floor, the k closest whatever their score;
+        ``RELEVANCE_FLOOR``, 0, leaves out vectors pointing away from the query's, as
+        ``braidlog recall`` and the MCP recall tool do by default). It applies to the vector
+        side of "hybrid" too.
 
         ``mode`` "vector" (the default) ranks by the closeness of vectors (``query`` a text,
         embedded, or a vector); "keyword" by BM25 over the deltas' text (``query`` a text);
@@ -519,10 +526,12 @@ class Recall:
         if mode not in MODES:
             raise ValidationError("mode", f"must be one of {', '.join(MODES)}, not {mode!r}")
         _check_k(k)
+        floor = _check_floor(min_score)
         flt = make_filter(braid, kinds, tags, namespace, workspace, where)
         if mode == "vector":
             pos, scores = self._query(query, k, as_of, flt, reproducible)
-            found = [(self._cols.seq(p), self._cols.id(p), s) for p, s in zip(pos.tolist(), scores.tolist())]
+            found = [(self._cols.seq(p), self._cols.id(p), s) for p, s in zip(pos.tolist(), scores.tolist())
+                     if floor is None or s >= floor]
         else:
             if not isinstance(query, str):
                 raise ValidationError("query", f"must be a text in {mode} mode, not {type(query).__name__}")
@@ -534,7 +543,8 @@ class Recall:
             else:
                 # Each side ranks deeper than k, so a delta both find at rank k+1 can still win.
                 pos, scores = self._query(query, max(k, 2 * k + 10), seq, flt, reproducible)
-                vector = [(self._cols.seq(p), self._cols.id(p)) for p in pos.tolist()]
+                vector = [(self._cols.seq(p), self._cols.id(p)) for p, s in zip(pos.tolist(), scores.tolist())
+                          if floor is None or s >= floor]
                 found = fuse([vector, [(s, i) for s, i, _ in words]], k)
         read = self.store.read
         return [Hit(seq, delta_id, float(score), read(seq).delta if deltas else None)
@@ -748,6 +758,15 @@ def _knn(g: Any, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray] | N
     except RuntimeError:
         return None
     return labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
+
+
+def _check_floor(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(value):
+        raise ValidationError("min_score", f"must be a finite number or None (no floor), not {value!r}")
+    return float(value)
 
 
 def _check_k(k: Any) -> int:

@@ -25,6 +25,11 @@ MODES = ("vector", "keyword", "hybrid")
 #: outweighing agreement between both.
 RRF_K = 60
 
+#: Vector recall's relevance floor: a hit scoring below it (a cosine or inner product below 0,
+#: a vector pointing away from the query's) is no match, and is left out rather than padding
+#: the answer to k. ``min_score=None`` turns the floor off.
+RELEVANCE_FLOOR = 0.0
+
 
 class Hit(Struct, frozen=True):
     """One recalled delta: its seq, id, score (higher is closer) and the delta.
