@@ -20,7 +20,7 @@ from .data import AgentSession
 from .peers import IndexKeys, index_keys
 
 __all__ = ["WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "no_detail", "Run", "percentile", "quiet_heap",
-           "timed", "each", "latencies", "remove", "launch"]
+           "timed", "each", "latencies", "remove", "fresh", "launch"]
 
 #: Workload names, in the order a run does them (``--only`` takes these).
 WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall",
@@ -202,6 +202,20 @@ def remove(path: str) -> None:
             os.unlink(path + suffix)
         except FileNotFoundError:
             pass
+
+
+@contextlib.contextmanager
+def fresh(run: Run, label: str, name: str, make: Callable[[str], Any]) -> Iterator[Any]:
+    """A store or peer made by ``make(path)`` at a new path for one timed part (``label`` is its
+    progress step); closed and its files deleted after it, however it ends."""
+    run.step(label)
+    path = run.path(name)
+    peer = make(path)
+    try:
+        yield peer
+    finally:
+        peer.close()
+        remove(path)
 
 
 def launch(argv: list[str]) -> float:

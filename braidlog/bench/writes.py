@@ -16,7 +16,7 @@ from ..errors import BraidlogError
 from ..group_commit import GroupCommitter
 from ..lmdb.log import LmdbLog
 from .data import BATCH, admissible, all_projections
-from .harness import Run, Sample, each, latencies, launch, percentile, quiet_heap, remove, timed
+from .harness import Run, Sample, each, fresh, latencies, launch, percentile, quiet_heap, remove, timed
 from .peers import (
     ES_BATCH, ES_PEERS, RAW_INDEXED, EventsourcingApp, RawLmdb, SqliteLog, eventsourcing_installed,
     sql_row, startup_commands,
@@ -61,14 +61,8 @@ def _append(run: Run) -> list[Sample]:
         out.append(Sample(W, system, "deltas/s", n / seconds, "/s", "higher"))
         out.append(Sample(W, system, "commits/s", commits / seconds, "/s", "higher"))
 
-    run.step("append · braidlog")
-    path = run.path("braidlog")
-    log = LmdbLog(path, durable=True)
-    try:
+    with fresh(run, "append · braidlog", "braidlog", _durable_log) as log:
         seconds, _ = timed(lambda: [log.append_batch(b) for b in batches])
-    finally:
-        log.close()
-        remove(path)
     rates("braidlog", seconds, len(batches))
 
     # The shipped projections kept live on the same batches: first following the log after each
@@ -80,68 +74,41 @@ def _append(run: Run) -> list[Sample]:
     checked_batches = [admitted[i:i + BATCH] for i in range(0, len(admitted), BATCH)]
     for label, projections, follow in (
             (BRAID_FOLLOWING, unchecked, True), (BRAID_CHECKED, shipped, False)):
-        run.step(f"append · {label}")
-        path = run.path("braidlog-projections")
-        braid = Braid(LmdbLog(path, durable=True), projections)
-        try:
+        with fresh(run, f"append · {label}", "braidlog-projections",
+                   lambda path: Braid(_durable_log(path), projections)) as braid:
             def write() -> None:
                 for b in checked_batches:
                     braid.append_batch(b)
                     if follow:
                         braid.catch_up()
             seconds, _ = timed(write)
-        finally:
-            braid.close()
-            remove(path)
         out.append(Sample(W, label, "deltas/s", len(admitted) / seconds, "/s", "higher"))
         out.append(Sample(W, label, "commits/s", len(checked_batches) / seconds, "/s", "higher"))
 
-    run.step("append · raw LMDB")
-    path = run.path("raw-lmdb")
-    raw = RawLmdb(path)
     chunks = [bodies[i:i + BATCH] for i in range(0, n, BATCH)]
-    try:
+    with fresh(run, "append · raw LMDB", "raw-lmdb", RawLmdb) as raw:
         seconds, _ = timed(lambda: [raw.put_batch(c) for c in chunks])
-    finally:
-        raw.close()
-        remove(path)
     rates("raw LMDB", seconds, len(chunks))
 
-    run.step("append · raw LMDB, braidlog's five tables")
-    path = run.path("raw-lmdb-indexed")
-    raw = RawLmdb(path, indexed=True)
     keys = run.index_keys(n)
     key_chunks = [keys[i:i + BATCH] for i in range(0, n, BATCH)]
-    try:
+    with fresh(run, "append · raw LMDB, braidlog's five tables", "raw-lmdb-indexed",
+               _indexed_raw) as raw:
         seconds, _ = timed(lambda: [raw.put_batch(c, k) for c, k in zip(chunks, key_chunks)])
-    finally:
-        raw.close()
-        remove(path)
     rates(RAW_INDEXED, seconds, len(chunks))
 
-    run.step("append · sqlite3")
-    path = run.path("sqlite.db")
-    sql = SqliteLog(path)
     rows = [sql_row(d) for d in ds]
     row_chunks = [rows[i:i + BATCH] for i in range(0, n, BATCH)]
-    try:
+    with fresh(run, "append · sqlite3", "sqlite.db", SqliteLog) as sql:
         seconds, _ = timed(lambda: [sql.put_batch(c) for c in row_chunks])
-    finally:
-        sql.close()
-        remove(path)
     rates("sqlite3 WAL FULL", seconds, len(row_chunks))
 
     if eventsourcing_installed():
         es_batches = [ds[i:i + ES_BATCH] for i in range(0, n, ES_BATCH)]
         for persistence, label in ES_PEERS:
-            run.step(f"append · {label}")
-            path = run.path("es.db")
-            es = EventsourcingApp(persistence, path)
-            try:
+            with fresh(run, f"append · {label}", "es.db",
+                       lambda path: EventsourcingApp(persistence, path)) as es:
                 seconds, _ = timed(lambda: [es.save(b) for b in es_batches])
-            finally:
-                es.close()
-                remove(path)
             rates(f"{label} ({ES_BATCH}/save)", seconds, len(es_batches))
     return out
 
@@ -155,54 +122,35 @@ def _single(run: Run) -> list[Sample]:
     out: list[Sample] = []
     W = "single"
 
-    run.step("single · braidlog")
-    path = run.path("braidlog")
-    log = LmdbLog(path, durable=True)
-    try:
+    with fresh(run, "single · braidlog", "braidlog", _durable_log) as log:
         latencies(W, "braidlog", each(log.append, ds), out)
-    finally:
-        log.close()
-        remove(path)
 
-    run.step("single · raw LMDB")
-    path = run.path("raw-lmdb")
-    raw = RawLmdb(path)
-    try:
+    with fresh(run, "single · raw LMDB", "raw-lmdb", RawLmdb) as raw:
         latencies(W, "raw LMDB", each(raw.put_one, bodies), out)
-    finally:
-        raw.close()
-        remove(path)
 
-    run.step("single · raw LMDB, braidlog's five tables")
-    path = run.path("raw-lmdb-indexed")
-    raw = RawLmdb(path, indexed=True)
     pairs = list(zip(bodies, run.index_keys(n, offset=10_000_000)))
-    try:
+    with fresh(run, "single · raw LMDB, braidlog's five tables", "raw-lmdb-indexed",
+               _indexed_raw) as raw:
         latencies(W, RAW_INDEXED, each(lambda p: raw.put_one(*p), pairs), out)
-    finally:
-        raw.close()
-        remove(path)
 
-    run.step("single · sqlite3")
-    path = run.path("sqlite.db")
-    sql = SqliteLog(path)
-    try:
-        latencies(W, "sqlite3 WAL FULL", each(sql.put_one, [sql_row(d) for d in ds]), out)
-    finally:
-        sql.close()
-        remove(path)
+    rows = [sql_row(d) for d in ds]
+    with fresh(run, "single · sqlite3", "sqlite.db", SqliteLog) as sql:
+        latencies(W, "sqlite3 WAL FULL", each(sql.put_one, rows), out)
 
     if eventsourcing_installed():
         for persistence, label in ES_PEERS:
-            run.step(f"single · {label}")
-            path = run.path("es.db")
-            es = EventsourcingApp(persistence, path)
-            try:
+            with fresh(run, f"single · {label}", "es.db",
+                       lambda path: EventsourcingApp(persistence, path)) as es:
                 latencies(W, f"{label} (1/save)", each(lambda d: es.save((d,)), ds), out)
-            finally:
-                es.close()
-                remove(path)
     return out
+
+
+def _durable_log(path: str) -> LmdbLog:
+    return LmdbLog(path, durable=True)
+
+
+def _indexed_raw(path: str) -> RawLmdb:
+    return RawLmdb(path, indexed=True)
 
 
 # -- concurrent appenders, durable, with and without group commit -----------------------------------
