@@ -27,7 +27,7 @@ def review(state: State) -> dict:
     return {"notes": [f"review {len(state['notes'])}"]}
 
 
-def build(checkpointer, store=None):
+def build(checkpointer, store=None, interrupt_before=None):
     g = StateGraph(State)
     g.add_node("plan", plan)
     g.add_node("act", act)
@@ -36,7 +36,7 @@ def build(checkpointer, store=None):
     g.add_edge("plan", "act")
     g.add_edge("act", "review")
     g.add_edge("review", END)
-    return g.compile(checkpointer=checkpointer, store=store)
+    return g.compile(checkpointer=checkpointer, store=store, interrupt_before=interrupt_before)
 
 
 def summary(graph, thread: str) -> dict:
@@ -53,15 +53,18 @@ def summary(graph, thread: str) -> dict:
     }
 
 
-if __name__ == "__main__":  # python lg_graph.py STORE THREAD [run]: print the thread, maybe run a turn
+if __name__ == "__main__":  # python lg_graph.py STORE THREAD [run|resume]: print the thread, then
+    # run a turn or resume it where it was interrupted
     import json
 
     from braidlog.integrations.langgraph import BraidlogSaver
 
     with BraidlogSaver(sys.argv[1]) as saver:
-        graph = build(saver)
+        graph = build(saver, interrupt_before=["act"] if sys.argv[3:] == ["resume"] else None)
         before = summary(graph, sys.argv[2])
         if sys.argv[3:] == ["run"]:
             graph.invoke({"notes": ["from the other process"], "count": 100},
                          {"configurable": {"thread_id": sys.argv[2]}})
+        elif sys.argv[3:] == ["resume"]:
+            graph.invoke(None, {"configurable": {"thread_id": sys.argv[2]}})
         print(json.dumps(before))

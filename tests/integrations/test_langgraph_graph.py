@@ -55,6 +55,24 @@ def test_a_second_process_sees_the_thread_mid_way_and_continues_it(tmp_path):
         assert first_turn.values == mine["values"]
 
 
+def test_a_run_interrupted_in_one_process_is_resumed_by_another(tmp_path):
+    """The thread stops before "act" (interrupt_before); with the store still open here, a
+    second process sees it paused there, with the same history, and resumes it."""
+    store = tmp_path / "paused.lmdb"
+    config = {"configurable": {"thread_id": "paused"}}
+    with BraidlogSaver(str(store)) as saver:
+        graph = build(saver, interrupt_before=["act"])
+        graph.invoke({"notes": ["start"], "count": 0}, config)
+        mine = summary(graph, "paused")
+        assert mine["next"] == ["act"] and mine["values"] == {"notes": ["start", "plan 0"], "count": 1}
+        theirs = other_process(store, "paused", "resume")
+        assert theirs == mine
+        done = summary(graph, "paused")
+        assert done["next"] == [] and done["values"] == {
+            "notes": ["start", "plan 0", "act 1", "review 3"], "count": 2}
+        assert done["history"][-len(mine["history"]):] == mine["history"]
+
+
 def test_a_long_thread_stores_what_changed_not_every_state(tmp_path):
     """Every step adds one note: the log grows by about a note per step, while the state (and a
     whole snapshot per step) grows with the thread."""
