@@ -510,6 +510,52 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 self._append(deltas)
                 target.catch_up(self.log)
 
+    def get_delta_channel_history(self, *, config: Any, channels: Any) -> dict[str, Any]:
+        """For each channel, the writes on the path from the checkpoint ``config`` names back to
+        the nearest ancestor that stores a value of it (``seed``), oldest first, as
+        ``BaseCheckpointSaver``'s walk gives them, reading only those channels' values."""
+        if isinstance(channels, (str, bytes, Mapping)) or not isinstance(channels, Sequence):
+            raise ValidationError("channels", "must be a list of channel names")
+        names = [_text(c, f"channels[{i}]") for i, c in enumerate(channels)]
+        if not names:
+            return {}
+        _, tid, ns, cid = _where(config)
+        collected: dict[str, list[Any]] = {c: [] for c in names}
+        seeds: dict[str, Any] = {}
+        with self._lock:
+            idx = self._thread(tid)
+            if cid is None:
+                found = idx.latest(self._runs, ns)
+                target = None if found is None else found[1]
+            else:
+                target = idx.get(self._runs, ns, cid)
+            remaining = set(names)
+            cursor = None if target is None else target.parent_id
+            while cursor is not None and remaining:
+                cp = idx.get(self._runs, ns, cursor)
+                if cp is None:
+                    break
+                for w in reversed(self._writes(cp)):
+                    if w[1] in remaining:
+                        collected[w[1]].append(w)
+                versions = load_any(self.serde, self.log.read(cp.seq).delta.payload["checkpoint"]).get(
+                    "channel_versions", {})
+                for ch in [c for c in names if c in remaining and c in versions]:
+                    ver = versions[ch]
+                    where = idx.blobs.get((ns, ch, tuple(ver) if isinstance(ver, list) else ver))
+                    found_value = None if where is None else self._bytes_at(where[0], ch)
+                    if found_value is not None:
+                        seeds[ch] = load(self.serde, *found_value)
+                        remaining.discard(ch)
+                cursor = cp.parent_id
+        out: dict[str, Any] = {}
+        for ch in names:
+            entry: dict[str, Any] = {"writes": list(reversed(collected[ch]))}
+            if ch in seeds:
+                entry["seed"] = seeds[ch]
+            out[ch] = entry
+        return out
+
     # -- async: the same, off the event loop -----------------------------------------------
     async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -520,6 +566,9 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
         for item in items:
             yield item
+
+    async def aget_delta_channel_history(self, *, config: Any, channels: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(lambda: self.get_delta_channel_history(config=config, channels=channels))
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> dict[str, Any]:
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
