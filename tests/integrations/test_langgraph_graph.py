@@ -103,7 +103,7 @@ def test_the_langgraph_projection_folds_threads_and_memories_at_any_point(tmp_pa
     from braidlog.integrations.langgraph import PROJECTION, BraidlogStore
 
     path = str(tmp_path / "proj.lmdb")
-    with BraidlogSaver(path) as saver:
+    with BraidlogSaver(path, erase=False) as saver:  # deleted, not erased: the past still shows p
         graph = build(saver)
         graph.invoke({"notes": ["a"], "count": 0}, {"configurable": {"thread_id": "p"}})
         store = BraidlogStore(saver.braid)

@@ -17,6 +17,7 @@ they are erased.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import threading
@@ -32,7 +33,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ...delta import delta as make_delta
-from ...errors import ValidationError
+from ...errors import StorageError, ValidationError
 from ._encoding import (
     PROVENANCE, b64, bdiff, bpatch, braid_of, declare_kinds, dump, dump_any, load, load_any,
     open_braid, unb64,
@@ -40,6 +41,8 @@ from ._encoding import (
 from ._threads import RUNS_BRAID, THREAD_PREFIX, Checkpoint as Indexed, RunDeletions, ThreadIndex
 
 __all__ = ["BraidlogSaver"]
+
+logger = logging.getLogger(__name__)
 
 #: A channel value is stored as a byte delta against its previous version until the deltas
 #: since it was last stored whole add up to its size, or MAX_DEPTH of them: a value that grows
@@ -131,8 +134,11 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
     there when none exists) or an open ``braidlog.Braid``. Sync and async methods; any number
     of processes may use one store (LMDB: one writer at a time, readers never wait)."""
 
-    def __init__(self, store: Any, *, serde: Any = None) -> None:
+    def __init__(self, store: Any, *, serde: Any = None, erase: bool = True) -> None:
         super().__init__(serde=serde)
+        if not isinstance(erase, bool):
+            raise ValidationError("erase", f"must be True or False, not {type(erase).__name__}")
+        self.erase = erase  # delete_thread and prune("delete") erase the records they delete
         self.braid, self._owned = open_braid(store)
         self.log = self.braid.log
         self._lock = threading.RLock()
@@ -423,16 +429,61 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             idx.catch_up(self.log)
 
     def delete_thread(self, thread_id: Any) -> None:
-        """Hide every checkpoint and write of the thread from every read (a tombstone in its
-        braid; the records stay in the log)."""
+        """Hide every checkpoint and write of the thread from every read of every process (a
+        tombstone in its braid), then erase its records where the store can erase and this
+        saver holds it alone: their payloads dropped from every file, their envelopes and
+        commitments kept (``braidlog erase``). When another process has the store open the
+        records stay, hidden, until ``erase_deleted()``."""
         tid = _thread_id(thread_id, "thread_id")
         with self._lock:
             idx = self._thread(tid)
             if not any(True for _ in idx.visible(self._runs)):
                 return
-            self._append([self._delta(idx.braid, "langgraph.deleted",
-                                      {"what": "thread", "thread_id": tid})])
+            (seq,) = self._append([self._delta(idx.braid, "langgraph.deleted",
+                                               {"what": "thread", "thread_id": tid})])
             idx.catch_up(self.log)
+            if self.erase:
+                self._erase_before(idx, seq, quiet=True)
+
+    def _erase_before(self, idx: ThreadIndex, upto: int, *, quiet: bool) -> bool:
+        """Erase the thread's records before seq ``upto`` that still hold a payload; whether
+        they are erased now (False: the store cannot erase, or is open elsewhere)."""
+        erase = getattr(self.braid, "erase", None)
+        if erase is None:  # a braidlog without erasure: the tombstone is all there is
+            return False
+        seqs = [r.seq for r in self.log.scan_braid(idx.braid, stop=upto) if r.delta.payload]
+        if not seqs:
+            return True
+        try:
+            erase(seqs=seqs, reason="LangGraph delete_thread")
+        except StorageError as e:
+            if not quiet:
+                raise
+            logger.warning("thread %r is deleted from every read; its %d records are not erased "
+                        "yet (%s); BraidlogSaver.erase_deleted() erases them once this process "
+                        "holds the store alone", idx.thread_id, len(seqs), e)
+            return False
+        self._threads.pop(idx.braid, None)  # what it knew pointed into the erased records
+        self._cache = _Cache(CACHE_BYTES)
+        return True
+
+    def erase_deleted(self) -> list[str]:
+        """Erase the records of every deleted thread (deleted by any process) that still hold a
+        payload; the thread ids erased. The store must be held by this process alone
+        (``StorageError`` otherwise, and nothing is erased)."""
+        done = []
+        with self._lock:
+            for braid in [b for b in self.log.braids() if b.startswith(THREAD_PREFIX)]:
+                last = next((r for r in self.log.scan_braid(braid, reverse=True)
+                             if r.delta.kind == "langgraph.deleted"
+                             and r.delta.payload.get("what") == "thread"), None)
+                if last is None:
+                    continue
+                idx = self._thread_by_braid(braid)
+                if any(r.delta.payload for r in self.log.scan_braid(braid, stop=last.seq)):
+                    if self._erase_before(idx, last.seq, quiet=False):
+                        done.append(last.delta.payload["thread_id"])
+        return done
 
     def delete_for_runs(self, run_ids: Any) -> None:
         """Hide the checkpoints (and their writes) that these runs wrote."""
@@ -474,9 +525,11 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 deltas.append(self._delta(idx.braid, "langgraph.deleted", payload))
                 touched.append(idx)
             if deltas:
-                self._append(deltas)
-                for idx in touched:
+                seqs = self._append(deltas)
+                for idx, seq in zip(touched, seqs, strict=True):
                     idx.catch_up(self.log)
+                    if strategy == "delete" and self.erase:
+                        self._erase_before(idx, seq, quiet=True)
 
     def copy_thread(self, source_thread_id: Any, target_thread_id: Any) -> None:
         """Append to the target thread a copy of every visible checkpoint and write of the
