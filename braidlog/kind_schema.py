@@ -334,7 +334,7 @@ def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: st
     refers and text, with no version asked) changes nothing: its seq is returned."""
     registry = getattr(target, "log", target).registry  # a Braid's store, or the store itself
     sync(registry)
-    refers, text = list(dict.fromkeys(refers)), list(dict.fromkeys(text))
+    refers, text = _field_names(refers, "refers"), _field_names(text, "text")
     spec = registry.get(name) if isinstance(name, str) else None
     declared = spec is not None and spec.declared_at is not None
     if version is None and declared and spec.json_schemas is not None:
@@ -356,6 +356,21 @@ def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: st
                                    confidence=1.0))
     sync(registry)
     return seq
+
+
+def _field_names(value: Any, name: str) -> list[str]:
+    """``refers`` or ``text``: one property name, or several, each once."""
+    if isinstance(value, str):
+        value = [value]
+    try:
+        names = list(value)
+    except TypeError:
+        raise ValidationError(name, f"must be a property name or a list of them, not "
+                              f"{type(value).__name__}") from None
+    bad = [v for v in names if not isinstance(v, str)]
+    if bad:
+        raise ValidationError(name, f"must hold property names (strings), not {type(bad[0]).__name__}")
+    return list(dict.fromkeys(names))
 
 
 def _latest_declaration(target: Any, name: str, seq: int) -> KindDeclared | None:

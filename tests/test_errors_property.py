@@ -247,3 +247,30 @@ def test_open(tmp_path, path, kwargs, low_level):
     except BraidlogError:
         return
     store.close()
+
+
+# ------------------------------------------------------------- parameters added for shell users
+
+@settings(max_examples=60, deadline=None)
+@given(refers=st.one_of(st.none(), st.text(), st.integers(), st.lists(st.one_of(st.text(), st.integers(), st.none()))),
+       text=st.one_of(st.none(), st.text(), st.lists(st.text())))
+def test_declare_kind_refers_and_text_raise_only_braidlog_errors(refers, text):
+    from braidlog.kind_schema import declare_kind
+
+    with braidlog.open(None, projections=[]) as b:
+        schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+        only_braidlog_errors(b.log, lambda: declare_kind(b, "k1", schema, refers=refers, text=text))
+
+
+@settings(max_examples=60, deadline=None)
+@given(min_score=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.text(),
+                           st.booleans(), st.integers()))
+def test_recall_min_score_raises_only_braidlog_errors(min_score):
+    pytest.importorskip("hnswlib")
+    from braidlog.recall import Recall
+
+    log = braidlog.MemoryLog()
+    log.append(braidlog.delta("b", "message", {"text": "hello"},
+                              vector=braidlog.Vector.of([1.0, 0.0, 0.0, 0.0])))
+    r = Recall(log)
+    only_braidlog_errors(log, lambda: r.recall([1.0, 0.0, 0.0, 0.0], 3, min_score=min_score))

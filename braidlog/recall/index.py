@@ -763,10 +763,16 @@ def _knn(g: Any, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray] | N
 def _check_floor(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(value):
-        raise ValidationError("min_score", f"must be a finite number or None (no floor), not {value!r}")
-    return float(value)
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+            raise TypeError
+        floor = float(value)
+        if not math.isfinite(floor):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise ValidationError("min_score", f"must be a finite number or None (no floor), "
+                              f"not {value!r}") from None
+    return floor
 
 
 def _check_k(k: Any) -> int:
