@@ -250,3 +250,37 @@ def test_vector_recall_stops_at_the_relevance_floor(home):
     assert kept == [h for h in everything if h["score"] >= 0] and len(kept) < 26
     r = sh(home, "recall", "x", "--min-score", "nan", ok=False)
     assert "--min-score" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_new_user_in_a_fresh_venv_from_the_clone(tmp_path):
+    """README's set-up (a fresh virtual environment, `pip install .` from the clone), then the
+    shell steps of this file with that environment's `braidlog`."""
+    root = Path(__file__).parents[1]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(root)], capture_output=True,
+                         text=True, timeout=900)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    exe, home = str(venv / "bin" / "braidlog"), tmp_path / "work"
+    home.mkdir()
+
+    def run(*args: str, input: str | None = None) -> str:
+        r = subprocess.run([exe, *args], cwd=home, input=input, capture_output=True, text=True, timeout=300,
+                           env={k: v for k, v in os.environ.items() if k not in ("BRAIDLOG_APP", "PYTHONPATH")})
+        assert r.returncode == 0, (args, r.stderr)
+        return r.stdout
+
+    run("init")
+    run("append", input='{"braid_id": "l", "kind": "message", "payload": {"text": "buy milk"}}')
+    d = json.loads(run("show", "1", "--json"))["delta"]
+    assert (d["provenance"], d["confidence"]) == ({"kind": "user"}, 0.7)
+    (home / "todo_app.py").write_text(APP)
+    run("--app", "./todo_app.py", "rebuild")
+    assert json.loads(run("--app", "todo_app", "state", "--json"))["states"] == {"todo": {"n": 1}}
+    (home / "task.json").write_text(json.dumps(TASK))
+    run("kind", "add", "task", "--schema", "task.json", "--refers", "task_id")
+    run("append", input='{"braid_id": "l", "kind": "task", "payload": {"task_id": "t1"}}')
+    assert "t1: 1 delta(s)" in run("history", "t1")
+    early = json.loads(run("--app", "todo_app", "state", "--at", "2000-01-01T00:00:00Z", "--json"))
+    assert early["seq"] == 0 and any("nothing was recorded by" in n for n in early["notes"])
