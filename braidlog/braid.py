@@ -43,7 +43,7 @@ from .kinds import REGISTRY, Registry
 from .projection import Boundary, Context, Decider, Projection
 from .replay import (
     collector_paused, decode_state, encode_state, fold, load_checkpoint, stale_checkpoints, state_at,
-    write_checkpoint, write_encoded_checkpoint,
+    write_encoded_checkpoint,
 )
 from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, Staged, resolve_point
 

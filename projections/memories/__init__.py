@@ -30,8 +30,9 @@ docs/memory.md states every rule with its source in the seed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from braidlog import Decider, ValidationError
+from braidlog import Context, Decider, GenericDelta, ValidationError
 
 from .model import (
     BUILTIN_PROFILES, DEFAULT_PROFILE, DEFAULT_WORKSPACE, REPLACE_LOG_LIMIT, RESERVED_METADATA,

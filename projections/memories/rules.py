@@ -27,7 +27,7 @@ from typing import Any
 
 from braidlog import Boundary, GenericDelta, ValidationError, refuse
 
-from .decide import _current, _profile_or_none, reinforce_confidence, resolve
+from .decide import _current, _profile_or_none, resolve
 from .events import MemoryAdded, MemoryReinforced, MemoryReplaced, MemoryUpdated, WorkspaceProfileBound
 from .model import RESERVED_METADATA, ConflictPolicy, DomainProfile, Memory, TypeSpec
 from .state import State
