@@ -3,6 +3,7 @@ under the run's directory with its fsync latency."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sqlite3
@@ -70,6 +71,9 @@ def _versions() -> dict[str, str]:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = "not installed"
+            if dist == "hnswlib":  # the same module, built as wheels (see the recall extra)
+                with contextlib.suppress(metadata.PackageNotFoundError):
+                    out[dist] = f"{metadata.version('chroma-hnswlib')} (chroma-hnswlib)"
     out["liblmdb"] = ".".join(map(str, lmdb.version()))
     out["sqlite"] = sqlite3.sqlite_version
     return out
