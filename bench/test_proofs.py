@@ -69,3 +69,33 @@ def test_checkpoint_command(benchmark, rates, prebuilt, size, tmp_path):
     benchmark.group = f"proofs-{size}"
     benchmark.pedantic(checkpoint, rounds=30, iterations=1)
     rates.percentiles(f"`braidlog checkpoint` on {size:,} records")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"size={s}" for s in SIZES])
+def test_tiles_of_the_whole_log_then_10000_more(benchmark, capsys, prebuilt, size, tmp_path):
+    """`braidlog tiles DIR --key FILE` over a log of ``size`` records (every tile, bundle and
+    the checkpoint), then again after 10,000 more records (only what they touch)."""
+    pytest.importorskip("cryptography")
+    import shutil
+    import time
+
+    from braidlog.proofs import generate
+    from braidlog.proofs.tiles import write_tiles
+
+    key = generate("bench.example/log")
+    store_path = tmp_path / "s"
+    shutil.copytree(prebuilt(size), store_path)
+    more = bench.AgentSession(11).deltas(10_000)
+    with LmdbLog(store_path) as store:
+        t = time.perf_counter()
+        first = write_tiles(store, tmp_path / "tiles", key)
+        whole = time.perf_counter() - t
+        store.append_batch(more)
+        benchmark.group = f"tiles-{size}"
+        report = benchmark.pedantic(lambda: write_tiles(store, tmp_path / "tiles", key),
+                                    rounds=1, iterations=1)
+    assert (first.size, report.since, report.size) == (size, size, size + 10_000)
+    with capsys.disabled():
+        print(f"\ntiles of {size:,} records: {whole:.1f} s ({first.bytes / 1e6:.0f} MB); "
+              f"+10,000 incremental: {benchmark.stats.stats.median:.2f} s "
+              f"({report.tiles} tiles, {report.bundles} bundles)")

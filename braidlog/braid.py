@@ -241,27 +241,30 @@ class Braid:
 
     def append_batch(self, deltas: Iterable[GenericDelta], *,
                      expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None) -> list[int]:
+                     expected_head: int | None = None,
+                     salts: Mapping[str, bytes] | None = None) -> list[int]:
         """Append deltas atomically through the boundary; return their seqs (a delta already
-        stored with the same bytes keeps its seq and is not checked again)."""
+        stored with the same bytes keeps its seq and is not checked again). ``salts`` (delta
+        id -> 16 bytes) reproduces records written elsewhere (import)."""
         if not self._checked:
             return self.log.append_batch(deltas, expected_version=expected_version,
-                                         expected_head=expected_head)
+                                         expected_head=expected_head, salts=salts)
         return self._through_boundary(lambda: self.log.append_batch(
             deltas, expected_version=expected_version, expected_head=expected_head,
-            admit=self._admit))
+            admit=self._admit, salts=salts))
 
     def commit(self, deltas: Iterable[GenericDelta], *,
                expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None) -> list[Record]:
+               expected_head: int | None = None,
+               salts: Mapping[str, bytes] | None = None) -> list[Record]:
         """Append deltas atomically through the boundary; return the records written (none
         for a pure idempotent retry)."""
         if not self._checked:
             return self.log.commit(deltas, expected_version=expected_version,
-                                   expected_head=expected_head)
+                                   expected_head=expected_head, salts=salts)
         return self._through_boundary(lambda: self.log.commit(
             deltas, expected_version=expected_version, expected_head=expected_head,
-            admit=self._admit))
+            admit=self._admit, salts=salts))
 
     def _through_boundary(self, write):
         """Run a store write whose ``admit`` is ``_admit``: checkpoints the fold reaches while

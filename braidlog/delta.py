@@ -8,12 +8,13 @@ checked against its kind's schema from the registry.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import sys
 from array import array
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Literal, Union
 
 import msgspec
@@ -46,6 +47,13 @@ __all__ = [
     "from_json",
     "referenced_ids",
     "repeated_key",
+    "ENTRY_MAX",
+    "SALT_SIZE",
+    "Entry",
+    "commitment",
+    "committed_form",
+    "decode_entry",
+    "check_entry_size",
 ]
 
 ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
@@ -625,3 +633,77 @@ def referenced_ids(d: GenericDelta, registry: Registry = REGISTRY, typed: Any = 
     return frozenset(ids)
 
 
+
+
+# -- the committed form: what the chain and the Merkle tree cover -------------------------------
+# docs/format.md#the-committed-form gives it byte for byte. The payload and vector are in it only
+# through ``commitment``, a salted hash of the whole canonical delta, so that an erasure can drop
+# the delta's bytes and its salt while every chain hash, tree node, proof and checkpoint stays.
+
+ENTRY_MAX = 65535  # a C2SP tlog-tiles entry is prefixed by its length as a uint16
+SALT_SIZE = 16
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class Entry(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True,
+            gc=False):
+    """A record's committed form, decoded: the envelope, and a commitment in place of the
+    payload and vector. The field order here is the byte order of the encoding."""
+
+    seq: int
+    id: str
+    braid_id: str
+    kind: str
+    ts: int  # microseconds since 1970-01-01T00:00:00Z
+    provenance: Provenance
+    confidence: float
+    refs: Refs | None = None
+    tags: tuple[str, ...] = ()
+    commitment: bytes
+
+
+_entry_decoder = msgspec.msgpack.Decoder(Entry)
+
+
+def commitment(salt: bytes, data: bytes) -> bytes:
+    """``SHA-256(salt || data)``: the commitment to a record's canonical delta bytes ``data``."""
+    return hashlib.sha256(salt + data).digest()
+
+
+def committed_form(seq: int, d: GenericDelta, salt: bytes, data: bytes) -> bytes:
+    """The committed form of delta ``d`` (canonical bytes ``data``) stored at ``seq`` with
+    ``salt``: the bytes the chain links, the tree's leaf input, a C2SP log entry."""
+    return _encoder.encode(Entry(
+        seq=seq, id=d.id, braid_id=d.braid_id, kind=d.kind, ts=(d.ts - EPOCH) // _MICROSECOND,
+        provenance=d.provenance, confidence=float(d.confidence), refs=d.refs, tags=d.tags,
+        commitment=hashlib.sha256(salt + data).digest()))
+
+
+def decode_entry(entry: bytes | memoryview) -> Entry:
+    """A committed form decoded; DecodeError if the bytes are not one."""
+    try:
+        return _entry_decoder.decode(entry)
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise DecodeError(f"not a braidlog committed form: {e}") from None
+
+
+def check_entry_size(d: GenericDelta, *, index: int | None = None) -> None:
+    """ValidationError unless the committed form of ``d`` fits a C2SP entry at any seq,
+    naming the field that takes the most of it."""
+    size = len(committed_form(2**64 - 1, d, bytes(SALT_SIZE), b""))
+    if size <= ENTRY_MAX:
+        return
+    parts: dict[str, int] = {"id": len(_encoder.encode(d.id)),
+                             "braid_id": len(_encoder.encode(d.braid_id)),
+                             "kind": len(_encoder.encode(d.kind)),
+                             "tags": len(_encoder.encode(d.tags))}
+    for f in d.provenance.__struct_fields__:
+        parts[f"provenance.{f}"] = len(_encoder.encode(getattr(d.provenance, f)))
+    if d.refs is not None:
+        for f in d.refs.__struct_fields__:
+            parts[f"refs.{f}"] = len(_encoder.encode(getattr(d.refs, f)))
+    field = max(parts, key=parts.__getitem__)
+    raise ValidationError(field, f"makes the record's committed form {size:,} bytes, over the "
+                          f"{ENTRY_MAX:,} a log entry holds (C2SP tlog-tiles); this field takes "
+                          f"{parts[field]:,} of them: shorten it, or move what it holds into the "
+                          "payload, which is committed to by a hash", index=index)

@@ -6,9 +6,11 @@
 The log's invariants (docs/requirements.md numbers them):
 
 - A store assigns ``seq`` 1, 2, 3 … with no gaps; an append of one delta or a batch is atomic.
-- Record ``seq`` is stored as ``hash || body`` where ``body = hw || canonical delta bytes``,
-  ``hw`` is the highest ``ts`` (microseconds since the epoch, 8 bytes big-endian) of deltas
-  ``1..seq``, and ``hash = chain.link(hash[seq-1], seq, body)``.
+- Record ``seq`` is stored with its chain hash, ``hw`` (the highest ``ts``, microseconds since
+  the epoch, of deltas ``1..seq``), its committed form ``entry`` (delta.committed_form: the
+  envelope and a salted commitment to the canonical delta bytes), its ``salt`` and its canonical
+  delta bytes; ``hash = chain.link(hash[seq-1], seq, entry)`` and the Merkle tree's leaf
+  ``seq - 1`` is ``entry``. ``body`` is ``hw`` (8 bytes big-endian) followed by the delta bytes.
 - A delta id is stored once. Appending it again with identical canonical bytes returns the stored
   seq and writes nothing; with other bytes it is a ConflictError.
 - ``expected_version`` (the number of deltas a braid holds) is checked before anything is written.
@@ -19,11 +21,12 @@ from __future__ import annotations
 
 import bisect
 import numbers
+import os
 import threading
 
 import msgspec
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from os import PathLike
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -31,12 +34,16 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from msgspec import Struct
 
 from . import tree as merkle
-from .chain import GENESIS, digest, first_mismatch, link, links
-from .delta import GenericDelta, _shown, referenced_ids, validate_typed
+from .chain import GENESIS, digest, link, links
+from .delta import (
+    SALT_SIZE, GenericDelta, _shown, check_entry_size, committed_form, referenced_ids,
+    validate_typed,
+)
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
 from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
+from .chain import Row, checked_rows, tree_checked, ts_micros
 
 __all__ = [
     "Head",
@@ -47,6 +54,7 @@ __all__ = [
     "MemoryLog",
     "IndexScans",
     "Staged",
+    "Row",
     "Checked",
     "check_batch",
     "stage",
@@ -108,22 +116,16 @@ class Record(Struct, frozen=True, gc=False):
 
 
 class Staged(NamedTuple):
-    """A validated delta ready to be written at ``seq``."""
+    """A validated delta ready to be written at ``seq``: its chain hash, body (hw || delta
+    bytes), delta, the ids it refers to, its committed form and its salt."""
 
     seq: int
     hash: bytes
     body: bytes
     delta: GenericDelta
     refs: frozenset[str]
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def ts_micros(ts: datetime) -> int:
-    """A UTC datetime as whole microseconds since the epoch (exact integer arithmetic)."""
-    return (ts - _EPOCH) // _MICROSECOND
+    entry: bytes = b""
+    salt: bytes = b""
 
 
 def id_key(delta_id: str) -> str:
@@ -176,10 +178,10 @@ def hw_fault(prev_hw: int | None, body: bytes, ts_us: int) -> int | None:
     return None if found == want or (prev_hw is None and found >= ts_us) else want
 
 
-def chain_fault(prev: bytes, seq: int, body: bytes, found: bytes) -> bytes | None:
-    """The chain hash record ``seq`` should have after a record of hash ``prev``, when ``found``
-    is not it; else None."""
-    expected = link(prev, seq, body)
+def chain_fault(prev: bytes, seq: int, entry: bytes, found: bytes) -> bytes | None:
+    """The chain hash record ``seq`` (committed form ``entry``) should have after a record of
+    hash ``prev``, when ``found`` is not it; else None."""
+    expected = link(prev, seq, entry)
     return None if expected == found else expected
 
 
@@ -197,10 +199,12 @@ class LogStore(Protocol):
     def append(self, delta: GenericDelta, *, expected_version: int | None = None) -> int: ...
     def append_batch(self, deltas: Iterable[GenericDelta], *,
                      expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None, admit: Admit | None = None) -> list[int]: ...
+                     expected_head: int | None = None, admit: Admit | None = None,
+                     salts: Mapping[str, bytes] | None = None) -> list[int]: ...
     def commit(self, deltas: Iterable[GenericDelta], *,
                expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None, admit: Admit | None = None) -> list[Record]: ...
+               expected_head: int | None = None, admit: Admit | None = None,
+               salts: Mapping[str, bytes] | None = None) -> list[Record]: ...
     def commit_locked(self, prepare: Callable[[Head], Iterable[GenericDelta]], *,
                       expected_version: int | Mapping[str, int] | None = None,
                       admit: Admit | None = None) -> list[Record]: ...
@@ -212,6 +216,8 @@ class LogStore(Protocol):
              limit: int | None = None) -> Iterator[Record]: ...
     def scan_bodies(self, start: int = 1, stop: int | None = None
                     ) -> Iterator[tuple[int, bytes, bytes]]: ...
+    def entry(self, seq: int) -> bytes: ...
+    def scan_rows(self, start: int = 1, stop: int | None = None) -> Iterator[Row]: ...
     def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
                    reverse: bool = False, limit: int | None = None) -> Iterator[Record]: ...
     def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
@@ -242,8 +248,9 @@ class LogStore(Protocol):
 @runtime_checkable
 class OnDisk(Protocol):
     """An optional capability: a store kept in a directory (``LmdbLog``). Its path and on-disk
-    format, a cheap "written since?" stamp, its size, a consistent online copy, and the file
-    pages a reader that has copied what it read may let go."""
+    format, a cheap "written since?" stamp, its size, a consistent online copy, the file
+    pages a reader that has copied what it read may let go, and what its chain and tree were
+    before an upgrade re-chained it (``upgraded``, ``before_hashes``)."""
 
     path: Path
     format_version: int
@@ -252,6 +259,8 @@ class OnDisk(Protocol):
     def release_pages(self) -> None: ...
     def stat(self) -> dict[str, int]: ...
     def copy(self, dest: str | PathLike[str], *, compact: bool = True) -> None: ...
+    def upgraded(self) -> Any: ...
+    def before_hashes(self, *sizes: int) -> dict[int, tuple[bytes, bytes]]: ...
 
 
 class Checked(NamedTuple):
@@ -274,6 +283,7 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Chec
             kinds = admit_declaration(kinds, registry, typed, i)
         if stored.id in seen:
             raise ValidationError("id", f"{stored.id} appears twice in the batch", index=i)
+        check_entry_size(stored, index=i)
         seen.add(stored.id)
         try:
             refs = referenced_ids(stored, kinds, typed)
@@ -339,11 +349,15 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
           braid_version: Callable[[str], int],
           expected_version: int | Mapping[str, int] | None,
           expected_head: int | None,
-          dims: Callable[[str], int | None]) -> tuple[list[Staged], list[int]]:
+          dims: Callable[[str], int | None],
+          salts: Mapping[str, bytes] | None = None) -> tuple[list[Staged], list[int]]:
     """Place a checked batch after ``head``, inside the writer's transaction: the rules every
-    store shares (idempotent retry, expected versions, vector dimensions, seq and chain).
+    store shares (idempotent retry, expected versions, vector dimensions, seq, committed form
+    and chain).
 
     ``lookup(ids)`` gives (seq, stored body) of each of those ids the store already holds.
+    ``salts`` (delta id -> 16 bytes) reproduces records written elsewhere (import, a replica);
+    a delta without one gets fresh random bytes.
     Returns the records to write (empty for a pure idempotent retry) and the seq of every delta
     in input order. Raises ConflictError or ValidationError; the caller writes nothing then.
     """
@@ -375,16 +389,31 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
     _check_versions(fresh, expected_version, braid_version)
     _check_dims(fresh, dims)
     bodies: list[bytes] = []
-    for c in fresh:
+    entries: list[bytes] = []
+    first = head.seq + 1
+    drawn = os.urandom(SALT_SIZE * len(fresh))
+    chosen = [drawn[i * SALT_SIZE:(i + 1) * SALT_SIZE] for i in range(len(fresh))]
+    if salts:
+        chosen = [_salt(salts.get(c.delta.id), s) for c, s in zip(fresh, chosen)]
+    for seq, c, salt in zip(range(first, first + len(fresh)), fresh, chosen):
         hw = next_hw(hw, ts_micros(c.delta.ts))
         bodies.append(hw.to_bytes(8, "big") + c.data)
-    first = head.seq + 1
-    staged = [Staged(seq, h, body, c.delta, c.refs) for seq, h, body, c in
-              zip(range(first, first + len(fresh)), links(head.hash, first, bodies), bodies, fresh)]
+        entries.append(committed_form(seq, c.delta, salt, c.data))
+    staged = [Staged(seq, h, body, c.delta, c.refs, entry, salt) for seq, h, body, c, entry, salt
+              in zip(range(first, first + len(fresh)), links(head.hash, first, entries), bodies,
+                     fresh, entries, chosen)]
     if fresh is checked:
         return staged, [s.seq for s in staged]
     it = iter(staged)
     return staged, [s if s else next(it).seq for s in seqs]
+
+
+def _salt(given: Any, drawn: bytes) -> bytes:
+    if given is None:
+        return drawn
+    if not isinstance(given, bytes) or len(given) != SALT_SIZE:
+        raise ValidationError("salts", f"a salt must be {SALT_SIZE} bytes, not {_shown(given)}")
+    return given
 
 
 def _check_versions(fresh: list[Checked],
@@ -454,6 +483,7 @@ class MemoryLog(IndexScans, LogStore):
     def __init__(self, registry: Registry = REGISTRY) -> None:
         self.registry = store_kinds(registry, self)
         self._records: list[tuple[bytes, bytes, GenericDelta]] = []  # (hash, body, delta)
+        self._sealed: list[tuple[bytes, bytes]] = []  # (committed form, salt)
         self._hw: list[int] = []
         self._ids: dict[str, int] = {}
         self._by: dict[tuple[str, str], list[int]] = {}  # (index, key) -> seqs
@@ -473,16 +503,18 @@ class MemoryLog(IndexScans, LogStore):
 
     def append_batch(self, deltas: Iterable[GenericDelta], *,
                      expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None, admit: Admit | None = None) -> list[int]:
+                     expected_head: int | None = None, admit: Admit | None = None,
+                     salts: Mapping[str, bytes] | None = None) -> list[int]:
         """Append deltas atomically; return their seqs in order."""
-        return self._append(deltas, expected_version, expected_head, admit)[1]
+        return self._append(deltas, expected_version, expected_head, admit, salts)[1]
 
     def commit(self, deltas: Iterable[GenericDelta], *,
                expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None, admit: Admit | None = None) -> list[Record]:
+               expected_head: int | None = None, admit: Admit | None = None,
+               salts: Mapping[str, bytes] | None = None) -> list[Record]:
         """Append deltas atomically; return the records written (none for a pure retry)."""
         return [Record(s.seq, s.hash, s.delta)
-                for s in self._append(deltas, expected_version, expected_head, admit)[0]]
+                for s in self._append(deltas, expected_version, expected_head, admit, salts)[0]]
 
     def commit_locked(self, prepare: Callable[[Head], Iterable[GenericDelta]], *,
                       expected_version: int | Mapping[str, int] | None = None,
@@ -493,22 +525,24 @@ class MemoryLog(IndexScans, LogStore):
             return self.commit(list(prepare(head)), expected_version=expected_version,
                                expected_head=head.seq, admit=admit)
 
-    def _append(self, deltas, expected_version, expected_head, admit=None):
+    def _append(self, deltas, expected_version, expected_head, admit=None, salts=None):
         checked = check_batch(deltas, self.registry)
         with self._lock:
-            return self._place(checked, expected_version, expected_head, admit)
+            return self._place(checked, expected_version, expected_head, admit, salts)
 
-    def _place(self, checked, expected_version, expected_head, admit=None):
+    def _place(self, checked, expected_version, expected_head, admit=None, salts=None):
         head = self.head()
         staged, seqs = stage(
             checked, head=head, hw=self._hw[-1] if self._hw else 0,
             lookup=self._lookup, braid_version=lambda b: self.braid_head(b).version,
-            expected_version=expected_version, expected_head=expected_head, dims=self._dims.get)
+            expected_version=expected_version, expected_head=expected_head, dims=self._dims.get,
+            salts=salts)
         if admit is not None and staged:
             admit(head, staged)
         for s in staged:
             d = s.delta
             self._records.append((s.hash, s.body, d))
+            self._sealed.append((s.entry, s.salt))
             self._hw.append(hw_of(s.body))
             self._ids[d.id] = s.seq
             self._by.setdefault(("braid", d.braid_id), []).append(s.seq)
@@ -518,7 +552,7 @@ class MemoryLog(IndexScans, LogStore):
             self._braids[d.braid_id] = BraidHead(self.braid_head(d.braid_id).version + 1, s.seq)
             if d.vector is not None:
                 self._dims.setdefault(d.vector.space, d.vector.dim)
-            for level, index, h in self._frontier.push(merkle.leaf_hash(s.body)):
+            for level, index, h in self._frontier.push(merkle.leaf_hash(s.entry)):
                 self._tree[(level, index)] = h
         return staged, seqs
 
@@ -549,6 +583,18 @@ class MemoryLog(IndexScans, LogStore):
         """The stored bytes of record ``seq`` (``hw || canonical delta``), as chained."""
         self.read(seq)
         return self._records[seq - 1][1]
+
+    def entry(self, seq: int) -> bytes:
+        """The committed form of record ``seq``: the chain's and the tree's input for it."""
+        self.read(seq)
+        return self._sealed[seq - 1][0]
+
+    def scan_rows(self, start: int = 1, stop: int | None = None) -> Iterator[Row]:
+        """The records with seq in [start, stop) as stored (Row)."""
+        for seq in range(max(start, 1), min(stop or 2**63, len(self._records) + 1)):
+            h, body, _ = self._records[seq - 1]
+            entry, salt = self._sealed[seq - 1]
+            yield Row(seq, h, hw_of(body), entry, salt, body[8:])
 
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
              limit: int | None = None) -> Iterator[Record]:
@@ -630,7 +676,7 @@ class MemoryLog(IndexScans, LogStore):
             if ((index + 1) << level) > len(self._records) or index < 0 or level < 0:
                 raise IndexError(f"no tree node ({level}, {index}): the log ends at seq "
                                  f"{len(self._records)}")
-            out.append(merkle.leaf_hash(self._records[index][1]) if level == 0
+            out.append(merkle.leaf_hash(self._sealed[index][0]) if level == 0
                        else self._tree[(level, index)])
         return out
 
@@ -654,75 +700,27 @@ class MemoryLog(IndexScans, LogStore):
         self.close()
 
 
-def _tree_checked(store: LogStore, start: int, rows: Iterator[tuple[int, bytes, bytes]]
-                  ) -> Iterator[tuple[int, bytes, bytes]]:
-    """Pass ``rows`` through while recomputing the Merkle tree nodes their leaves complete and
-    comparing them, a chunk at a time, with the store's (after the chain has passed those rows,
-    so a changed record is reported as a chain break, a changed tree node as a tree break)."""
-    if isinstance(store, OnDisk) and store.format_version < 2:  # format 1, read-only: no tree
-        yield from rows
-        return
-    size = start - 1
-    frontier = merkle.Frontier(size, store.tree_hashes(merkle.peaks(size)))
-    made: list[tuple[int, int, bytes]] = []
-    for row in rows:
-        made.extend(frontier.push(merkle.leaf_hash(row[2])))
-        yield row
-        if len(made) >= 4096:
-            _compare_nodes(store, made)
-            made = []
-    _compare_nodes(store, made)
-
-
-def _compare_nodes(store: LogStore, made: list[tuple[int, int, bytes]]) -> None:
-    stored = store.tree_hashes([(level, index) for level, index, _ in made]) if made else []
-    for (level, index, expected), found in zip(made, stored):
-        if expected != found:
-            first, last = (index << level) + 1, (index + 1) << level
-            raise IntegrityError(
-                f"Merkle tree node ({level}, {index}) over seqs {first}..{last} does not match the "
-                f"records: expected {expected.hex()}, found {found.hex()}; the tree table was "
-                "changed after it was written (restore the store from a backup)",
-                seq=last, expected=expected, found=found)
-
-
 def verify_bodies(store: LogStore, start: int, stop: int | None, progress: Progress | None, *,
-                  rows: Callable[[int, int], Iterator[tuple[int, bytes, bytes]]] | None = None,
+                  rows: Callable[[int, int], Iterator[Row]] | None = None,
                   tree: bool = True) -> Head:
     """Recompute the chain of ``store`` over [start, stop): shared by every store's ``verify``.
-    ``rows(start, stop)`` reads the records (default ``store.scan_bodies``); a store passes its
-    own to read them the way its reads do. ``tree=False`` leaves the stored Merkle tree unread
-    (its pages are known to be damaged)."""
-    source = store.scan_bodies if rows is None else rows
+    ``rows(start, stop)`` reads the records (default ``store.scan_rows``); a store passes its
+    own to read them the way its reads do. Each record is checked against its committed form,
+    the chain over the committed forms, and the Merkle tree's nodes against them
+    (braidlog.chain). ``tree=False`` leaves the stored Merkle tree unread (its pages are
+    known to be damaged)."""
+    source = store.scan_rows if rows is None else rows
     start = max(start, 1)
     end = store.head().seq if stop is None else min(stop - 1, store.head().seq)
     prev = store.hash_at(start - 1)
-    expect = start
-    done = 0
-
-    def walk() -> Iterator[tuple[int, bytes, bytes]]:
-        nonlocal expect, done
-        for seq, h, body in source(start, end + 1):
-            if seq != expect:
-                raise IntegrityError(f"seq {expect} is missing from the log (next found: {seq})",
-                                     seq=expect)
-            expect += 1
-            done += 1
-            if progress is not None and done % 65536 == 0:
-                progress(done)
-            yield seq, h, body
-
-    bad = first_mismatch(prev, _tree_checked(store, start, walk()) if tree else walk())
-    if bad is not None:
-        seq, expected, found = bad
-        raise IntegrityError(
-            f"chain broken at seq {seq}: expected hash {expected.hex()}, found {found.hex()}; "
-            "the record or its hash was changed after it was written",
-            seq=seq, expected=expected, found=found)
-    if expect != end + 1:
-        raise IntegrityError(f"seq {expect} is missing from the log", seq=expect)
+    prev_hw = hw_of(store.body(start - 1)) if start > 1 else 0
+    walk = checked_rows(source(start, end + 1), start, prev, prev_hw, progress)
+    last = None
+    for last in (tree_checked(store.tree_hashes, start, walk) if tree else walk):
+        pass
+    if (last.seq if last else start - 1) != end:
+        missing = (last.seq if last else start - 1) + 1
+        raise IntegrityError(f"seq {missing} is missing from the log", seq=missing)
     if progress is not None:
-        progress(done)
+        progress(end - start + 1 if end >= start else 0)
     return Head(end, store.hash_at(end)) if end >= start else Head(end, prev)
-
-

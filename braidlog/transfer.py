@@ -2,13 +2,16 @@
 
 **Export** writes one JSON object a line: a header, one line per record, and an end line::
 
-    {"braidlog":"export","format":1,"scope":"log","start":1,"stop":4,"braid":null,"prev":"00…"}
-    {"seq":1,"hash":"<hex>","body":"<base64>","delta":{…the delta as JSON…}}
+    {"braidlog":"export","format":2,"scope":"log","start":1,"stop":4,"braid":null,"prev":"00…"}
+    {"seq":1,"hash":"<hex>","body":"<base64>","delta":{…the delta as JSON…},"salt":"<base64>","entry":"<base64>"}
     …
     {"end":true,"count":3,"head":"3:<hex>"}
 
-``body`` is the record's exact stored bytes (``hw || canonical delta``), ``hash`` its chain
-hash, ``delta`` the same delta as JSON for people (it must match ``body``). A log export covers
+``body`` is the record's body (``hw || canonical delta``), ``salt`` its salt, ``entry`` its
+committed form (what the chain hash ``hash`` links and the Merkle tree's leaf: the envelope and
+``SHA-256(salt || canonical delta)``), ``delta`` the same delta as JSON for people (it must match
+``body``). Format 1 (before the committed form) had no salt and entry; it imports only as new
+records. A log export covers
 the seq range [start, stop) and continues the chain from ``prev``, the chain hash at seq
 start - 1. A braid export (``braid=``) holds only that braid's records: it is not a piece of the
 chain (the records between them are missing), so its hashes cannot be checked on their own.
@@ -44,14 +47,19 @@ import msgspec
 from msgspec import Struct
 
 from .chain import GENESIS, HASH_SIZE
-from .delta import GenericDelta, decode, repeated_key, repeated_key_rule, validate_typed
+from .delta import (
+    SALT_SIZE, GenericDelta, committed_form, decode, repeated_key, repeated_key_rule,
+    validate_typed,
+)
 from .errors import ConflictError, DecodeError, IntegrityError, StorageError, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration
 from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
 from .projection import Projection
 from .replay import Checkpoint, decode_state
-from .store import Head, LogStore, OnDisk, Progress, chain_fault, hw_fault, hw_of, ts_micros
+from .store import (
+    Head, LogStore, OnDisk, Progress, Row, chain_fault, hw_fault, hw_of, ts_micros,
+)
 
 __all__ = [
     "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
@@ -59,7 +67,8 @@ __all__ = [
     "export", "import_", "read_export", "backup", "restore", "check_checkpoints", "stats",
 ]
 
-FORMAT = 1
+FORMAT = 2
+READS = (1, 2)  # format 1: written before the committed form, imported only as new records
 #: The file a backup directory carries beside data.mdb: the head it holds, when and from where.
 MANIFEST = "braidlog-backup.json"
 HW_SIZE = 8
@@ -85,12 +94,15 @@ class ExportHeader(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class ExportLine(Struct, frozen=True, forbid_unknown_fields=True):
-    """One record: its seq, chain hash (hex), stored bytes (base64 in JSON) and the delta."""
+    """One record: its seq, chain hash (hex), body (base64 in JSON), the delta, its salt and
+    committed form (base64; absent in format 1)."""
 
     seq: int
     hash: str
     body: bytes
     delta: GenericDelta
+    salt: bytes = b""
+    entry: bytes = b""
 
 
 class ExportEnd(Struct, frozen=True, forbid_unknown_fields=True):
@@ -162,8 +174,9 @@ def export(store: LogStore, out: IO[str] | str | os.PathLike[str], *, start: int
     count, last = 0, Head(start - 1, bytes.fromhex(prev) if prev else GENESIS)
     with _writer(out) as f:
         f.write(_json.encode(header).decode() + "\n")
-        for seq, h, body in _bodies(store, start, stop, braid):
-            line = ExportLine(seq, h.hex(), body, decode(body[HW_SIZE:]))
+        for row in _rows(store, start, stop, braid):
+            seq, h, body = row.seq, row.hash, row.body
+            line = ExportLine(seq, h.hex(), body, decode(body[HW_SIZE:]), row.salt, row.entry)
             f.write(_json.encode(line).decode() + "\n")
             count += 1
             last = Head(seq, h)
@@ -175,13 +188,12 @@ def export(store: LogStore, out: IO[str] | str | os.PathLike[str], *, start: int
     return ExportReport(scope, start, stop, count, str(last), braid)
 
 
-def _bodies(store: LogStore, start: int, stop: int, braid: str | None
-            ) -> Iterator[tuple[int, bytes, bytes]]:
+def _rows(store: LogStore, start: int, stop: int, braid: str | None) -> Iterator[Row]:
     if braid is None:
-        yield from store.scan_bodies(start, stop)
+        yield from store.scan_rows(start, stop)
         return
     for rec in store.scan_braid(braid, start, stop):
-        yield rec.seq, rec.hash, store.body(rec.seq)
+        yield next(store.scan_rows(rec.seq, rec.seq + 1))
 
 
 # ---------------------------------------------------------------------------------- import
@@ -239,6 +251,7 @@ class ParsedExport(Struct, frozen=True):
     hashes: list[bytes]
     end: ExportEnd
     lines: int
+    salts: dict[str, bytes] = {}
 
 
 def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
@@ -256,6 +269,7 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
     bodies: list[bytes] = []
     seqs: list[int] = []
     hashes: list[bytes] = []
+    salts: dict[str, bytes] = {}
     prev = GENESIS
     sync_kinds(registry)
     kinds = registry
@@ -273,6 +287,12 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
             if header.scope == "log":
                 prev = _hex(n, header.prev, "prev")
             chain = chain and header.scope == "log"
+            if chain and header.format < 2:
+                raise _refuse(n, f"an export of format {header.format} was written before records "
+                              "had a committed form (braidlog format 4): its hashes are of the "
+                              "earlier chain, which this braidlog does not write; import it as "
+                              "new records (--as-new, as_new=True), or export the log again",
+                              integrity=False)
             continue
         if end is not None:
             raise _refuse(n, "text after the end line")
@@ -312,7 +332,14 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
             if hw_fault(before, body, ts_micros(stored.ts)) is not None:
                 raise _refuse(n, f"the record's high-water time {hw_of(body)} does not follow from "
                               "the deltas before it: the body was edited", seq=seq)
-            expected = chain_fault(prev, seq, body, found)
+            if len(line.salt) != SALT_SIZE:
+                raise _refuse(n, f"the record's salt is {len(line.salt)} bytes, not {SALT_SIZE}: "
+                              "it was edited", seq=seq)
+            entry = committed_form(seq, stored, line.salt, body[HW_SIZE:])
+            if line.entry != entry:
+                raise _refuse(n, "the record's entry (committed form) is not what its delta "
+                              "bytes and salt give: one of them was edited", seq=seq)
+            expected = chain_fault(prev, seq, entry, found)
             if expected is not None:
                 raise _refuse(n, f"chain broken at seq {seq}: expected hash {expected.hex()}, "
                               f"found {found.hex()}: the record or its hash was edited",
@@ -333,6 +360,8 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
             raise _refuse(n, f"delta {stored.id} re-encodes to other bytes than stored: it was "
                           "written by another version of its schema or encoder", seq=seq)
         deltas.append(checked)
+        if line.salt:
+            salts[checked.id] = line.salt
         bodies.append(body)
         seqs.append(seq)
         hashes.append(found)
@@ -350,7 +379,7 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
     if header.scope == "log" and seqs and seqs[-1] != header.stop - 1:
         raise _refuse(n, f"the header promises seqs {header.start}..{header.stop - 1}, the records "
                       f"end at {seqs[-1]}: it was truncated")
-    return ParsedExport(header, deltas, bodies, seqs, hashes, end, n)
+    return ParsedExport(header, deltas, bodies, seqs, hashes, end, n, salts)
 
 
 def _cut(n: int) -> Exception:
@@ -366,9 +395,9 @@ def _header(n: int, text: str, cut: bool = False) -> ExportHeader:
                                           integrity=False) from None
     except msgspec.MsgspecError as e:
         raise _refuse(n, f"not a braidlog export header ({e})", integrity=False) from None
-    if header.format != FORMAT:
+    if header.format not in READS:
         raise _refuse(n, f"export format {header.format} is not supported (this braidlog reads "
-                      f"format {FORMAT})", integrity=False)
+                      f"formats {', '.join(map(str, READS))})", integrity=False)
     if header.start < 1 or header.stop < header.start:
         raise _refuse(n, f"the range {header.start}..{header.stop} is empty or invalid", integrity=False)
     if header.scope == "braid" and not header.braid:
@@ -456,7 +485,7 @@ def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable
                             str(after), True)
     if not parsed.deltas:
         return ImportReport(h.scope, parsed.lines, 0, 0, 0, 0, str(head), False)
-    seqs = writer.append_batch(parsed.deltas, expected_head=head.seq)
+    seqs = writer.append_batch(parsed.deltas, expected_head=head.seq, salts=parsed.salts)
     after = store.head()
     if seqs != parsed.seqs or after != Head(parsed.seqs[-1], parsed.hashes[-1]):
         raise IntegrityError(f"the store wrote the export at seqs {seqs[0]}..{seqs[-1]} with head "
@@ -544,7 +573,7 @@ def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
                 raise IntegrityError(f"the backup's head {head} is not on the live log's chain",
                                      seq=head.seq)
             ckpts = len(copy.checkpoint_keys())
-        manifest = {"braidlog": "backup", "format": FORMAT, "head": str(head),
+        manifest = {"braidlog": "backup", "format": 1, "head": str(head),
                     "source": str(source.path), "taken_at": taken_at.isoformat(),
                     "checkpoints": ckpts}
         (dest / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -1,8 +1,10 @@
-"""The Merkle tree over the records: RFC 9162 section 2.1 with BLAKE3 for SHA-256. Pure, no I/O.
+"""The Merkle tree over the records: RFC 6962 (RFC 9162 section 2.1) with SHA-256. Pure, no I/O.
 
-``leaf = BLAKE3(0x00 || body)`` where ``body`` is record ``seq``'s exact stored bytes (what
-``braidlog export`` writes as ``body``) and the leaf index is ``seq - 1``;
-``node = BLAKE3(0x01 || left || right)``; the hash of the empty tree is ``BLAKE3()``.
+``leaf = SHA-256(0x00 || entry)`` where ``entry`` is record ``seq``'s committed form
+(braidlog.delta.committed_form, what ``braidlog show SEQ --entry`` writes) and the leaf index is
+``seq - 1``; ``node = SHA-256(0x01 || left || right)``; the hash of the empty tree is
+``SHA-256()``. This is the tree C2SP's tlog-checkpoint, tlog-tiles and tlog-proof assume, so Go's
+``golang.org/x/mod/sumdb/tlog`` and every transparency-log client check braidlog's proofs.
 
 A store keeps the hash of every *complete* subtree: node ``(level, index)`` covers leaves
 ``[index << level, (index + 1) << level)``. Nodes are immutable once written, and are numbered in
@@ -17,9 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from blake3 import blake3
-
-_blake3 = blake3
+from hashlib import sha256
 
 __all__ = [
     "EMPTY_ROOT", "leaf_hash", "node_hash", "Node", "peaks", "subtrees", "fold",
@@ -29,17 +29,17 @@ __all__ = [
 Node = tuple[int, int]
 """A complete subtree: (level, index); it covers leaves [index << level, (index + 1) << level)."""
 
-EMPTY_ROOT = blake3(b"").digest()
+EMPTY_ROOT = sha256(b"").digest()
 
 
 def leaf_hash(body: bytes) -> bytes:
-    """RFC 9162 ``MTH({d}) = HASH(0x00 || d)`` for one record's stored bytes."""
-    return blake3(b"\x00" + body).digest()
+    """RFC 6962 ``MTH({d}) = SHA-256(0x00 || d)`` for one record's committed form."""
+    return sha256(b"\x00" + body).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
-    """RFC 9162 ``HASH(0x01 || left || right)``."""
-    return blake3(b"\x01" + left + right).digest()
+    """RFC 6962 ``SHA-256(0x01 || left || right)``."""
+    return sha256(b"\x01" + left + right).digest()
 
 
 def subtrees(lo: int, hi: int) -> list[Node]:
@@ -168,25 +168,20 @@ class Frontier:
         return fold(self.stack)
 
     def extend(self, bodies: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
-        """Append a leaf for each record body; the (position as u64 big-endian, hash) of every
-        node of level 1 or more completed, in position order: the rows a store appends.
+        """Append a leaf for each record's committed form; the (position as u64 big-endian,
+        hash) of every node of level 1 or more completed, in position order: the rows a store
+        appends.
 
         ``push`` with the leaf hashing and the numbering inlined, for the append path."""
         stack, size = self.stack, self.size
         pos = 2 * size - size.bit_count()  # the position the next leaf takes
         made: list[tuple[bytes, bytes]] = []
-        hasher = _blake3()  # one hasher, reset after each hash: a third cheaper than a new one
-        update, digest, reset = hasher.update, hasher.digest, hasher.reset
         for body in bodies:
-            update(b"\x00" + body)
-            h = digest()
-            reset()
+            h = sha256(b"\x00" + body).digest()
             index = size
             while index & 1:
                 pos += 1
-                update(b"\x01" + stack.pop() + h)
-                h = digest()
-                reset()
+                h = sha256(b"\x01" + stack.pop() + h).digest()
                 made.append((pos.to_bytes(8, "big"), h))
                 index >>= 1
             pos += 1

@@ -1,4 +1,4 @@
-"""A brute-force RFC 9162 section 2.1 Merkle tree with BLAKE3, written from the RFC's text.
+"""A brute-force RFC 6962 (RFC 9162 section 2.1) Merkle tree with SHA-256, written from the RFC's text.
 
 It shares no code with braidlog: MTH, PATH and PROOF are the RFC's recursive definitions over a
 list of leaf inputs. ``Reference(leaves)`` memoises MTH by range so that thousands of proofs over
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from blake3 import blake3
+from hashlib import sha256
 
 
 def HASH(data: bytes) -> bytes:
-    return blake3(data).digest()
+    return sha256(data).digest()
 
 
 def largest_power_of_two_below(n: int) -> int:

@@ -6,6 +6,7 @@ fixture.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 
 import msgspec
@@ -13,7 +14,7 @@ import pytest
 
 from braidlog import GENESIS, BeadRef, ConflictError, Head, IntegrityError, Refs, StaleHead, ValidationError
 from braidlog.chain import link
-from braidlog.delta import encode
+from braidlog.delta import committed_form, decode_entry, encode
 
 from .conftest import T0, make_delta
 
@@ -44,15 +45,23 @@ def test_read_and_get_return_what_was_appended(log):
         assert log.seq_of(d.id) == seq
 
 
-def test_record_hash_chains_over_stored_bytes(log):
+def test_record_hash_chains_over_the_committed_forms(log):
     ds = [make_delta(i) for i in range(3)]
     log.append_batch(ds)
     prev = GENESIS
-    for seq in (1, 2, 3):
+    rows = list(log.scan_rows())
+    assert [r.seq for r in rows] == [1, 2, 3] and len({r.salt for r in rows}) == 3
+    for seq, row in zip((1, 2, 3), rows):
         body = log.body(seq)
-        assert body[8:] == encode(ds[seq - 1])
-        prev = link(prev, seq, body)
-        assert log.read(seq).hash == prev == log.hash_at(seq)
+        assert body[8:] == row.data == encode(ds[seq - 1]) and row.body == body
+        entry = log.entry(seq)
+        assert entry == row.entry == committed_form(seq, ds[seq - 1], row.salt, row.data)
+        e = decode_entry(entry)
+        assert (e.seq, e.id, e.braid_id, e.kind, e.commitment) == (
+            seq, ds[seq - 1].id, ds[seq - 1].braid_id, ds[seq - 1].kind,
+            hashlib.sha256(row.salt + row.data).digest())
+        prev = link(prev, seq, entry)
+        assert log.read(seq).hash == prev == log.hash_at(seq) == row.hash
     assert log.head() == Head(3, prev)
 
 
@@ -251,13 +260,13 @@ def test_delta_ids_are_looked_up_case_insensitively(log):
     assert log.seq_of(d.id.lower()) == 1 and log.get(d.id.lower()).delta == d
 
 
-def test_the_merkle_tree_is_rfc_9162_over_the_stored_bytes(log):
+def test_the_merkle_tree_is_rfc_6962_over_the_committed_forms(log):
     from braidlog.proofs import consistency_proof, inclusion_proof, root
     from .rfc9162 import Reference
 
     for start, n in ((0, 1), (1, 2), (3, 5), (8, 1), (9, 12)):  # nodes complete across batches
         log.append_batch([make_delta(i) for i in range(start, start + n)])
-    ref = Reference.of_inputs([log.body(seq) for seq in range(1, 22)])
+    ref = Reference.of_inputs([log.entry(seq) for seq in range(1, 22)])
     for size in range(1, 22):
         assert root(log, size) == ref.root(size)
         assert inclusion_proof(log, size, 21).path == ref.inclusion(size - 1, 21)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from datetime import timedelta
 
 import lmdb
@@ -13,6 +14,8 @@ import pytest
 import braidlog
 from braidlog import GenericDelta, LmdbLog, Provenance, Refs, BeadRef
 from braidlog.chain import link
+from braidlog.delta import committed_form
+from braidlog.lmdb.format import pack_row
 from braidlog.store import ts_micros
 from braidlog.cli import core, main
 
@@ -45,7 +48,8 @@ def store(tmp_path):
 
 
 def tamper(path, seq: int) -> tuple[bytes, bytes]:
-    """Flip one byte of record ``seq``'s body, keeping its stored hash; (expected, found)."""
+    """Flip one byte of record ``seq``'s committed form, keeping its stored hash; (expected,
+    found)."""
     env = lmdb.open(str(path), max_dbs=16)
     try:
         db = env.open_db(b"log")
@@ -53,11 +57,12 @@ def tamper(path, seq: int) -> tuple[bytes, bytes]:
             key = seq.to_bytes(8, "big")
             value = bytearray(txn.get(key, db=db))
             prev = bytes(txn.get((seq - 1).to_bytes(8, "big"), db=db)[:32]) if seq > 1 else bytes(32)
-            value[-2] ^= 0x20
+            n = int.from_bytes(value[40:42], "big")
+            value[42 + n - 2] ^= 0x20
             txn.put(key, bytes(value), db=db)
     finally:
         env.close()
-    return link(prev, seq, bytes(value[32:])), bytes(value[:32])
+    return link(prev, seq, bytes(value[42:42 + n])), bytes(value[:32])
 
 
 # ------------------------------------------------------------------------ head and verify
@@ -108,7 +113,7 @@ def test_verify_against_another_head_or_a_longer_log(store, capsys):
 
 def build_log_only(path, n: int) -> None:
     """``n`` real records written straight into the log table (docs/format.md: key seq, value
-    hash || hw || canonical delta) and the Merkle tree, skipping validation; the secondary
+    its row) and the Merkle tree, skipping validation; the secondary
     indexes, which verify checks, are then built from the log by ``repair_indexes``: it builds a
     million-record store in seconds instead of a minute."""
     from braidlog import tree as merkle
@@ -125,11 +130,12 @@ def build_log_only(path, n: int) -> None:
                 d = GenericDelta(braid_id=f"b{seq % 4}", kind="tick", ts=T0 + timedelta(milliseconds=seq),
                                  provenance=prov, confidence=1.0, payload={"note": str(seq)})
                 hw = max(hw, ts_micros(d.ts))
-                body = hw.to_bytes(8, "big") + braidlog.encode(d)
-                prev = link(prev, seq, body)
-                rows.append((seq.to_bytes(8, "big"), prev + body))
+                data, salt = braidlog.encode(d), os.urandom(16)
+                entry = committed_form(seq, d, salt, data)
+                prev = link(prev, seq, entry)
+                rows.append((seq.to_bytes(8, "big"), pack_row(prev, hw, entry, salt, data)))
                 nodes += [(merkle.position((lv, ix)).to_bytes(8, "big"), h)
-                          for lv, ix, h in frontier.push(merkle.leaf_hash(body))]
+                          for lv, ix, h in frontier.push(merkle.leaf_hash(entry))]
             with env.begin(write=True) as txn:
                 assert txn.cursor(db).putmulti(rows, append=True) == (len(rows), len(rows))
                 assert txn.cursor(tree).putmulti(nodes, append=True) == (len(nodes), len(nodes))

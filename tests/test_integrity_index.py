@@ -12,6 +12,7 @@ from braidlog.cli import main
 from braidlog.lmdb.log import FORMAT_VERSION, id_digest
 
 from .conftest import make_delta
+from .oldformat import downgrade
 
 
 def _store(path, n: int = 20):
@@ -116,15 +117,10 @@ def test_a_braid_head_landing_on_another_braid_raises(lmdb_path):
 def test_a_format_2_store_gets_its_id_digest_index_on_its_first_writable_open(lmdb_path):
     deltas, head = _store(lmdb_path)
 
-    def downgrade(env, txn):
-        txn.drop(_db(env, txn, "idh"), delete=True)
-        txn.put(b"format", b"2", db=_db(env, txn, "meta"))
-    _damage(lmdb_path, downgrade)
-    with LmdbLog(lmdb_path, readonly=True) as log:  # read-only: opened as it is
-        assert log.format_version == 2
-        assert log.get(deltas[5].id).seq == 6
+    downgrade(lmdb_path, 2)
     with LmdbLog(lmdb_path) as log:
-        assert log.format_version == FORMAT_VERSION == 3
+        assert log.format_version == FORMAT_VERSION == 4
+        head = log.head()  # re-chained over the committed forms
         assert log.append(deltas[5]) == 6  # an idempotent retry, checked by both indexes
         assert log.head() == head
     env = lmdb.open(str(lmdb_path), max_dbs=16, readonly=True)

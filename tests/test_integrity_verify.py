@@ -130,6 +130,8 @@ def test_a_meta_page_whose_commit_number_was_raised_is_reported(lmdb_path):
 
 def test_a_meta_page_with_a_commit_number_of_the_wrong_parity_is_reported(lmdb_path):
     _store(lmdb_path, 100)
+    with LmdbLog(lmdb_path) as log:  # the older commit past the first (a store is created in one)
+        log.use_projections(["counter"])
     hdr, m0, m1 = _metas(lmdb_path)
     old = m0 if m0.txnid < m1.txnid else m1
     _write(lmdb_path, old.page * old.psize + hdr + 128, struct.pack(_E + "Q", old.txnid ^ 1))
@@ -139,7 +141,7 @@ def test_a_meta_page_with_a_commit_number_of_the_wrong_parity_is_reported(lmdb_p
 
 
 def test_lmdb_corruption_is_an_integrity_error_naming_the_last_seq_read_intact(lmdb_path):
-    _store(lmdb_path)
+    _store(lmdb_path, 1200)  # a log of two levels: the root's children are leaves
     root, psize, hdr, buf = _page(lmdb_path, b"log")
     # the third child of the log's root: a leaf page; make its bounds impossible
     node = struct.unpack_from(_E + "H", buf, hdr + 4)[0]

@@ -367,8 +367,8 @@ def test_the_tree_stays_right_when_writers_take_turns_and_a_write_runs_again(tmp
         i += 1
     assert a.verify().seq == i
     frontier = Frontier()
-    for _, _, body in a.scan_bodies():
-        frontier.push(leaf_hash(body))
+    for row in a.scan_rows():
+        frontier.push(leaf_hash(row.entry))
     root = frontier.root()
     from braidlog.tree import resolve
 

@@ -34,7 +34,7 @@ def test_prove_inclusion_json(store, capsys):
     got = json.loads(out)
     assert list(got) == ["leaf_hash", "path", "root", "seq", "tree_size"]
     with LmdbLog(store, readonly=True) as log:
-        ref = Reference.of_inputs([log.body(s) for s in range(1, 13)])
+        ref = Reference.of_inputs([log.entry(s) for s in range(1, 13)])
         assert got == inclusion_proof(log, 5).to_json()
     assert got["seq"] == 5 and got["tree_size"] == 12
     assert got["root"] == ref.root(12).hex() and got["leaf_hash"] == ref.leaves[4].hex()
@@ -49,7 +49,7 @@ def test_prove_consistency_json(store, capsys):
     code, out, _ = run(capsys, "--store", store, "prove", "consistency", "8", "--json")
     got = json.loads(out)
     with LmdbLog(store, readonly=True) as log:
-        ref = Reference.of_inputs([log.body(s) for s in range(1, 13)])
+        ref = Reference.of_inputs([log.entry(s) for s in range(1, 13)])
         assert got == consistency_proof(log, 8, 12).to_json()
     assert got["old_root"] == ref.root(8).hex() and got["new_root"] == ref.root(12).hex()
     assert got["path"] == [h.hex() for h in ref.consistency(8, 12)]

@@ -1,7 +1,8 @@
-"""The Merkle tree, its roots and its proofs against a brute-force RFC 9162 (tests/rfc9162.py)."""
+"""The Merkle tree, its roots and its proofs against a brute-force RFC 6962 tree (tests/rfc9162.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 from functools import lru_cache
@@ -17,6 +18,7 @@ from braidlog.proofs.verify import (
 )
 
 from .conftest import make_delta
+from .oldformat import downgrade
 from .rfc9162 import Reference
 
 N = 300
@@ -59,8 +61,9 @@ def small() -> tuple[NodeStore, Reference]:
 
 
 def test_empty_tree_root_is_the_hash_of_nothing():
-    from blake3 import blake3
-    assert merkle.EMPTY_ROOT == blake3(b"").digest() == Reference([]).root(0)
+    assert merkle.EMPTY_ROOT == hashlib.sha256(b"").digest() == Reference([]).root(0)
+    assert merkle.EMPTY_ROOT.hex() == ("e3b0c44298fc1c149afbf4c8996fb924"
+                                       "27ae41e4649b934ca495991b7852b855")
     assert root(MemoryLog()) == merkle.EMPTY_ROOT
 
 
@@ -165,7 +168,7 @@ def test_nodes_are_numbered_in_the_order_appends_complete_them():
 # -- through the stores ------------------------------------------------------------------------
 
 def _bodies(store) -> list[bytes]:
-    return [body for _, _, body in store.scan_bodies()]
+    return [row.entry for row in store.scan_rows()]
 
 
 @pytest.fixture(params=["memory", "lmdb"])
@@ -200,7 +203,7 @@ def test_store_roots_and_proofs_match_the_reference_over_the_stored_bytes(filled
 
 def test_an_altered_record_breaks_its_inclusion_proof(filled):
     p = inclusion_proof(filled, 17)
-    body = filled.body(17)
+    body = filled.entry(17)
     verify_inclusion(16, p.tree_size, leaf_hash(body), p.path, p.root)
     for i in (0, 8, len(body) - 1):
         altered = body[:i] + bytes([body[i] ^ 0x40]) + body[i + 1:]
@@ -258,41 +261,28 @@ def test_append_refuses_a_tree_that_does_not_end_at_the_head(tmp_path):
         assert store.head().seq == 8
 
 
-def _downgrade_to_format_1(path) -> None:
-    """Make a store what braidlog's format 1 wrote: no tree, no notes, format 1."""
-    env = lmdb.open(str(path), max_dbs=16)
-    with env.begin(write=True) as txn:
-        for name in (b"tree", b"notes"):
-            txn.drop(env.open_db(name, txn=txn), delete=True)
-        txn.put(b"format", b"1", db=env.open_db(b"meta", txn=txn))
-    env.close()
-
-
 def test_a_format_1_store_gets_its_tree_when_opened_writable(tmp_path):
     path = tmp_path / "s"
     deltas = [make_delta(i) for i in range(77)]
     with LmdbLog(path) as store:
         store.append_batch(deltas)
-    _downgrade_to_format_1(path)
-    with LmdbLog(path, readonly=True) as old:  # read-only: readable, verifiable, no proofs
-        assert old.format_version == 1
-        assert old.verify().seq == 77
-        assert old.notes() == []
-        with pytest.raises(StorageError, match="predates the Merkle tree"):
-            root(old)
+    downgrade(path, 1)
+    with pytest.raises(StorageError, match="has format version 1, which this braidlog reads only "
+                       "once it is upgraded to format 4") as e:
+        LmdbLog(path, readonly=True)
+    assert "open it writable once" in e.value.hint
     with LmdbLog(path) as store:  # writable: upgraded in place, in one transaction
-        assert store.format_version >= 2
-        mem = MemoryLog()
-        mem.append_batch(deltas)
+        assert store.format_version == 4
+        assert [r.delta for r in store.scan()] == deltas
+        ref = Reference.of_inputs(_bodies(store))
         for size in (1, 2, 3, 64, 77):
-            assert root(store, size) == root(mem, size)
+            assert root(store, size) == ref.root(size)
         assert store.verify().seq == 77
-        more = make_delta(77)
-        store.append(more)
-        mem.append(more)
-        assert root(store) == root(mem)
+        store.append(make_delta(77))
+        ref = Reference.of_inputs(_bodies(store))
+        assert root(store) == ref.root(78)
     with LmdbLog(path, readonly=True) as store:
-        assert store.format_version >= 2 and root(store) == root(mem)
+        assert store.format_version == 4 and root(store) == ref.root(78)
 
 
 @pytest.mark.slow
@@ -326,9 +316,9 @@ def test_extend_gives_the_nodes_push_gives_numbered_as_stored():
 
 
 # RFC 6962's known answers, as transparency-dev/merkle publishes them (testonly/constants.go,
-# reference_test.go): SHA-256 over eight fixed leaf inputs. With SHA-256 swapped in, braidlog's
-# path construction and the verifier's RFC algorithms must give them byte for byte; with BLAKE3
-# nothing but the hash changes.
+# reference_test.go): SHA-256 over eight fixed leaf inputs. braidlog's tree is RFC 6962 with
+# SHA-256, so its own leaf and node hashes, path construction and the verifier's RFC algorithms
+# must give them byte for byte, nothing swapped.
 CT_LEAVES = ["", "00", "10", "2021", "3031", "40414243", "5051525354555657",
              "606162636465666768696a6b6c6d6e6f"]
 CT_ROOTS = [
@@ -362,17 +352,15 @@ CT_CONSISTENCY = [
 ]
 
 
-def test_rfc_6962_known_answers_with_sha256_swapped_in(monkeypatch):
-    import hashlib
-
+def test_rfc_6962_known_answers():
     from braidlog.proofs import verify as v
 
-    def sha_node(left, right):
-        return hashlib.sha256(b"\x01" + left + right).digest()
-    monkeypatch.setattr(merkle, "node_hash", sha_node)
-    monkeypatch.setattr(v, "node_hash", sha_node)
-    monkeypatch.setattr(merkle, "EMPTY_ROOT", hashlib.sha256(b"").digest())
-    leaves = [hashlib.sha256(b"\x00" + bytes.fromhex(x)).digest() for x in CT_LEAVES]
+    leaves = [merkle.leaf_hash(bytes.fromhex(x)) for x in CT_LEAVES]
+    assert leaves == [v.leaf_hash(bytes.fromhex(x)) for x in CT_LEAVES]
+    frontier = merkle.Frontier()
+    for n, x in enumerate(CT_LEAVES, 1):
+        frontier.extend([bytes.fromhex(x)])
+        assert frontier.root().hex() == CT_ROOTS[n]
     nodes = NodeStore(leaves)
     assert [nodes.root(n).hex() for n in range(9)] == CT_ROOTS
     for index, size, want in CT_INCLUSION:

@@ -30,13 +30,13 @@ import braidlog  # noqa: E402
 from braidlog import (  # noqa: E402
     Braid, ConflictError, IntegrityError, LmdbLog, Projection, ValidationError,
 )
-from braidlog.chain import link  # noqa: E402
 from braidlog.cli import main  # noqa: E402
 from braidlog.recall import Recall, embed_delta  # noqa: E402
 from braidlog.replication import (  # noqa: E402
     HDR_COMMIT, HDR_HASH, HDR_SEQ, NotAcknowledged, Replica, ReplicationError, Shipper,
     StaleWriter, Stream, SyncLog, braid_token, promote,
 )
+from braidlog.replication.wire import HDR_SALT, chains  # noqa: E402
 
 from .conftest import make_delta, random_deltas  # noqa: E402
 
@@ -536,7 +536,7 @@ def forged(messages, k: int, how: str) -> list[tuple[str, dict, bytes]]:
             elif how == "rechained":  # changed bytes with a hash recomputed to match them
                 data = flip(data, len(data) - 3)
                 prev = bytes.fromhex(messages[k - 2][2][HDR_HASH]) if k > 1 else bytes(32)
-                h[HDR_HASH] = link(prev, k, data).hex()
+                h[HDR_HASH] = chains(prev, k, data, bytes.fromhex(h[HDR_SALT])).hex()
         out.append((subject, h, data))
     return out
 

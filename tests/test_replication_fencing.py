@@ -21,6 +21,7 @@ from braidlog import (  # noqa: E402
     Braid, ConflictError, IntegrityError, LmdbLog, ValidationError, to_json,
 )
 from braidlog.chain import link  # noqa: E402
+from braidlog.replication.wire import HDR_SALT, chains  # noqa: E402
 from braidlog.cli import main  # noqa: E402
 from braidlog.replication import (  # noqa: E402
     EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, Replica, ReplicationError, Shipper,
@@ -389,7 +390,8 @@ def test_a_rechained_forgery_is_refused_where_a_signed_checkpoint_contradicts_it
     rewritten = forged(messages, 7, "rechained")
     prev = bytes.fromhex(rewritten[6][1][HDR_HASH])
     subject, headers, data = rewritten[7]
-    headers = {**headers, HDR_HASH: link(prev, 8, data).hex(), "Nats-Msg-Id": link(prev, 8, data).hex()}
+    chained = chains(prev, 8, data, bytes.fromhex(headers[HDR_SALT]))
+    headers = {**headers, HDR_HASH: chained.hex(), "Nats-Msg-Id": chained.hex()}
     rewritten[7] = (subject, headers, data)
     republish(copy.servers, copy.name, [(s.replace(stream.prefix, copy.prefix, 1), h, d)
                                         for s, h, d in rewritten])

@@ -21,6 +21,8 @@ from braidlog import (
     GenericDelta, Head, IntegrityError, LmdbLog, MemoryLog, Projection, StorageError, ValidationError, Vector, transfer,
 )
 from braidlog.chain import link
+from braidlog.delta import committed_form
+from braidlog.lmdb.format import pack_row
 from braidlog.replay import write_checkpoint
 
 from .conftest import T0, make_delta, random_deltas
@@ -73,11 +75,14 @@ def test_export_import_reproduces_byte_identical_records_and_head(source, tmp_pa
     text = exported(source)
     rows = text.splitlines()
     header, end = json.loads(rows[0]), json.loads(rows[-1])
-    assert header == {"braidlog": "export", "format": 1, "scope": "log", "start": 1, "stop": 61,
+    assert header == {"braidlog": "export", "format": 2, "scope": "log", "start": 1, "stop": 61,
                       "braid": None, "prev": "00" * 32}
     assert end == {"end": True, "count": 60, "head": str(source.head())}
     first = json.loads(rows[1])
     assert base64.b64decode(first["body"]) == source.body(1)
+    assert base64.b64decode(first["entry"]) == source.entry(1)
+    row = next(source.scan_rows(1, 2))
+    assert base64.b64decode(first["salt"]) == row.salt and len(row.salt) == 16
     assert first["hash"] == source.hash_at(1).hex() and first["seq"] == 1
     assert first["delta"]["id"] == source.read(1).delta.id
     with LmdbLog(tmp_path / "target") as target:
@@ -179,18 +184,25 @@ def test_an_edited_delta_is_refused_at_its_line(text, target):
            "nothing was imported")
 
 
-def test_an_edited_body_is_refused_by_the_chain(text, target, source):
+def test_an_edited_body_is_refused_by_its_committed_form_and_the_chain(text, target, source):
     lines = lines_of(text)
     obj = record(lines[10])
     body = bytearray(base64.b64decode(obj["body"]))
     d = msgspec.msgpack.decode(bytes(body[8:]))
     d["confidence"] = 0.5 if d["confidence"] != 0.5 else 0.25
-    new = bytes(body[:8]) + braidlog.encode(msgspec.convert(d, GenericDelta))
+    edited = msgspec.convert(d, GenericDelta)
+    new = bytes(body[:8]) + braidlog.encode(edited)
     obj["body"] = base64.b64encode(new).decode()
     obj["delta"]["confidence"] = d["confidence"]
     lines[10] = dump(obj)
-    refuse(target, lines, f"line 11: chain broken at seq 10: expected hash {link(source.hash_at(9), 10, new).hex()}, "
-           f"found {source.hash_at(10).hex()}: the record or its hash was edited")
+    refuse(target, lines, r"line 11: the record's entry \(committed form\) is not what its delta "
+           "bytes and salt give: one of them was edited")
+    entry = committed_form(10, edited, base64.b64decode(obj["salt"]), new[8:])
+    obj["entry"] = base64.b64encode(entry).decode()  # the committed form made to match
+    lines[10] = dump(obj)
+    refuse(target, lines, f"line 11: chain broken at seq 10: expected hash "
+           f"{link(source.hash_at(9), 10, entry).hex()}, found {source.hash_at(10).hex()}: the "
+           "record or its hash was edited")
 
 
 def test_an_edited_hash_is_refused(text, target):
@@ -248,7 +260,10 @@ def test_a_forged_chain_is_caught_only_against_a_head_written_down(text, target,
             body = body[:8] + braidlog.encode(msgspec.convert(d, GenericDelta))
             obj["delta"]["confidence"] = d["confidence"]
             obj["body"] = base64.b64encode(body).decode()
-        prev = link(prev, i, body)
+            entry = committed_form(i, braidlog.decode(body[8:]), base64.b64decode(obj["salt"]),
+                                   body[8:])
+            obj["entry"] = base64.b64encode(entry).decode()
+        prev = link(prev, i, base64.b64decode(obj["entry"]))
         obj["hash"] = prev.hex()
         lines[i] = dump(obj)
     end = record(lines[-1])
@@ -392,9 +407,10 @@ def _put_raw(path: Path, db: bytes, key: bytes, value: bytes) -> None:
 def test_restore_refuses_a_tampered_record_and_leaves_no_target(tmp_path):
     with LmdbLog(tmp_path / "live") as live:
         live.append_batch([make_delta(i) for i in range(20)])
-        bad = bytearray(live.hash_at(7) + live.body(7))
+        row = next(live.scan_rows(7, 8))
+        bad = bytearray(pack_row(row.hash, row.hw, row.entry, row.salt, row.data))
     transfer.backup(tmp_path / "live", tmp_path / "bk")
-    bad[-3] ^= 0x01
+    bad[42 + len(row.entry) - 3] ^= 0x01  # in its committed form
     _put_raw(tmp_path / "bk", b"log", (7).to_bytes(8, "big"), bytes(bad))
     with pytest.raises(IntegrityError, match="chain broken at seq 7") as e:
         transfer.restore(tmp_path / "bk", tmp_path / "restored")

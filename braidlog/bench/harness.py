@@ -168,7 +168,7 @@ class Run:
     def index_keys(self, n: int, offset: int = 0) -> list[IndexKeys]:
         key = f"keys:{offset}:{n}"
         if key not in self.cache:
-            self.cache[key] = index_keys(self.deltas(n, offset))
+            self.cache[key] = index_keys(self.deltas(n, offset), offset)
         return self.cache[key]
 
 

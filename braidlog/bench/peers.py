@@ -15,7 +15,7 @@ import lmdb
 import msgspec
 from blake3 import blake3
 
-from ..delta import GenericDelta, encode
+from ..delta import SALT_SIZE, GenericDelta, committed_form, encode
 from ..kinds import REGISTRY
 from ..lmdb.log import LmdbLog
 from ..store import check_batch
@@ -56,7 +56,6 @@ class NoTreeLog(LmdbLog):
 
 
 _delta_decoder = msgspec.msgpack.Decoder(GenericDelta)
-_RECORD_HEAD = bytes(40)  # where a braidlog record holds its chain hash and high-water time
 
 
 def _u64(n: int) -> bytes:
@@ -70,21 +69,29 @@ class IndexKeys(NamedTuple):
     braid: bytes
     kind: bytes
     refs: tuple[bytes, ...]
+    head: bytes = b""  # what a braidlog row holds before the delta bytes (chain hash zeroed)
 
 
-def index_keys(deltas: Sequence[GenericDelta]) -> list[IndexKeys]:
-    """Each delta's keys in braidlog's four indexes, as ``LmdbLog`` derives them."""
-    return [IndexKeys(c.delta.id.encode(), c.delta.braid_id.encode(), c.delta.kind.encode(),
-                      tuple(r.encode() for r in c.refs))
-            for c in check_batch(deltas, REGISTRY)]
+def index_keys(deltas: Sequence[GenericDelta], offset: int = 0) -> list[IndexKeys]:
+    """Each delta's keys in braidlog's four indexes, as ``LmdbLog`` derives them, and the row
+    head it writes before the delta's bytes (for seqs from ``offset + 1``)."""
+    out = []
+    for seq, c in enumerate(check_batch(deltas, REGISTRY), offset + 1):
+        salt = bytes(SALT_SIZE)
+        entry = committed_form(seq, c.delta, salt, c.data)
+        head = bytes(40) + len(entry).to_bytes(2, "big") + entry + salt
+        out.append(IndexKeys(c.delta.id.encode(), c.delta.braid_id.encode(),
+                             c.delta.kind.encode(), tuple(r.encode() for r in c.refs), head))
+    return out
 
 
 class RawLmdb:
     """The ceiling: LMDB puts of already-encoded bytes into one database, no index, no chain.
 
     ``durable=True`` syncs data and meta pages at each commit, as ``LmdbLog`` does by default.
-    With ``indexed=True`` it writes what braidlog writes: each body after 40 bytes (where a
-    record holds its chain hash and high-water time) and braidlog's four index tables (ids,
+    With ``indexed=True`` it writes what braidlog writes: each body after the row head of
+    ``IndexKeys.head`` (chain hash, high-water time, committed form and salt, prepared
+    beforehand) and braidlog's four index tables (ids,
     braid, kind and refs, laid out as in docs/format.md) from keys prepared beforehand: the
     ceiling of braidlog's page writes, without validation, chain or any per-delta Python.
     """
@@ -109,7 +116,7 @@ class RawLmdb:
             else:
                 seqs = [_u64(s) for s in range(seq + 1, seq + len(bodies) + 1)]
                 seq += len(bodies)
-                txn.cursor(db).putmulti([(k, _RECORD_HEAD + b) for k, b in zip(seqs, bodies)],
+                txn.cursor(db).putmulti([(s, k.head + b) for s, k, b in zip(seqs, keys, bodies)],
                                         append=True)
                 ids, braids, kinds, refs = self.indexes
                 txn.cursor(ids).putmulti([(k.id, s) for k, s in zip(keys, seqs)])

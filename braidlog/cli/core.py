@@ -70,6 +70,10 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="as JSON")
     p.add_argument("--vectors", action="store_true",
                    help="print an embedded vector whole (default: its space and dimension only)")
+    p.add_argument("--entry", action="store_true",
+                   help="write the record's committed form, the exact bytes its Merkle leaf and "
+                   "its proofs are about (binary: redirect it, or give --out)")
+    p.add_argument("--out", default=None, metavar="FILE", help="with --entry: write it to FILE")
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("head", help="print the head (seq and chain hash) to write down",
@@ -368,12 +372,30 @@ def cmd_show(args: Any, out: IO[str]) -> int:
             held = f"seqs 1..{head.seq}" if head.seq else "no delta yet"
             raise ValidationError("ref", f"no delta with seq or id {ref!r}; the log holds {held} "
                                   f"(head {head})")
+        if args.entry:
+            return _write_bytes(store.entry(rec.seq), args.out, out)
         shown = record_json(rec, vectors=args.vectors)
         if args.json:
             write_json(out, shown)
         else:
             out.write(f"seq    {rec.seq}\nhash   {rec.hash.hex()}\n")
             out.write(msgspec.json.format(msgspec.json.encode(shown["delta"]), indent=2).decode() + "\n")
+    return 0
+
+
+def _write_bytes(data: bytes, path: str | None, out: IO[str]) -> int:
+    """``data`` into the file ``path``, or as bytes to ``out`` (a terminal is refused)."""
+    if path is not None:
+        with open(path, "wb") as f:
+            f.write(data)
+        return 0
+    binary = getattr(out, "buffer", None)
+    if binary is None or out.isatty():
+        raise ValidationError("--entry", "writes bytes, not text: redirect standard output to a "
+                              "file (`> entry.bin`) or give --out FILE")
+    out.flush()
+    binary.write(data)
+    binary.flush()
     return 0
 
 
@@ -420,7 +442,11 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
                 # every record, every index both ways, the meta pages and the B-tree
                 checked = (store.verify(1, stop, progress=update) if against is not None
                            else store.verify(progress=update))
+            upgraded = None
             if against is not None and checked.hash != against.hash:
+                from ..proofs.prove import before_upgrade
+                upgraded = before_upgrade(store, against.seq, hash=against.hash)
+            if against is not None and checked.hash != against.hash and upgraded is None:
                 raise IntegrityError(
                     f"--against: the first {against.seq} deltas differ from the head given: "
                     f"expected hash "
@@ -437,7 +463,12 @@ def cmd_verify(args: Any, out: IO[str]) -> int:
     if args.json:
         write_json(out, {"ok": True, "verified": checked.seq, "head": str(head or checked),
                          "against": str(against) if against else None,
+                         **({"before_upgrade": True} if upgraded else {}),
                          **({"checkpoints": len(issued)} if issued else {})})
+    elif against is not None and upgraded is not None:
+        out.write(f"ok: the first {against.seq} deltas are unchanged since head {against}, "
+                  f"a head {upgraded.replace('issued ', '', 1)}; their hashes now are those of "
+                  "the chain over their committed forms\n")
     elif against is not None:
         out.write(f"ok: the first {against.seq} deltas are unchanged since head {against}\n")
     else:

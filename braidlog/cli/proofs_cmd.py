@@ -15,8 +15,8 @@ from .util import open_for_state, open_store, parse_point, write_json
 
 def register(sub: Any) -> None:
     p = sub.add_parser("prove", help="print a Merkle proof (inclusion, consistency, state)",
-                       description="Print an RFC 9162 proof over the log's Merkle tree "
-                       "(BLAKE3; docs/proofs.md).")
+                       description="Print an RFC 6962 proof over the log's Merkle tree "
+                       "(SHA-256, over the records' committed forms; docs/proofs.md).")
     kinds = p.add_subparsers(dest="proof", metavar="PROOF", required=True)
 
     q = kinds.add_parser("inclusion", help="record SEQ is in the tree of size N",
@@ -25,6 +25,11 @@ def register(sub: Any) -> None:
     q.add_argument("seq", type=int, help="the record's seq")
     q.add_argument("--size", type=int, default=None, help="the tree size (default: the head)")
     q.add_argument("--json", action="store_true", help="as JSON")
+    q.add_argument("--tlog-proof", action="store_true",
+                   help="as a C2SP tlog-proof (c2sp.org/tlog-proof@v1, index SEQ-1) with a "
+                   "checkpoint signed with --key for the tree")
+    q.add_argument("--key", default=None, metavar="FILE",
+                   help="with --tlog-proof: the signing key file from `braidlog keygen`")
     q.set_defaults(handler=cmd_prove_inclusion)
 
     q = kinds.add_parser("consistency", help="the tree of size NEW extends the one of size OLD",
@@ -50,9 +55,20 @@ def register(sub: Any) -> None:
     q.set_defaults(handler=cmd_prove_state)
 
     register_signing(sub)
+    register_tiles(sub)
 
 
 def cmd_prove_inclusion(args: Any, out: IO[str]) -> int:
+    if args.tlog_proof:
+        if args.key is None:
+            raise ValidationError("--key", "a tlog-proof carries a signed checkpoint: give the "
+                                  "signing key file (`braidlog keygen`)")
+        key = proofs.read_key(args.key)
+        with open_store(args, readonly=args.size is not None) as store:
+            out.write(proofs.tlog_proof(store, args.seq, key, args.size))
+        return 0
+    if args.key is not None:
+        raise ValidationError("--key", "signs the checkpoint of a --tlog-proof; give --tlog-proof")
     with open_store(args) as store:
         proof = proofs.inclusion_proof(store, args.seq, args.size)
     return _print_proof(args, out, proof, f"record {proof.seq} is leaf {proof.seq - 1} of the tree "
@@ -126,15 +142,68 @@ def register_signing(sub: Any) -> None:
     q = kinds.add_parser("verify", help="check an inclusion, consistency or state proof",
                          description="Check an inclusion, consistency or state proof (JSON) "
                          "against checkpoint notes signed by the verifier key.")
-    q.add_argument("proof", help="the proof's JSON file, or - for standard input")
-    q.add_argument("--checkpoint", action="append", required=True, metavar="NOTE",
-                   help="a signed checkpoint note file (twice for a consistency proof: old and new)")
+    q.add_argument("proof", help="the proof's JSON file or .tlog-proof file, or - for standard "
+                   "input")
+    q.add_argument("--checkpoint", action="append", default=[], metavar="NOTE",
+                   help="a signed checkpoint note file (twice for a consistency proof: old and "
+                   "new); a tlog-proof carries its own")
+    q.add_argument("--entry", default=None, metavar="FILE",
+                   help="for a tlog-proof: the record's committed form (`braidlog show SEQ "
+                   "--entry`), the bytes it proves")
     q.add_argument("--key", required=True,
                    help="the verifier key NAME+KEYID+BASE64, or a file that holds it")
-    q.add_argument("--export", default=None, help="an export (`braidlog export`) to check the "
-                   "record's bytes against the leaf hash")
+    q.add_argument("--export", default=None, help="an export (`braidlog export`): every record's "
+                   "readable delta is checked against its bytes, and the proved record's "
+                   "committed form against the leaf hash")
     q.add_argument("--json", action="store_true", help="as JSON")
     q.set_defaults(handler=cmd_proof_verify)
+
+
+def register_tiles(sub: Any) -> None:
+    p = sub.add_parser("tiles", help="write the log as C2SP tlog-tiles (a static directory), or "
+                       "serve one", description="Write DIR as C2SP tlog-tiles define it: a signed "
+                       "`checkpoint`, the Merkle tree's tiles `tile/<L>/<N>[.p/<W>]` and the entry "
+                       "bundles `tile/entries/<N>[.p/<W>]` (the records' committed forms); a later "
+                       "run adds only what is new. With --serve, serve DIR over HTTP on "
+                       "127.0.0.1 for any tlog-tiles client.")
+    p.add_argument("directory", metavar="DIR", help="the tiles directory")
+    p.add_argument("--key", default=None, metavar="FILE",
+                   help="the signing key file (`braidlog keygen`) for the checkpoint")
+    p.add_argument("--serve", action="store_true", help="serve DIR on 127.0.0.1 until stopped")
+    p.add_argument("--port", type=int, default=0, help="with --serve: the port (default: any free)")
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(handler=cmd_tiles)
+
+
+def cmd_tiles(args: Any, out: IO[str]) -> int:
+    from ..proofs import tiles
+
+    if args.serve:
+        if args.key is not None:
+            raise ValidationError("--key", "signs a new checkpoint when tiles are written; "
+                                  "--serve serves DIR as it is")
+
+        def ready(url: str) -> None:
+            out.write(f"serving {args.directory} at {url} (Ctrl-C to stop)\n")
+            out.flush()
+        try:
+            tiles.serve(args.directory, args.port, ready=ready)
+        except KeyboardInterrupt:
+            pass
+        return 0
+    if args.key is None:
+        raise ValidationError("--key", "the tiles' checkpoint is signed: give the signing key "
+                              "file (`braidlog keygen`)")
+    key = proofs.read_key(args.key)
+    with open_store(args, readonly=False) as store:
+        report = tiles.write_tiles(store, args.directory, key)
+    if args.json:
+        write_json(out, report._asdict())
+    else:
+        out.write(f"{args.directory}: tree size {report.size} (was {report.since}); wrote "
+                  f"{report.tiles} tile(s), {report.bundles} entry bundle(s), "
+                  f"{report.bytes:,} bytes, and the checkpoint\n")
+    return 0
 
 
 def cmd_keygen(args: Any, out: IO[str]) -> int:
@@ -164,20 +233,46 @@ def cmd_proof_verify(args: Any, out: IO[str]) -> int:
     if "+" not in key_text and os.path.exists(key_text):
         key_text = _read(key_text).decode("utf-8", errors="replace")
     key = verify.parse_verifier_key(key_text)
+    raw = _read(args.proof)
+    if raw.startswith(verify.TLOG_PROOF.encode()):
+        return _verify_tlog_proof(args, out, raw, key)
+    if not args.checkpoint:
+        raise ValidationError("--checkpoint", "give the signed checkpoint note(s) the proof is "
+                              "checked against")
     checkpoints = [verify.open_checkpoint(_read(path), key) for path in args.checkpoint]
     try:
-        proof = json.loads(_read(args.proof))
+        proof = json.loads(raw)
     except ValueError as e:
         raise ValidationError("proof", f"not JSON: {e}") from None
     if not isinstance(proof, dict):
         raise ValidationError("proof", "must be a JSON object")
     exported = None
     if args.export is not None:
+        from ..proofs.exported import check_export
         with open(args.export, encoding="utf-8") as f:
-            exported = verify.bodies_from_export(f)
+            exported = check_export(f)
     result = verify.check_proof(proof, checkpoints, exported)
     if args.json:
         write_json(out, {"ok": True, **result})
     else:
         out.write(f"ok: {result['proved']}\n")
+    return 0
+
+
+def _verify_tlog_proof(args: Any, out: IO[str], raw: bytes, key: Any) -> int:
+    if args.entry is None:
+        raise ValidationError("--entry", "a tlog-proof proves an entry: give the record's "
+                              "committed form (`braidlog show SEQ --entry > FILE`)")
+    if args.checkpoint or args.export:
+        raise ValidationError("--checkpoint", "a tlog-proof carries its own signed checkpoint; "
+                              "give --entry alone")
+    proof, cp = verify.check_tlog_proof(raw, key, _read(args.entry))
+    what = (f"the entry is entry {proof.index} (record {proof.index + 1}) of the log "
+            f"{cp.origin} at size {cp.size}, signed by {key.name}")
+    if args.json:
+        write_json(out, {"ok": True, "kind": "tlog-proof", "index": proof.index,
+                         "seq": proof.index + 1, "tree_size": cp.size, "origin": cp.origin,
+                         "proved": what})
+    else:
+        out.write(f"ok: {what}\n")
     return 0

@@ -37,12 +37,11 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
-from ..chain import HASH_SIZE
 from ..delta import referenced_ids
 from ..errors import BraidlogError, IntegrityError, StorageError
 from ..kinds import Registry
 from .env import Env
-from .format import DUPS, build_tree, from_u64, id_digest, u64
+from .format import DUPS, build_tree, from_u64, id_digest, split_row, u64
 from .file import last_intact_key, meta_findings
 from ..store import Head, LogStore, Progress, Record, verify_bodies
 
@@ -99,7 +98,7 @@ def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | No
 
 
 def _by_lookup(log: LogAccess):
-    """Rows (seq, hash, body) for [start, stop), each looked up through the B-tree as reads
+    """Rows (store.Row) for [start, stop), each looked up through the B-tree as reads
     do, a chunk per read transaction."""
     def rows(start: int, stop: int) -> Iterator[tuple[int, bytes, bytes]]:
         lo = start
@@ -139,7 +138,7 @@ def _by_lookup(log: LogAccess):
                     f"log's B-tree finds nothing, below the head {stop - 1} (a record or "
                     f"a page of the log is damaged); seqs {start}..{seq - 1} were read "
                     f"intact. {_RESTORE}", seq=seq)
-            out.append((seq, value[:HASH_SIZE], value[HASH_SIZE:]))
+            out.append(split_row(seq, value))
         return out
     return rows
 

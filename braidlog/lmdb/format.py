@@ -2,7 +2,7 @@
 opens an environment as a braidlog store, the upgrades of older formats, and the Merkle tree
 table kept in the append's transaction.
 
-Tables (all in one LMDB environment): ``log`` (seq -> chain hash, ts, delta bytes), the indexes
+Tables (all in one LMDB environment): ``log`` (seq -> the record's row, ``pack_row``), the indexes
 ``ids`` (id -> seq), ``idh`` (a digest of the id -> seq: the id index kept a second time, in a
 tree of another shape), ``braid``, ``kind`` and ``refs`` (key -> seqs, DUPSORT), ``spaces``
 (vector space -> dimension), ``tree`` (the Merkle tree's nodes by post-order position), ``notes``
@@ -13,26 +13,74 @@ projections used). Seqs are big-endian u64 keys, so LMDB's order is the log's.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+import os
+import secrets
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import msgspec
+from blake3 import blake3
 
 from .. import tree as merkle
-from ..chain import HASH_SIZE
+from ..chain import GENESIS, HASH_SIZE, link
+from ..delta import SALT_SIZE, _decoder, committed_form
 from ..errors import IntegrityError, StorageError
+from ..store import Row
 from .env import Env
 
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
-           "Peaks", "put_tree", "build_tree"]
+           "Peaks", "put_tree", "build_tree", "pack_row", "split_row", "create", "BEFORE"]
 
-FORMAT_VERSION = 3  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
-#                    3: the id-digest index ("idh"). An older store is upgraded on its first
-#                    writable open, in one transaction; read-only it opens as it is.
+FORMAT_VERSION = 4  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
+#                    3: the id-digest index ("idh"); 4: the committed form (rows hold it and a
+#                    salt), the chain over it and the tree in SHA-256 (RFC 6962). An older store
+#                    is upgraded on its first writable open, in one transaction; read-only it
+#                    is refused until then.
+BEFORE = b"before-4"  # meta: the chain's head and tree root as they stood before the upgrade to 4
 MAX_KEY = 511  # LMDB's longest key
 U64 = 8
 TABLES = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces", "tree", "notes", "idh")
 DUPS = {"braid", "kind", "refs"}  # DUPSORT, not DUPFIXED: LMDB 0.9's compacting copy crashes on that
 SINCE = {"tree": 2, "notes": 2, "idh": 3}  # tables an older store lacks until it is upgraded
+
+
+_ROW = HASH_SIZE + U64 + 2  # where the committed form starts in a row
+
+
+def pack_row(chain_hash: bytes, hw: int, entry: bytes, salt: bytes, data: bytes) -> bytes:
+    """A record's row in the ``log`` table: chain hash (32) || hw (u64 BE) || len(entry) (u16 BE)
+    || entry || salt (16) || canonical delta bytes. An erased record's row ends after the entry."""
+    return chain_hash + hw.to_bytes(U64, "big") + len(entry).to_bytes(2, "big") + entry + salt + data
+
+
+def split_row(seq: int, value: Any) -> Row:
+    """A row of the ``log`` table as a Row; IntegrityError if it cannot be one."""
+    value = bytes(value)
+    n = int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
+    end = _ROW + n
+    rest = len(value) - end
+    if len(value) < _ROW or rest < 0 or 0 < rest <= SALT_SIZE:
+        raise IntegrityError(f"the row of seq {seq} is {len(value)} bytes, which no record is "
+                             f"with a committed form of {n} bytes (it was cut or changed after "
+                             "it was written); run `braidlog verify`", seq=seq, expected=b"",
+                             found=value[HASH_SIZE + U64:_ROW])
+    return Row(seq, value[:HASH_SIZE], int.from_bytes(value[HASH_SIZE:HASH_SIZE + U64], "big"),
+               value[_ROW:end], value[end:end + SALT_SIZE] if rest else b"",
+               value[end + SALT_SIZE:])
+
+
+def row_entry(value: Any) -> Any:
+    """The committed form in a row (a slice of ``value``, copied or not as ``value`` is)."""
+    n = int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
+    return value[_ROW:_ROW + n]
+
+
+def row_data(value: Any) -> Any:
+    """The canonical delta bytes in a row (empty once erased)."""
+    end = _ROW + int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
+    return value[end + SALT_SIZE:]
 
 
 class Keys(msgspec.Struct):
@@ -62,7 +110,8 @@ def from_u64(b: bytes | memoryview) -> int:
 
 def open_tables(env: Env) -> None:
     """Check an environment is a braidlog store of a format this code reads, then open its
-    tables (creating them in a new store). Runs once per environment, before any other use."""
+    tables (creating them in a new store, with its format, in one transaction). Runs once per
+    environment, before any other use."""
     path = env.path
     names = env.read(lambda txn: {bytes(k) for k, _ in txn.cursor()}, buffers=False)
     if not names and env.readonly:
@@ -79,7 +128,7 @@ def open_tables(env: Env) -> None:
                 f"{path} has format version {version}; this braidlog reads up to {FORMAT_VERSION}",
                 hint="upgrade braidlog to open it")
         if version < 1:
-            raise StorageError(f"{path} has no braidlog format version", hint="not a braidlog store")
+            raise _interrupted(env, names)
         foreign = sorted(n.decode(errors="replace") for n in names - {t.encode() for t in TABLES})
         if foreign:
             raise StorageError(f"{path} is not a braidlog store: it holds {', '.join(foreign)}, "
@@ -89,41 +138,275 @@ def open_tables(env: Env) -> None:
             raise StorageError(f"{path} lacks the table(s) {', '.join(missing)}: the store is "
                                "damaged, or was not written by braidlog",
                                hint="restore it from a backup")
+        if version < FORMAT_VERSION and env.readonly:
+            raise StorageError(
+                f"{path} has format version {version}, which this braidlog reads only once it is "
+                f"upgraded to format {FORMAT_VERSION} (its records are re-encoded and re-chained "
+                "once; docs/operations.md#upgrading-a-store)",
+                hint=f"open it writable once: `braidlog --store {path} init` upgrades it in "
+                "place (so does braidlog.open(path) or LmdbLog(path)); stop every older braidlog "
+                "using it first")
+        env.db = env.open_tables([t for t in TABLES if t.encode() in names], DUPS, create=False)
+        if version < FORMAT_VERSION:
+            version = upgrade(env, version)
     else:
+        env.db = env.write(lambda txn: _stamp(env, txn))
         version = FORMAT_VERSION
-    present = [t for t in TABLES if not names or t.encode() in names]
-    env.db = env.open_tables(present, DUPS, create=not names and not env.readonly)
-    if not names and not env.readonly:
-        def stamp(txn):
-            txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
-            txn.put(b"engine", b"braidlog", db=env.db["meta"])
-        env.write(stamp)
-    elif version < FORMAT_VERSION and not env.readonly:
-        version = upgrade(env, version)
     env.format_version = version
+
+
+def _stamp(env: Env, txn: Any) -> dict[str, Any]:
+    """Every table and the format version, written in ``txn``: a store is complete or absent."""
+    db = {t: env.env.open_db(t.encode(), txn=txn, dupsort=t in DUPS) for t in TABLES}
+    txn.put(b"format", str(FORMAT_VERSION).encode(), db=db["meta"])
+    txn.put(b"engine", b"braidlog", db=db["meta"])
+    return db
+
+
+def _interrupted(env: Env, names: set[bytes]) -> StorageError:
+    """The error for a store with no format version: the leftover of a creation an earlier
+    braidlog had not finished (its tables were made, its version not yet written), or not a
+    braidlog store at all."""
+    empty = True
+    if b"log" in names:
+        log = env.open_tables(["log"], set(), create=False)["log"]
+        empty = env.read(lambda txn: txn.stat(log)["entries"] == 0)
+    if empty:
+        return StorageError(
+            f"{env.path} has no braidlog format version and holds no records: it is what is left "
+            "of a store whose creation was interrupted (a braidlog before format 4 created a "
+            "store in two steps)", hint=f"remove the directory (`rm -r {env.path}`) and open or "
+            "`braidlog init` it again; nothing is lost, it holds no records")
+    return StorageError(f"{env.path} has no braidlog format version but holds records",
+                        hint="not a braidlog store, or a damaged one: restore it from a backup")
+
+
+def create(path: Path, map_size: int) -> None:
+    """Create a store at ``path`` (absent, or an empty directory) atomically: it is built in a
+    directory beside it, every table and the format version in one synced transaction, then its
+    file is linked into place. A crash at any point leaves no store at ``path`` (at most an
+    empty directory, which a later open creates the store in) or a complete one; a build left
+    beside it by a crash is removed by the next creation."""
+    parent = path.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    sweep(parent, path.name)
+    aside = parent / f".{path.name}.creating.{os.getpid()}.{secrets.token_hex(4)}"
+    aside.mkdir()
+    try:
+        env = Env(aside, readonly=False, create=True, durable=True, map_size=map_size,
+                  tables=TABLES)
+        try:
+            env.write(lambda txn: _stamp(env, txn))
+            env.sync()
+        finally:
+            env.close()
+        path.mkdir(exist_ok=True)
+        _fsync(parent)
+        try:
+            os.link(aside / "data.mdb", path / "data.mdb")  # atomic, and never replaces a file
+        except FileExistsError:
+            pass  # another process created it meanwhile: its store is complete
+        except OSError as e:
+            raise StorageError(f"cannot create the store at {path}: {e}",
+                               hint="check the directory's permissions and filesystem") from e
+        _fsync(path)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def sweep(parent: Path, name: str) -> None:
+    """Remove the builds a crashed creation of ``name`` left in ``parent`` (their process is gone)."""
+    prefix = f".{name}.creating."
+    try:
+        found = [p for p in parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return
+    for p in found:
+        try:
+            pid = int(p.name[len(prefix):].split(".")[0])
+            os.kill(pid, 0)
+            if pid == os.getpid():
+                raise ProcessLookupError
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except (ValueError, PermissionError, OSError):
+            continue
+
+
+def _fsync(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def upgrade(env: Env, version: int) -> int:
     """Bring a store of an older format up to this one, in one transaction: the tables it
-    lacks, built from the log."""
+    lacks, built from the log; every record given a salt and its committed form, re-chained,
+    and the Merkle tree rebuilt in SHA-256 over the committed forms. The chain's head and the
+    tree's root as they stood before are kept in meta (``BEFORE``) so heads and checkpoints
+    written down earlier can still be answered for (docs/operations.md#upgrading-a-store)."""
     added = [t for t, since in SINCE.items() if since > version]
+    total = env.read(lambda txn: txn.stat(env.db["log"])["entries"])
+    progress = _Progress(env.path, total)
 
     def fn(txn):
         tables = {t: env.env.open_db(t.encode(), txn=txn, dupsort=t in DUPS) for t in added}
         db = {**env.db, **tables}
-        if "tree" in tables:
-            build_tree(txn, db)
+        rechain(txn, db, progress)
         if "idh" in tables:
             fill_idh(txn, db)
         txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
         return tables
     env.db.update(env.write(fn))
+    progress.done()
     return FORMAT_VERSION
+
+
+class _Progress:
+    """A line on stderr while a store is upgraded, on a terminal only."""
+
+    def __init__(self, path: Path, total: int) -> None:
+        self.path, self.total = path, total
+        self.on = total >= 10_000 and sys.stderr.isatty()
+
+    def __call__(self, n: int) -> None:
+        if self.on:
+            print(f"\rupgrading {self.path} to format {FORMAT_VERSION}: {n:,} of {self.total:,} "
+                  "records", end="", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.on:
+            print(file=sys.stderr)
+
+
+def _old_leaf(body: bytes) -> bytes:
+    return blake3(b"\x00" + body).digest()
+
+
+def _old_root(leaves: list[bytes]) -> bytes:
+    """The root of the format-2/3 tree (RFC 9162 with BLAKE3) over ``leaves``' hashes: its peaks,
+    folded right to left."""
+    if not leaves:
+        return blake3(b"").digest()
+    stack: list[tuple[int, bytes]] = []  # (size, hash) of complete subtrees, left to right
+    for h in leaves:
+        size = 1
+        while stack and stack[-1][0] == size:
+            left = stack.pop()[1]
+            h, size = blake3(b"\x01" + left + h).digest(), size * 2
+        stack.append((size, h))
+    h = stack[-1][1]
+    for _, left in reversed(stack[:-1]):
+        h = blake3(b"\x01" + left + h).digest()
+    return h
+
+
+def before_hashes(rows: Any, sizes: Any) -> dict[int, tuple[bytes, bytes]]:
+    """For each of ``sizes``, the chain hash and tree root that format 3 gave records 1..size,
+    recomputed from their rows (``store.Row``, from seq 1): ``BLAKE3(prev || seq || hw || delta
+    bytes)`` and the BLAKE3 tree over ``hw || delta bytes``. StorageError when a record's delta
+    bytes were erased."""
+    want, out = set(sizes), {}
+    prev, leaves = GENESIS, []
+    if 0 in want:
+        out[0] = (GENESIS, _old_root([]))
+    for row in rows:
+        if row.seq > max(want, default=0):
+            break
+        if not row.data:
+            raise StorageError(f"record seq {row.seq} was erased, so the chain as it stood "
+                               "before the upgrade to format 4 cannot be recomputed past it",
+                               hint="compare with a head or checkpoint written down after the "
+                               "upgrade")
+        body = row.hw.to_bytes(U64, "big") + row.data
+        prev = blake3(prev + row.seq.to_bytes(8, "big") + body).digest()
+        leaves.append(_old_leaf(body))
+        if row.seq in want:
+            out[row.seq] = (prev, _old_root(leaves))
+    return out
+
+
+def rechain(txn: Any, db: dict[str, Any], progress: Any) -> None:
+    """Rewrite every row of a format-1..3 store (chain hash || hw || delta bytes, chained over
+    hw || delta bytes) as a format-4 row, after checking the old chain; rebuild the tree; keep
+    the old head and root in meta."""
+    log, prev_old, prev_new = db["log"], GENESIS, GENESIS
+    seq = 0
+    old_leaves: list[bytes] = []
+    rows: list[tuple[bytes, bytes]] = []
+    cur = txn.cursor(log)
+    for key, value in cur:
+        seq += 1
+        if from_u64(key) != seq:
+            raise IntegrityError(f"cannot upgrade: seq {seq} is missing from the log; nothing was "
+                                 "changed (restore the store from a backup)", seq=seq)
+        value = bytes(value)
+        found, body = value[:HASH_SIZE], value[HASH_SIZE:]
+        if blake3(prev_old + key + body).digest() != found:
+            raise IntegrityError(f"cannot upgrade: the chain is broken at seq {seq}; nothing was "
+                                 "changed (run `braidlog verify` with the braidlog that wrote it, "
+                                 "or restore it from a backup)", seq=seq)
+        prev_old = found
+        old_leaves.append(_old_leaf(body))
+        data = body[U64:]
+        try:
+            d = _decoder.decode(data)
+        except msgspec.MsgspecError as e:
+            raise IntegrityError(f"cannot upgrade: the record at seq {seq} is not a delta ({e}); "
+                                 "nothing was changed", seq=seq) from None
+        salt = os.urandom(SALT_SIZE)
+        entry = committed_form(seq, d, salt, data)
+        prev_new = link(prev_new, seq, entry)
+        rows.append((bytes(key), pack_row(prev_new, from_u64(body[:U64]), entry, salt, data)))
+        if len(rows) >= 4096:
+            _put_rows(txn, log, rows)
+            progress(seq)
+    _put_rows(txn, log, rows)
+    progress(seq)
+    old_root = _old_root(old_leaves)
+    txn.put(BEFORE, u64(seq) + prev_old + old_root, db=db["meta"])
+    notes = db.get("notes")
+    if notes is not None:  # notes sign the BLAKE3 roots: kept aside in meta, no longer issued
+        kept = [(bytes(k), bytes(v)) for k, v in txn.cursor(notes)]
+        for k, v in kept:
+            txn.put(BEFORE + b"-note:" + k, v, db=db["meta"])
+        txn.drop(notes, delete=False)
+    if "tree" in db:
+        txn.drop(db["tree"], delete=False)
+        build_tree(txn, db)
+
+
+def _put_rows(txn: Any, log: Any, rows: list[tuple[bytes, bytes]]) -> None:
+    txn.cursor(log).putmulti(rows, overwrite=True)
+    rows.clear()
+
+
+class Before(NamedTuple):
+    """The chain's head and the tree's root when the store was upgraded to format 4."""
+
+    seq: int
+    hash: bytes
+    root: bytes
+
+
+def before(txn: Any, db: dict[str, Any]) -> Before | None:
+    raw = txn.get(BEFORE, db=db["meta"])
+    if raw is None:
+        return None
+    raw = bytes(raw)
+    return Before(from_u64(raw[:U64]), raw[U64:U64 + HASH_SIZE], raw[U64 + HASH_SIZE:])
 
 
 def fill_idh(txn, db: dict[str, Any]) -> None:
     """The id-digest index, from the log (the truth), not from the id index."""
-    rows = ((id_digest(decode_keys(value[HASH_SIZE + U64:]).id), bytes(key))
+    rows = ((id_digest(decode_keys(row_entry(value)).id), bytes(key))
             for key, value in txn.cursor(db["log"]))
     txn.cursor(db["idh"]).putmulti(rows, overwrite=False)
 
@@ -146,7 +429,8 @@ class Peaks:
 
 def put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes],
              peaks: Peaks | None = None, chain: bytes | None = None) -> None:
-    """Add the leaves of ``bodies`` after ``size`` to the Merkle tree, in the append's txn.
+    """Add the leaves of ``bodies`` (committed forms) after ``size`` to the Merkle tree, in the
+    append's txn.
 
     Starts from the peaks of ``size`` (popcount(size) nodes, read from the table unless
     ``peaks`` holds them for this very log), appends at most log2(n) nodes a leaf (one on
@@ -164,11 +448,12 @@ def put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes],
     else:
         hashes = []
         for level, index in merkle.peaks(size):
-            value = (txn.get(u64(index + 1), db=db["log"])[HASH_SIZE:] if level == 0
+            value = (txn.get(u64(index + 1), db=db["log"]) if level == 0
                      else txn.get(u64(merkle.position((level, index))), db=tree))
             if value is None:
                 raise IntegrityError(f"the Merkle tree lacks its peak ({level}, {index})", seq=size)
-            hashes.append(merkle.leaf_hash(value) if level == 0 else bytes(value))
+            hashes.append(merkle.leaf_hash(bytes(row_entry(value))) if level == 0
+                          else bytes(value))
     frontier = merkle.Frontier(size, hashes)
     rows = frontier.extend(bodies)
     if rows and cur.putmulti(rows, append=True, overwrite=False)[1] != len(rows):
@@ -185,11 +470,12 @@ def _chain_at(txn: Any, db: dict[str, Any], seq: int) -> bytes | None:
 
 
 def build_tree(txn: Any, db: dict[str, Any]) -> None:
-    """Build the Merkle tree of a format-1 store over all its records (the upgrade to format 2)."""
+    """Build the Merkle tree over all the log's records into the empty tree table (an upgrade,
+    a repair)."""
     frontier = merkle.Frontier()
     cur = txn.cursor(db["tree"])
     if cur.first():
-        raise StorageError("a format-1 store already has a tree table",
+        raise StorageError("the tree table is not empty where it is built",
                            hint="the store is damaged; restore it from a backup")
     rows: list[tuple[bytes, bytes]] = []
     for key, value in txn.cursor(db["log"]):
@@ -197,7 +483,7 @@ def build_tree(txn: Any, db: dict[str, Any]) -> None:
             raise IntegrityError(f"seq {frontier.size + 1} is missing from the log",
                                  seq=frontier.size + 1)
         rows.extend((u64(merkle.position((lv, ix))), h)
-                    for lv, ix, h in frontier.push(merkle.leaf_hash(bytes(value[HASH_SIZE:]))))
+                    for lv, ix, h in frontier.push(merkle.leaf_hash(bytes(row_entry(value)))))
         if len(rows) >= 4096:
             cur.putmulti(rows, append=True)
             rows = []

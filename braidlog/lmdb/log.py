@@ -38,12 +38,14 @@ from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
 from .format import (
     FORMAT_VERSION, MAX_KEY, TABLES, U64, copied, decode_keys, from_u64, id_digest, open_tables,
-    Peaks, put_tree, u64,
+    Before, Peaks, before, before_hashes, pack_row, put_tree, row_data, row_entry, split_row,
+    sweep, u64,
 )
+from .format import create as create_store
 from .file import edge_findings
 from ..store import (
-    Admit, BraidHead, Head, IndexScans, LogStore, OnDisk, Progress, Record, Staged, check_batch,
-    id_key, stage,
+    Admit, BraidHead, Head, IndexScans, LogStore, OnDisk, Progress, Record, Row, Staged,
+    check_batch, id_key, stage,
     ts_micros,
 )
 
@@ -113,6 +115,11 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         self._forked = False
         self._peaks = Peaks()  # the tree's peaks after this log's last append (format.put_tree)
         self._check_path(create and not readonly)
+        if create and not readonly:
+            if not (self.path / "data.mdb").exists():
+                create_store(self.path, map_size)
+            else:  # a crash after the store was linked into place left its build beside it
+                sweep(self.path.parent, self.path.name)
         shared = lmdb_env.acquire(self.path, readonly=readonly, create=create, durable=durable,
                                   map_size=map_size, tables=TABLES, init=open_tables)
         self._shared_env = shared
@@ -146,7 +153,7 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
             prev = bytes(cur.value())[:HASH_SIZE] if cur.prev() else GENESIS
             if seq > 1 and from_u64(cur.key()) != seq - 1:
                 raise IntegrityError(f"seq {seq - 1} is missing below the head {seq}", seq=seq - 1)
-            expected = link(prev, seq, value[HASH_SIZE:])
+            expected = link(prev, seq, split_row(seq, value).entry)
             if expected != value[:HASH_SIZE]:
                 raise IntegrityError(
                     f"the head record (seq {seq}) does not chain: expected hash {expected.hex()}, "
@@ -158,15 +165,13 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
     # -- opening -----------------------------------------------------------------------------
     def _check_path(self, create: bool) -> None:
         p = self.path
-        if create and not p.exists():
-            p.parent.mkdir(parents=True, exist_ok=True)
         if p.exists() and not p.is_dir():
             raise StorageError(f"{p} is a file, not a braidlog store",
                                hint="a store is a directory; give another path")
         if p.is_dir() and not (p / "data.mdb").exists() and any(p.iterdir()):
             raise StorageError(f"{p} is not a braidlog store (no data.mdb)",
                                hint="give an empty or new directory to create one")
-        if not p.exists() and not create:
+        if not create and not (p / "data.mdb").exists():
             raise StorageError(f"no store at {p}", hint="run `braidlog init` or pass create=True")
 
     # -- transactions --------------------------------------------------------------------------
@@ -198,15 +203,18 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         return self._append([delta], expected_version, None)[1][0]
 
     def append_batch(self, deltas, *, expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None, admit: Admit | None = None) -> list[int]:
-        """Append deltas atomically in one transaction; return their seqs in order."""
-        return self._append(deltas, expected_version, expected_head, admit)[1]
+                     expected_head: int | None = None, admit: Admit | None = None,
+                     salts: Mapping[str, bytes] | None = None) -> list[int]:
+        """Append deltas atomically in one transaction; return their seqs in order. ``salts``
+        (delta id -> 16 bytes) reproduces records written elsewhere (import, replicas)."""
+        return self._append(deltas, expected_version, expected_head, admit, salts)[1]
 
     def commit(self, deltas, *, expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None, admit: Admit | None = None) -> list[Record]:
+               expected_head: int | None = None, admit: Admit | None = None,
+               salts: Mapping[str, bytes] | None = None) -> list[Record]:
         """Append deltas atomically; return the records written (none for a pure retry)."""
         return [Record(s.seq, s.hash, s.delta)
-                for s in self._append(deltas, expected_version, expected_head, admit)[0]]
+                for s in self._append(deltas, expected_version, expected_head, admit, salts)[0]]
 
     def commit_locked(self, prepare: Callable[[Head], Iterable[Any]], *,
                       expected_version: int | Mapping[str, int] | None = None,
@@ -221,13 +229,13 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
             return [Record(s.seq, s.hash, s.delta) for s in staged]
         return self._write(fn)
 
-    def _append(self, deltas: Iterable[Any], expected_version, expected_head, admit=None
-                ) -> tuple[list[Staged], list[int]]:
+    def _append(self, deltas: Iterable[Any], expected_version, expected_head, admit=None,
+                salts=None) -> tuple[list[Staged], list[int]]:
         checked = check_batch(deltas, self.registry)  # before the writer lock is taken
         return self._write(lambda txn: self._append_in(txn, checked, expected_version,
-                                                       expected_head, admit))
+                                                       expected_head, admit, salts))
 
-    def _append_in(self, txn, checked, expected_version, expected_head, admit=None):
+    def _append_in(self, txn, checked, expected_version, expected_head, admit=None, salts=None):
         db = self._db
         head, hw = self._head_in(txn)
         braids, spaces = db["braid"], db["spaces"]
@@ -247,7 +255,7 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
 
         staged, seqs = stage(checked, head=head, hw=hw, lookup=lookup,
                              braid_version=braid_version, expected_version=expected_version,
-                             expected_head=expected_head, dims=dims)
+                             expected_head=expected_head, dims=dims, salts=salts)
         if staged:
             if admit is not None:  # the projections' checks (Braid), inside this transaction
                 admit(head, staged)
@@ -283,7 +291,8 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
                     f"{where(seq)}, the id-digest index {where(seq2)}; nothing was written. "
                     f"{_REPAIR}", seq=from_u64(seq or seq2))
             value = self._landed(txn, "id", delta_id, from_u64(seq))
-            found[delta_id] = (from_u64(seq), bytes(value[HASH_SIZE:]))
+            found[delta_id] = (from_u64(seq), bytes(value[HASH_SIZE:HASH_SIZE + U64])
+                               + bytes(row_data(value)))
         return found
 
     def _landed(self, txn, index: str, key: str, seq: int) -> Any:
@@ -297,7 +306,7 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
             held = self._refers(self._decoded(seq, value).delta, key)
         else:
             try:
-                keys = decode_keys(value[HASH_SIZE + U64:])
+                keys = decode_keys(row_entry(value))
             except msgspec.MsgspecError:
                 raise DecodeError(f"the record at seq {seq} is not a delta") from None
             held = getattr(keys, _FIELD[index]) == key
@@ -323,8 +332,10 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         db = self._db
         keys = [s.seq.to_bytes(U64, "big") for s in staged]
         cur = txn.cursor(db["log"])
-        consumed, added = cur.putmulti([(k, s.hash + s.body) for k, s in zip(keys, staged)],
-                                       append=True, overwrite=False)
+        consumed, added = cur.putmulti(
+            [(k, pack_row(s.hash, int.from_bytes(s.body[:U64], "big"), s.entry, s.salt,
+                          s.body[U64:])) for k, s in zip(keys, staged)],
+            append=True, overwrite=False)
         if added != len(staged):
             raise StorageError("log append was refused: a seq already exists",
                                hint="the store is damaged; run `braidlog verify`")
@@ -349,8 +360,9 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         self._put_tree(txn, staged)
 
     def _put_tree(self, txn, staged: list[Staged]) -> None:
-        """Add the staged records' leaves to the Merkle tree, in the append's transaction."""
-        put_tree(txn, self._db, staged[0].seq - 1, [s.body for s in staged], self._peaks,
+        """Add the staged records' leaves (their committed forms) to the Merkle tree, in the
+        append's transaction."""
+        put_tree(txn, self._db, staged[0].seq - 1, [s.entry for s in staged], self._peaks,
                  staged[-1].hash)
 
     def _head_in(self, txn) -> tuple[Head, int]:
@@ -384,7 +396,7 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
     @staticmethod
     def _decoded(seq: int, value: Any) -> Record:
         try:
-            return Record(seq, bytes(value[:HASH_SIZE]), _decode(value[HASH_SIZE + U64:]))
+            return Record(seq, bytes(value[:HASH_SIZE]), _decode(row_data(value)))
         except msgspec.MsgspecError as e:
             raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
 
@@ -417,29 +429,42 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         return from_u64(seq)
 
     def body(self, seq: int) -> bytes:
-        """The stored bytes of record ``seq`` (``hw || canonical delta``), as chained."""
+        """The body of record ``seq``: ``hw`` (u64 big-endian) and its canonical delta bytes."""
+        return self._row(seq).body
+
+    def entry(self, seq: int) -> bytes:
+        """The committed form of record ``seq``: what the chain links and the tree's leaf."""
+        return self._row(seq).entry
+
+    def _row(self, seq: int) -> Row:
         if not 1 <= seq < 2**63:
             raise IndexError(f"no delta at seq {seq}")
         value = self._read(lambda txn: copied(txn.get(u64(seq), db=self._db["log"])))
         if value is None:
             raise IndexError(f"no delta at seq {seq}")
-        return value[HASH_SIZE:]
+        return split_row(seq, value)
+
+    def scan_rows(self, start: int = 1, stop: int | None = None) -> Iterator[Row]:
+        """The records with seq in [start, stop) as stored (Row: hash, hw, committed form,
+        salt, delta bytes), for verification, export and replication."""
+        for key, value in self._raw_rows(start, stop, False, None):
+            yield split_row(from_u64(key), value)
 
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
              limit: int | None = None) -> Iterator[Record]:
         """Records with seq in [start, stop), forward or reverse, at most ``limit``."""
         for key, value in self._raw_rows(start, stop, reverse, limit):
             try:
-                yield Record(from_u64(key), value[:HASH_SIZE], _decode(value[HASH_SIZE + U64:]))
+                yield Record(from_u64(key), value[:HASH_SIZE], _decode(row_data(value)))
             except msgspec.MsgspecError as e:
                 raise DecodeError(f"the record at seq {from_u64(key)} is not a delta ({e})",
                                   ) from None
 
     def scan_bodies(self, start: int = 1, stop: int | None = None
                     ) -> Iterator[tuple[int, bytes, bytes]]:
-        """(seq, hash, body) for seqs in [start, stop), for verification and export."""
+        """(seq, hash, body) for seqs in [start, stop): body is hw || delta bytes."""
         for key, value in self._raw_rows(start, stop, False, None):
-            yield from_u64(key), value[:HASH_SIZE], value[HASH_SIZE:]
+            yield from_u64(key), value[:HASH_SIZE], value[HASH_SIZE:HASH_SIZE + U64] + row_data(value)
 
     def _raw_rows(self, start: int, stop: int | None, reverse: bool, limit: int | None
                   ) -> Iterator[tuple[bytes, bytes]]:
@@ -671,7 +696,7 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
                     value = txn.get(u64(index + 1), db=log) if 0 <= index < 2**63 - 1 else None
                     if value is None:
                         raise IndexError(f"no leaf {index}: the log has no seq {index + 1}")
-                    out.append(merkle.leaf_hash(value[HASH_SIZE:]))
+                    out.append(merkle.leaf_hash(bytes(row_entry(value))))
                     continue
                 value = txn.get(u64(merkle.position((level, index))), db=tree)
                 if value is None:
@@ -705,6 +730,16 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
             rows = [(from_u64(bytes(k)[:U64]), bytes(v)) for k, v in cur]
             return rows
         return self._read(fn)
+
+    def upgraded(self) -> Before | None:
+        """The chain's head (seq, hash) and the tree's root as they stood before this store was
+        upgraded to format 4 (re-chained over the committed forms), or None."""
+        return self._read(lambda txn: before(txn, self._db))
+
+    def before_hashes(self, *sizes: int) -> dict[int, tuple[bytes, bytes]]:
+        """For each size, the chain hash and tree root the first ``size`` records had before
+        the upgrade to format 4, recomputed from them (O(largest size))."""
+        return before_hashes(self.scan_rows(1, max(sizes, default=0) + 1), sizes)
 
     # -- operating -----------------------------------------------------------------------------
     def last_commit(self) -> int:

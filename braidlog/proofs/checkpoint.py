@@ -12,13 +12,14 @@ import base64
 from collections.abc import Sequence
 
 from .. import tree as merkle
-from ..errors import IntegrityError
+from ..errors import IntegrityError, ValidationError
 from ..store import LogStore
 from . import verify as v
 from .keys import SigningKey
 from .prove import check_tree_extends, root
 
-__all__ = ["sign_note", "issue", "check_notes", "open_note", "check_checkpoint", "Checkpoint"]
+__all__ = ["sign_note", "issue", "check_notes", "open_note", "check_checkpoint", "Checkpoint",
+           "tlog_proof", "TLOG_PROOF"]
 
 Checkpoint = v.Checkpoint
 
@@ -60,15 +61,21 @@ def check_notes(store: LogStore, *, last: bool = False) -> list[v.Checkpoint]:
     return out
 
 
-def issue(store: LogStore, key: SigningKey, *, keep: bool = True) -> str:
-    """A signed checkpoint note of the store's head, kept in the store unless ``keep=False``.
+def issue(store: LogStore, key: SigningKey, *, keep: bool = True, size: int | None = None) -> str:
+    """A signed checkpoint note of the store's head (or of its first ``size`` records), kept in
+    the store unless ``keep=False``.
 
     Refuses (IntegrityError) when the log no longer extends the last checkpoint it issued.
     That one suffices: each checkpoint was issued only over a tree that extended the one before,
     so the tree that extends the last extends them all (``check_notes`` checks every one, and
     ``verify`` that the tree's nodes are those of the records)."""
     check_notes(store, last=True)
-    size = store.head().seq
+    head = store.head().seq
+    if size is None:
+        size = head
+    elif isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= head:
+        raise ValidationError("size", f"must be a tree size from 0 to the head ({head}), "
+                              f"got {size!r}")
     text = v.Checkpoint(key.name, size, root(store, size)).text()
     note = sign_note(text, key)
     if keep:
@@ -86,7 +93,7 @@ def open_note(note: bytes | str, key: v.VerifierKey | str) -> v.Checkpoint:
 
 def check_checkpoint(store: LogStore, checkpoint: v.Checkpoint,
                      pending: Sequence[bytes] = ()) -> bool:
-    """Does the store, followed by the records ``pending`` (their stored bytes, not yet
+    """Does the store, followed by the records ``pending`` (their committed forms, not yet
     written), have ``checkpoint``'s root at its size? True when checked; False when the store and
     ``pending`` do not reach that size yet; IntegrityError when the records contradict it.
 
@@ -112,3 +119,25 @@ def check_checkpoint(store: LogStore, checkpoint: v.Checkpoint,
             f"{size}: they give root {found.hex()}, it signs {checkpoint.root.hex()}",
             seq=size, expected=checkpoint.root, found=found)
     return True
+
+
+TLOG_PROOF = "c2sp.org/tlog-proof@v1"
+
+
+def tlog_proof(store: LogStore, seq: int, key: SigningKey, size: int | None = None, *,
+               extra: bytes | None = None) -> str:
+    """Record ``seq`` as a C2SP tlog-proof (``c2sp.org/tlog-proof@v1``): the header, the
+    optional ``extra`` line, ``index seq - 1``, the inclusion path (base64, one hash a line, the
+    leaf's sibling first), a blank line, and a checkpoint signed for the tree of ``size`` records
+    (default: the head; a checkpoint of the head is kept in the store as ``issue`` keeps it). The
+    proof is about the record's committed form (``braidlog show SEQ --entry``)."""
+    from .prove import inclusion_proof
+
+    proof = inclusion_proof(store, seq, size)
+    note = issue(store, key, size=proof.tree_size, keep=size is None)
+    lines = [TLOG_PROOF]
+    if extra:
+        lines.append(f"extra {base64.b64encode(extra).decode()}")
+    lines.append(f"index {proof.seq - 1}")
+    lines.extend(base64.b64encode(h).decode() for h in proof.path)
+    return "\n".join(lines) + "\n\n" + note

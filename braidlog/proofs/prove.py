@@ -12,7 +12,7 @@ import msgspec
 
 from .. import tree as merkle
 from ..errors import IntegrityError, ValidationError
-from ..store import LogStore
+from ..store import LogStore, OnDisk
 
 __all__ = ["InclusionProof", "ConsistencyProof", "root", "inclusion_proof", "consistency_proof",
            "check_tree_extends"]
@@ -45,8 +45,8 @@ class ConsistencyProof(msgspec.Struct, frozen=True):
     def to_json(self) -> dict[str, Any]:
         """The form ``braidlog prove consistency --json`` prints: hashes in lowercase hex."""
         return {"old_size": self.old_size, "new_size": self.new_size,
-                "old_root": self.old_root.hex(), "new_root": self.new_root.hex(),
-                "path": [p.hex() for p in self.path]}
+                "tree_size": self.new_size, "old_root": self.old_root.hex(),
+                "new_root": self.new_root.hex(), "path": [p.hex() for p in self.path]}
 
 
 def _size(store: LogStore, size: int | None, field: str) -> int:
@@ -101,6 +101,34 @@ def check_tree_extends(store: LogStore, size: int, expected_root: bytes, what: s
                              "were lost", seq=head + 1)
     found = root(store, size)
     if found != expected_root:
+        upgrade = before_upgrade(store, size, root=expected_root)
+        if upgrade is not None:
+            raise IntegrityError(
+                f"{what} was {upgrade}: it signs the root {expected_root.hex()} of the earlier "
+                f"BLAKE3 tree, which the RFC 6962 SHA-256 tree (root {found.hex()} at that size) "
+                "replaced. Its records are unchanged, but no proof can be checked against it "
+                "now: use a checkpoint signed after the upgrade "
+                "(docs/operations.md#upgrading-a-store)", seq=size, expected=expected_root,
+                found=found)
         raise IntegrityError(f"{what}: the log's first {size} records have root {found.hex()}, "
                              f"not {expected_root.hex()}: the log was rewritten",
                              seq=size, expected=expected_root, found=found)
+
+
+def before_upgrade(store: LogStore, size: int, *, hash: bytes | None = None,
+                   root: bytes | None = None) -> str | None:
+    """When the chain ``hash`` or tree ``root`` of the first ``size`` records is what they had
+    before the store was upgraded to format 4 (re-chained over the committed forms, the tree
+    rebuilt in SHA-256), a phrase saying so, else None. The records are recomputed the old way
+    and must also still give the head recorded at the upgrade (O(records before it))."""
+    before = store.upgraded() if isinstance(store, OnDisk) else None
+    if before is None or size > before.seq:
+        return None
+    got = store.before_hashes(size, before.seq)
+    if got[before.seq][0] != before.hash:
+        return None
+    old_hash, old_root = got[size]
+    if (hash is not None and old_hash == hash) or (root is not None and old_root == root):
+        return (f"issued before this store was upgraded to braidlog's format 4 (at seq "
+                f"{before.seq}, head {before.seq}:{before.hash.hex()} before it)")
+    return None

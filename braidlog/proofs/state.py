@@ -23,9 +23,14 @@ __all__ = ["StateProof", "state_proof", "refold"]
 
 
 class StateRecord(msgspec.Struct, frozen=True):
+    """One record of a state proof: its body (hw || delta bytes), its inclusion path, its
+    committed form (the leaf) and the salt that ties the body to the committed form."""
+
     seq: int
     body: bytes
     path: list[bytes]
+    entry: bytes = b""
+    salt: bytes = b""
 
 
 class StateProof(msgspec.Struct, frozen=True):
@@ -49,6 +54,8 @@ class StateProof(msgspec.Struct, frozen=True):
             "tree_size": self.tree_size, "root": self.root.hex(),
             "consistency": self.consistency.to_json() if self.consistency else None,
             "records": [{"seq": r.seq, "body": base64.b64encode(r.body).decode(),
+                         "entry": base64.b64encode(r.entry).decode(),
+                         "salt": base64.b64encode(r.salt).decode(),
                          "path": [h.hex() for h in r.path],
                          "delta": msgspec.to_builtins(decode(r.body[8:]))} for r in self.records],
         }
@@ -69,7 +76,8 @@ def state_proof(store: LogStore, projection: Projection, entity: str, at: int,
     flat = _resolve(store, [rg for rs in ranges for rg in rs] + [(0, size)])
     root, records, i = flat[-1], [], 0
     for rec, rs in zip(recs, ranges):
-        records.append(StateRecord(rec.seq, store.body(rec.seq), flat[i:i + len(rs)]))
+        row = next(store.scan_rows(rec.seq, rec.seq + 1))
+        records.append(StateRecord(rec.seq, row.body, flat[i:i + len(rs)], row.entry, row.salt))
         i += len(rs)
     cons = consistency_proof(store, at, size) if size > at else None
     return StateProof(projection.name, entity, at, size, root, records, cons)

@@ -1,14 +1,16 @@
 """Check braidlog's proofs and signed checkpoints without a store: one module to read and vendor.
 
-It imports only the standard library, ``blake3`` and (for signatures) ``cryptography``; nothing
-of braidlog. Copy this file into a project of your own and check a braidlog log from what its
-operator hands you: a checkpoint note, the log's verifier key, a proof, and a record's bytes.
+It imports only the standard library and (for signatures) ``cryptography``; nothing of
+braidlog. Copy this file into a project of your own and check a braidlog log from what its
+operator hands you: a checkpoint note, the log's verifier key, a proof, and a record's
+committed form (``braidlog show SEQ --entry``).
 
 The formats (docs/proofs.md has the long form):
 
-- **Tree.** RFC 9162 section 2.1 with BLAKE3 in place of SHA-256: ``leaf = BLAKE3(0x00 || body)``
-  (``body``: the record's exact stored bytes, what ``braidlog export`` writes base64-encoded as
-  ``body``), ``node = BLAKE3(0x01 || left || right)``, leaf index = seq - 1.
+- **Tree.** RFC 6962 (RFC 9162 section 2.1) with SHA-256: ``leaf = SHA-256(0x00 || entry)``
+  (``entry``: the record's committed form, a MessagePack map of its envelope and a salted
+  commitment to its delta bytes; what ``braidlog export`` writes base64-encoded as ``entry``),
+  ``node = SHA-256(0x01 || left || right)``, leaf index = seq - 1. ``read_entry`` decodes one.
 - **Proofs.** Inclusion ``{"seq", "tree_size", "leaf_hash", "path", "root"}`` and consistency
   ``{"old_size", "new_size", "old_root", "new_root", "path"}``, hashes in lowercase hex, paths as
   RFC 9162 sections 2.1.3 and 2.1.4 define them, checked by the RFC's own algorithms.
@@ -31,13 +33,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from blake3 import blake3
-
 __all__ = [
     "VerificationError", "HASH_SIZE", "leaf_hash", "node_hash", "root_from_inclusion",
+    "unpack", "read_entry", "check_commitment",
     "verify_inclusion", "verify_consistency", "VerifierKey", "parse_verifier_key", "key_id",
     "Checkpoint", "open_checkpoint", "parse_checkpoint_text", "check_inclusion_proof",
-    "check_consistency_proof", "check_state_proof", "check_proof", "bodies_from_export",
+    "check_consistency_proof", "check_state_proof", "check_proof", "entries_from_export",
+    "TlogProof", "parse_tlog_proof", "check_tlog_proof",
 ]
 
 HASH_SIZE = 32
@@ -51,16 +53,155 @@ class VerificationError(ValueError):
     """A proof, a checkpoint note or a key that does not check out; the message says why."""
 
 
-# -- the tree: RFC 9162 section 2.1 with BLAKE3 ----------------------------------------------------
+# -- the tree: RFC 6962 with SHA-256 ----------------------------------------------------------------
 
-def leaf_hash(body: bytes) -> bytes:
-    """The leaf hash of a record's stored bytes: BLAKE3(0x00 || body)."""
-    return blake3(b"\x00" + bytes(body)).digest()
+def leaf_hash(entry: bytes) -> bytes:
+    """The leaf hash of a record's committed form: SHA-256(0x00 || entry)."""
+    return hashlib.sha256(b"\x00" + bytes(entry)).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
-    """An interior node: BLAKE3(0x01 || left || right)."""
-    return blake3(b"\x01" + left + right).digest()
+    """An interior node: SHA-256(0x01 || left || right)."""
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+# -- MessagePack, as far as records use it -----------------------------------------------------------
+
+class Timestamp(int):
+    """A MessagePack timestamp (extension -1) read by ``unpack``: nanoseconds since the epoch."""
+
+
+def unpack(data: bytes) -> Any:
+    """One MessagePack value that spans all of ``data`` (maps as dicts in their order, bin as
+    bytes, the timestamp extension as Timestamp); VerificationError on anything else."""
+    data = bytes(data)
+    value, end = _unpack(data, 0, 0)
+    if end != len(data):
+        raise VerificationError(f"{len(data) - end} byte(s) follow the MessagePack value")
+    return value
+
+
+def _take(data: bytes, at: int, n: int) -> bytes:
+    if at + n > len(data):
+        raise VerificationError("the MessagePack value is cut short")
+    return data[at:at + n]
+
+
+def _unpack(data: bytes, at: int, depth: int) -> tuple[Any, int]:
+    if depth > 64:
+        raise VerificationError("the MessagePack value nests too deep")
+    b = _take(data, at, 1)[0]
+    at += 1
+    if b <= 0x7F:
+        return b, at
+    if b >= 0xE0:
+        return b - 0x100, at
+    if 0xA0 <= b <= 0xBF:
+        return _str(data, at, b & 0x1F)
+    if 0x90 <= b <= 0x9F:
+        return _array(data, at, b & 0x0F, depth)
+    if 0x80 <= b <= 0x8F:
+        return _map(data, at, b & 0x0F, depth)
+    if b == 0xC0:
+        return None, at
+    if b in (0xC2, 0xC3):
+        return b == 0xC3, at
+    sizes = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8}
+    if b in sizes:
+        n = sizes[b]
+        return int.from_bytes(_take(data, at, n), "big", signed=b >= 0xD0), at + n
+    if b in (0xCA, 0xCB):
+        import struct
+        n = 4 if b == 0xCA else 8
+        return struct.unpack(">f" if n == 4 else ">d", _take(data, at, n))[0], at + n
+    lengths = {0xD9: (1, "str"), 0xDA: (2, "str"), 0xDB: (4, "str"), 0xC4: (1, "bin"),
+               0xC5: (2, "bin"), 0xC6: (4, "bin"), 0xDC: (2, "array"), 0xDD: (4, "array"),
+               0xDE: (2, "map"), 0xDF: (4, "map")}
+    if b in lengths:
+        w, what = lengths[b]
+        n, at = int.from_bytes(_take(data, at, w), "big"), at + w
+        if what == "str":
+            return _str(data, at, n)
+        if what == "bin":
+            return _take(data, at, n), at + n
+        return (_array if what == "array" else _map)(data, at, n, depth)
+    if b in (0xD6, 0xD7, 0xC7):  # the timestamp extension, type -1
+        if b == 0xC7:
+            n, at = _take(data, at, 1)[0], at + 1
+        else:
+            n = 4 if b == 0xD6 else 8
+        kind, raw = _take(data, at, 1)[0], _take(data, at + 1, n)
+        if kind != 0xFF or n not in (4, 8, 12):
+            raise VerificationError(f"MessagePack extension type {kind} is not one records use")
+        return _timestamp(raw), at + 1 + n
+    raise VerificationError(f"MessagePack byte {b:#04x} is not one records use")
+
+
+def _timestamp(raw: bytes) -> Timestamp:
+    if len(raw) == 4:
+        return Timestamp(int.from_bytes(raw, "big") * 10**9)
+    if len(raw) == 8:
+        v = int.from_bytes(raw, "big")
+        return Timestamp((v & 0x3FFFFFFFF) * 10**9 + (v >> 34))
+    nanos, secs = int.from_bytes(raw[:4], "big"), int.from_bytes(raw[4:], "big", signed=True)
+    return Timestamp(secs * 10**9 + nanos)
+
+
+def _str(data: bytes, at: int, n: int) -> tuple[str, int]:
+    try:
+        return _take(data, at, n).decode("utf-8"), at + n
+    except UnicodeDecodeError:
+        raise VerificationError("a MessagePack string is not UTF-8") from None
+
+
+def _array(data: bytes, at: int, n: int, depth: int) -> tuple[list[Any], int]:
+    out = []
+    for _ in range(n):
+        v, at = _unpack(data, at, depth + 1)
+        out.append(v)
+    return out, at
+
+
+def _map(data: bytes, at: int, n: int, depth: int) -> tuple[dict[Any, Any], int]:
+    out: dict[Any, Any] = {}
+    for _ in range(n):
+        k, at = _unpack(data, at, depth + 1)
+        if not isinstance(k, str) or k in out:
+            raise VerificationError(f"a MessagePack map key is {k!r}: keys are distinct strings")
+        out[k], at = _unpack(data, at, depth + 1)
+    return out, at
+
+
+ENTRY_FIELDS = ("seq", "id", "braid_id", "kind", "ts", "provenance", "confidence", "refs", "tags",
+                "commitment")
+
+
+def read_entry(entry: bytes) -> dict[str, Any]:
+    """A committed form decoded (docs/format.md#the-committed-form): a dict of its fields, in
+    their order; VerificationError if the bytes are not one."""
+    value = unpack(entry)
+    if not isinstance(value, dict):
+        raise VerificationError("a committed form is a MessagePack map")
+    keys = list(value)
+    if [k for k in ENTRY_FIELDS if k in value] != keys:
+        raise VerificationError(f"the committed form's fields {keys} are not those of "
+                                f"{ENTRY_FIELDS}, in that order")
+    for k in ("seq", "id", "braid_id", "kind", "ts", "provenance", "confidence", "commitment"):
+        if k not in value:
+            raise VerificationError(f"the committed form has no {k!r}")
+    commitment = value["commitment"]
+    if not isinstance(commitment, bytes) or len(commitment) != HASH_SIZE:
+        raise VerificationError("the committed form's commitment is not 32 bytes")
+    return value
+
+
+def check_commitment(entry: bytes, salt: bytes, data: bytes) -> None:
+    """The committed form ``entry`` commits to delta bytes ``data`` with ``salt``:
+    ``SHA-256(salt || data)`` is its commitment."""
+    want = read_entry(entry)["commitment"]
+    if hashlib.sha256(bytes(salt) + bytes(data)).digest() != want:
+        raise VerificationError("the delta bytes and salt do not give the committed form's "
+                                "commitment: the record's bytes or its salt were altered")
 
 
 def _check_hash(value: Any, what: str) -> bytes:
@@ -349,10 +490,16 @@ def _path(proof: dict[str, Any]) -> list[bytes]:
     return [_hex(p, f"path[{n}]") for n, p in enumerate(path)]
 
 
+_BEFORE_4 = ("; a checkpoint signed before the log was upgraded to braidlog's format 4 signs "
+             "the root of its earlier BLAKE3 tree, which no proof matches now: ask for one "
+             "signed after the upgrade")
+
+
 def check_inclusion_proof(proof: dict[str, Any], checkpoint: Checkpoint,
                           body: bytes | None = None) -> None:
     """An inclusion proof of ``braidlog prove inclusion --json`` holds against ``checkpoint``
-    (same tree size and root), and, given the record's stored bytes, its leaf hash is theirs."""
+    (same tree size and root), and, given the record's committed form ``body``, its leaf hash
+    is theirs."""
     if not isinstance(proof, dict):
         raise VerificationError("an inclusion proof is a JSON object")
     seq, size = _int(proof.get("seq"), "seq"), _int(proof.get("tree_size"), "tree_size")
@@ -362,10 +509,11 @@ def check_inclusion_proof(proof: dict[str, Any], checkpoint: Checkpoint,
                                 f"{checkpoint.size}")
     if root != checkpoint.root:
         raise VerificationError(f"the proof's root {root.hex()} is not the checkpoint's "
-                                f"{checkpoint.root.hex()}")
+                                f"{checkpoint.root.hex()}{_BEFORE_4}")
     if body is not None and leaf_hash(body) != leaf:
-        raise VerificationError(f"the record's bytes hash to leaf {leaf_hash(body).hex()}, not "
-                                f"the proof's {leaf.hex()}: the record was altered")
+        raise VerificationError(f"the record's committed form hashes to leaf "
+                                f"{leaf_hash(body).hex()}, not the proof's {leaf.hex()}: the "
+                                "record was altered")
     if seq < 1:
         raise VerificationError("seq must be 1 or more")
     verify_inclusion(seq - 1, size, leaf, _path(proof), checkpoint.root)
@@ -388,7 +536,7 @@ def check_consistency_proof(proof: dict[str, Any], old: Checkpoint | None,
         if cp.size != size or cp.root != root:
             raise VerificationError(
                 f"the proof's {which} tree ({size}, {root.hex()}) is not the checkpoint's "
-                f"({cp.size}, {cp.root.hex()})")
+                f"({cp.size}, {cp.root.hex()})" + (_BEFORE_4 if cp.size == size else ""))
     verify_consistency(old_size, new_size, old_root, new_root, _path(proof))
 
 
@@ -438,20 +586,25 @@ def check_state_proof(proof: dict[str, Any], checkpoints: list[Checkpoint]) -> i
             raise VerificationError(f"records[{n}] has seq {seq}: seqs must increase and be at "
                                     f"most {at}")
         last = seq
+        entry = _body(rec.get("entry"), f"records[{n}].entry")
         body = _body(rec.get("body"), f"records[{n}].body")
+        salt = _body(rec.get("salt"), f"records[{n}].salt")
         path = rec.get("path")
         if not isinstance(path, list):
             raise VerificationError(f"records[{n}].path must be a list of hashes")
         try:
-            verify_inclusion(seq - 1, size, leaf_hash(body),
+            verify_inclusion(seq - 1, size, leaf_hash(entry),
                              [_hex(h, f"records[{n}].path[{i}]") for i, h in enumerate(path)], root)
+            if read_entry(entry)["seq"] != seq:
+                raise VerificationError("its committed form names another seq")
+            check_commitment(entry, salt, body[8:])
         except VerificationError as e:
             raise VerificationError(f"records[{n}] (seq {seq}): {e}") from None
     return len(proof["records"])
 
 
-def bodies_from_export(lines: Iterable[str]) -> dict[int, bytes]:
-    """The stored bytes of every record of a ``braidlog export`` (JSON Lines), by seq."""
+def entries_from_export(lines: Iterable[str]) -> dict[int, bytes]:
+    """The committed form of every record of a ``braidlog export`` (JSON Lines), by seq."""
     out: dict[int, bytes] = {}
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -460,15 +613,16 @@ def bodies_from_export(lines: Iterable[str]) -> dict[int, bytes]:
             obj = json.loads(line)
         except ValueError:
             raise VerificationError(f"export line {n} is not JSON") from None
-        if isinstance(obj, dict) and "body" in obj and "seq" in obj:
-            out[_int(obj["seq"], f"export line {n}: seq")] = _body(obj["body"], f"export line {n}: body")
+        if isinstance(obj, dict) and "entry" in obj and "seq" in obj:
+            out[_int(obj["seq"], f"export line {n}: seq")] = _body(obj["entry"],
+                                                                   f"export line {n}: entry")
     return out
 
 
 def check_proof(proof: dict[str, Any], checkpoints: list[Checkpoint],
                 bodies: dict[int, bytes] | None = None) -> dict[str, Any]:
     """Check any proof ``braidlog prove`` prints against opened checkpoints (and, for an inclusion
-    proof, the record's bytes from ``bodies`` if given); what was proved, as a dict."""
+    proof, the record's committed form from ``bodies`` if given); what was proved, as a dict."""
     if not isinstance(proof, dict):
         raise VerificationError("a proof is a JSON object")
     if "leaf_hash" in proof:
@@ -502,3 +656,97 @@ def check_proof(proof: dict[str, Any], checkpoints: list[Checkpoint],
                 "proved": f"the {n} record(s) listed for {proof.get('entity')!r} are the log's, at "
                           f"seqs up to {proof['at']} (not that no other record about it exists)"}
     raise VerificationError("not a braidlog proof: no leaf_hash, old_size or records")
+
+
+# -- C2SP tlog-proof (c2sp.org/tlog-proof@v1) --------------------------------------------------------
+
+TLOG_PROOF = "c2sp.org/tlog-proof@v1"
+
+
+@dataclass(frozen=True)
+class TlogProof:
+    """A parsed tlog-proof: extra data (unauthenticated), leaf index, inclusion path, the note."""
+
+    extra: bytes | None
+    index: int
+    path: tuple[bytes, ...]
+    note: str
+
+
+def parse_tlog_proof(text: bytes | str) -> TlogProof:
+    """A ``c2sp.org/tlog-proof@v1`` file parsed (nothing checked but its shape)."""
+    raw = text.encode() if isinstance(text, str) else bytes(text)
+    if len(raw) > MAX_NOTE_SIZE + 64 * 100:
+        raise VerificationError(f"the tlog-proof is {len(raw)} bytes: too large to be one")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise VerificationError(f"the tlog-proof is not UTF-8 (byte {e.start})") from None
+    head, sep, note = text.partition("\n\n")
+    if not sep:
+        raise VerificationError("the tlog-proof has no blank line between its proof and its "
+                                "checkpoint")
+    lines = head.split("\n")
+    if lines[0] != TLOG_PROOF:
+        raise VerificationError(f"the tlog-proof's first line is {lines[0][:60]!r}, not "
+                                f"{TLOG_PROOF!r}")
+    at, extra = 1, None
+    if len(lines) > at and lines[at].startswith("extra "):
+        extra = _b64(lines[at][6:], "the extra line")
+        at += 1
+    if len(lines) <= at or not lines[at].startswith("index "):
+        raise VerificationError("the tlog-proof has no 'index N' line after its header")
+    digits = lines[at][6:]
+    if not digits.isascii() or not digits.isdigit() or (digits != "0" and digits[0] == "0"):
+        raise VerificationError(f"the tlog-proof's index {digits[:30]!r} is not a decimal without "
+                                "leading zeros")
+    path = []
+    for n, line in enumerate(lines[at + 1:], 1):
+        h = _b64(line, f"inclusion proof line {n}")
+        if len(h) != HASH_SIZE:
+            raise VerificationError(f"inclusion proof line {n} holds {len(h)} bytes, not a "
+                                    f"{HASH_SIZE}-byte SHA-256 hash")
+        path.append(h)
+    if len(path) > 64:
+        raise VerificationError(f"the inclusion proof has {len(path)} hashes: more than any tree "
+                                "has levels")
+    return TlogProof(extra, int(digits), tuple(path), note)
+
+
+def _b64(text: str, what: str) -> bytes:
+    try:
+        data = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raise VerificationError(f"{what} is not base64: it was altered") from None
+    if base64.b64encode(data).decode() != text:
+        raise VerificationError(f"{what} is not canonical base64: it was altered")
+    return data
+
+
+def check_tlog_proof(text: bytes | str, key: VerifierKey | str, entry: bytes, *,
+                     origin: str | None = None) -> tuple[TlogProof, Checkpoint]:
+    """A tlog-proof holds for ``entry`` (the record's committed form): its checkpoint is signed
+    by ``key`` for ``origin`` (default: the key's name), and its inclusion path leads from
+    ``SHA-256(0x00 || entry)`` at its index to the checkpoint's root. For a braidlog entry, the
+    seq it names must be the index + 1."""
+    proof = parse_tlog_proof(text)
+    try:
+        cp = open_checkpoint(proof.note, key, origin=origin)
+    except VerificationError as e:
+        raise VerificationError(f"the tlog-proof's checkpoint: {e}") from None
+    if proof.index >= cp.size:
+        raise VerificationError(f"the tlog-proof is for index {proof.index}, outside the "
+                                f"checkpoint's tree of {cp.size} entries")
+    try:
+        verify_inclusion(proof.index, cp.size, leaf_hash(entry), list(proof.path), cp.root)
+    except VerificationError as e:
+        raise VerificationError(f"the entry is not entry {proof.index} of the checkpoint's tree: "
+                                f"{e}") from None
+    try:
+        seq = read_entry(entry)["seq"]
+    except VerificationError:
+        seq = None
+    if seq is not None and seq != proof.index + 1:
+        raise VerificationError(f"the entry names seq {seq}, the proof index {proof.index} "
+                                f"(seq {proof.index + 1})")
+    return proof, cp

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import time
 
-from ..chain import GENESIS, link
+from ..chain import GENESIS
 from ..delta import decode
 from ..errors import DecodeError, IntegrityError, StaleWriter
 from ..store import Head, LogStore
 from .stream import Last, Stream
-from .wire import HDR_HASH, Epochs, Watermark, header, read_epoch
+from .wire import HDR_HASH, Epochs, Watermark, chains, header, read_epoch
 
 __all__ = ["check_stream", "fenced"]
 
@@ -77,7 +77,7 @@ def check_stream(stream: Stream, store: LogStore, epochs: Epochs, last: Last, he
     can: if the record at this store's head is the stream's, the stream extends this log (the
     synchronous writer catches up from it), else it is another writer's.
     """
-    mark, body = last
+    mark, body, salt = last
     name = stream.name
     epochs.refresh()
     if mark.epoch > epochs.current:
@@ -87,7 +87,7 @@ def check_stream(stream: Stream, store: LogStore, epochs: Epochs, last: Last, he
     how = (f"JetStream refused this store's batch with error {refused}" if refused
            else "the expected-sequence check refuses this store's batches")
     if mark.seq == head.seq + 1 and body is not None:
-        chained = link(head.hash, mark.seq, body)
+        chained = chains(head.hash, mark.seq, body, salt)
         if chained != mark.hash:
             raise IntegrityError(
                 f"stream {name} seq {mark.seq} holds a foreign or corrupt record: its bytes "
@@ -101,7 +101,7 @@ def check_stream(stream: Stream, store: LogStore, epochs: Epochs, last: Last, he
             "writer: rebuild it as a replica", expected=head.seq, actual=mark.seq)
     ours = store.hash_at(mark.seq)
     prev = store.hash_at(mark.seq - 1) if mark.seq > 1 else GENESIS
-    chained = link(prev, mark.seq, body or b"")
+    chained = chains(prev, mark.seq, body or b"", salt)
     if chained != mark.hash:
         raise IntegrityError(
             f"stream {name} seq {mark.seq} holds a foreign or corrupt record: its bytes chained "

@@ -29,8 +29,8 @@ from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, 
 from ..store import Head, LogStore, chain_fault, hw_fault, hw_of, ts_micros
 from .stream import Stream
 from .wire import (
-    EPOCH_BRAID, EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, MAX_BATCH, Epochs,
-    epoch_header, header, read_epoch,
+    EPOCH_BRAID, EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SALT, HDR_SEQ, MAX_BATCH,
+    Epochs, entry_of, epoch_header, header, read_epoch,
 )
 
 __all__ = ["Replica"]
@@ -43,6 +43,8 @@ class _Pending(NamedTuple):
     delta: GenericDelta
     epoch: int
     body: bytes
+    salt: bytes
+    entry: bytes
 
 
 class Replica:
@@ -184,9 +186,10 @@ class Replica:
             shipped = bytes.fromhex(header(headers, HDR_HASH) or "")
             commit = int(header(headers, HDR_COMMIT) or "")
             epoch = epoch_header(headers)
+            salt = bytes.fromhex(header(headers, HDR_SALT) or "")
         except ValueError:
             self._refuse(seq, f"the message has no valid {HDR_SEQ}/{HDR_HASH}/{HDR_COMMIT}/"
-                         f"{HDR_EPOCH} headers")
+                         f"{HDR_EPOCH}/{HDR_SALT} headers")
         if shipped_seq != seq:
             self._refuse(seq, f"stream seq {seq} carries log seq {shipped_seq}")
         group = self._pending[0].seq if self._pending else seq
@@ -194,7 +197,8 @@ class Replica:
             self._refuse(seq, f"its transaction marker {commit} does not close the group "
                          f"that starts at seq {group}")
         prev = self._pending[-1].hash if self._pending else self._head.hash
-        chained = chain_fault(prev, seq, body, shipped)
+        entry = entry_of(seq, body, salt)
+        chained = chain_fault(prev, seq, entry, shipped)
         if chained is not None:
             self._refuse(seq, f"it does not chain: the head before it and its bytes give hash "
                          f"{chained.hex()}, the stream says {shipped.hex()}",
@@ -231,7 +235,7 @@ class Replica:
             self._refuse(seq, f"it was written in writer epoch {epoch} but the log is in epoch "
                          f"{current}: a fenced writer's record")
         self._ids.add(stored.id)
-        self._pending.append(_Pending(seq, shipped, hw, stored, current, body))
+        self._pending.append(_Pending(seq, shipped, hw, stored, current, body, salt, entry))
         self._group_end = commit
         if seq == commit:
             self._apply()
@@ -282,7 +286,7 @@ class Replica:
         if frontier is not None:
             frontier = merkle.Frontier(frontier.size, frontier.stack)  # a copy
             for p in group:
-                frontier.push(merkle.leaf_hash(p.body))
+                frontier.push(merkle.leaf_hash(p.entry))
                 want = self._roots.get(frontier.size)
                 if want is not None:
                     self.checked_checkpoints += 1
@@ -292,7 +296,8 @@ class Replica:
                                  f"{frontier.root().hex()}: the stream's records up to here are "
                                  "forged or rewritten", expected=want, found=frontier.root())
         try:
-            records = self.store.commit([p.delta for p in group], expected_head=self._head.seq)
+            records = self.store.commit([p.delta for p in group], expected_head=self._head.seq,
+                                        salts={p.delta.id: p.salt for p in group})
         except ConflictError as e:
             self._refuse(first, f"the replica's store moved under it ({e}); only the replica "
                          "may write to it")

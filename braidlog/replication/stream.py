@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 from ..chain import digest
 from ..errors import BraidlogError, IntegrityError, ReplicationError, ValidationError
 from .wire import (
-    EMPTY, EPOCH_BRAID, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, HDR_TREE_SIZE, Row, Watermark,
+    EMPTY, EPOCH_BRAID, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SALT, HDR_SEQ, HDR_TREE_SIZE, Row,
+    Watermark,
     braid_token, epoch_header, header,
 )
 
@@ -47,6 +48,7 @@ class Last(NamedTuple):
 
     mark: Watermark
     body: bytes | None
+    salt: bytes | None = None
 
 
 class Transient(Exception):
@@ -392,7 +394,11 @@ class Stream:
             raw = await self._js.get_msg(self.name, seq=state.last_seq)
         except (asyncio.TimeoutError, self._nats.errors.Error) as e:
             raise self._transient(e) from None
-        return Last(self._mark(state.last_seq, raw.headers), raw.data or b"")
+        try:
+            salt = bytes.fromhex(header(raw.headers, HDR_SALT) or "")
+        except ValueError:
+            salt = None
+        return Last(self._mark(state.last_seq, raw.headers), raw.data or b"", salt)
 
     async def _last_epoch(self) -> tuple[int, Mapping[str, str], bytes] | None:
         try:
@@ -443,10 +449,10 @@ class Stream:
         last = len(rows)
         fut = token = None
         try:
-            for i, (seq, chain, body, subject, epoch) in enumerate(rows, 1):
+            for i, (seq, chain, body, subject, epoch, salt) in enumerate(rows, 1):
                 hx = chain.hex()
                 hdr = {"Nats-Msg-Id": hx, HDR_SEQ: str(seq), HDR_HASH: hx, HDR_COMMIT: str(commit),
-                       HDR_EPOCH: str(epoch)}
+                       HDR_EPOCH: str(epoch), HDR_SALT: salt.hex()}
                 if last > 1:
                     hdr["Nats-Batch-Id"] = batch_id
                     hdr["Nats-Batch-Sequence"] = str(i)

@@ -73,21 +73,23 @@ class SyncLog:
 
     def append_batch(self, deltas: Iterable[GenericDelta], *,
                      expected_version: int | Mapping[str, int] | None = None,
-                     expected_head: int | None = None, admit: Admit | None = None) -> list[int]:
+                     expected_head: int | None = None, admit: Admit | None = None,
+                     salts: Mapping[str, bytes] | None = None) -> list[int]:
         """Append deltas atomically; return their seqs once the stream holds them (whole)."""
         deltas = list(deltas)
         self._sync(lambda hook: self.store.commit(
             deltas, expected_version=expected_version, expected_head=expected_head,
-            admit=hook), admit)
+            admit=hook, salts=salts), admit)
         return [self._seq(d) for d in deltas]
 
     def commit(self, deltas: Iterable[GenericDelta], *,
                expected_version: int | Mapping[str, int] | None = None,
-               expected_head: int | None = None, admit: Admit | None = None) -> list[Record]:
+               expected_head: int | None = None, admit: Admit | None = None,
+               salts: Mapping[str, bytes] | None = None) -> list[Record]:
         """Append deltas atomically; the records written, once the stream holds them."""
         return self._sync(lambda hook: self.store.commit(
             deltas, expected_version=expected_version, expected_head=expected_head,
-            admit=hook), admit)
+            admit=hook, salts=salts), admit)
 
     def commit_locked(self, prepare: Callable[[Head], Iterable[GenericDelta]], *,
                       expected_version: int | Mapping[str, int] | None = None,
@@ -211,7 +213,8 @@ class SyncLog:
         for s in staged:
             if s.delta.kind == EPOCH_KIND and s.delta.braid_id == EPOCH_BRAID:
                 epoch = read_epoch(s.delta).epoch
-            batch.append(Row(s.seq, s.hash, s.body, self.stream.subject(s.delta.braid_id), epoch))
+            batch.append(Row(s.seq, s.hash, s.body, self.stream.subject(s.delta.braid_id), epoch,
+                             s.salt))
         stream, delay, code = self.stream, 0.05, None
         while True:
             left = deadline - time.monotonic()

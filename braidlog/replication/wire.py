@@ -3,14 +3,16 @@
 No I/O and no ``nats`` here: the shipper, the synchronous writer, the replica and promotion
 all read and write messages through these definitions (docs/replication.md, *Design*).
 
-A message is one log record: subject ``<prefix>.<braid token>``, payload the record's stored
-body (``hw || canonical delta``) byte for byte, and these headers:
+A message is one log record: subject ``<prefix>.<braid token>``, payload the record's body
+(``hw || canonical delta``) byte for byte, and these headers:
 
 - ``Braidlog-Seq``: the record's seq (= the stream seq);
 - ``Braidlog-Hash``: its chain hash, hex (also ``Nats-Msg-Id``);
 - ``Braidlog-Commit``: the last seq of the group (one or more whole writer transactions) the
   record belongs to: the transaction marker;
-- ``Braidlog-Epoch``: the writer epoch the record was written in (0 before any promotion).
+- ``Braidlog-Epoch``: the writer epoch the record was written in (0 before any promotion);
+- ``Braidlog-Salt``: the record's salt, hex: with the body it gives the record's committed form
+  (``entry_of``), which the chain hash links.
 
 A writer epoch starts with a ``writer_epoch`` delta in braid ``braidlog-writer``: an ordinary
 record of the log (chained, stored, replicated like any other), published by ``promote`` with
@@ -29,14 +31,16 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from ..chain import GENESIS
-from ..delta import GenericDelta, decode, delta
+from ..chain import link
+from ..delta import GenericDelta, _decoder, committed_form, decode, delta
 from ..errors import DecodeError, IntegrityError
 from ..kind_schema import KIND_DECLARED, sync
 from ..kinds import Registry
 from ..store import LogStore
 
 __all__ = [
-    "HDR_SEQ", "HDR_HASH", "HDR_COMMIT", "HDR_EPOCH", "HDR_TREE_SIZE", "MAX_BATCH", "EPOCH_KIND", "EPOCH_BRAID",
+    "HDR_SEQ", "HDR_HASH", "HDR_COMMIT", "HDR_EPOCH", "HDR_SALT", "HDR_TREE_SIZE", "entry_of",
+    "chains", "MAX_BATCH", "EPOCH_KIND", "EPOCH_BRAID",
     "Watermark", "WriterEpoch", "Row", "braid_token", "header", "epoch_deltas", "read_epoch",
     "Epochs",
 ]
@@ -45,6 +49,7 @@ HDR_SEQ = "Braidlog-Seq"
 HDR_HASH = "Braidlog-Hash"
 HDR_COMMIT = "Braidlog-Commit"
 HDR_EPOCH = "Braidlog-Epoch"
+HDR_SALT = "Braidlog-Salt"
 HDR_TREE_SIZE = "Braidlog-Tree-Size"  # on a checkpoint note: the tree size it signs
 MAX_BATCH = 1000  # the most messages JetStream takes in one atomic batch
 EPOCH_KIND = "writer_epoch"
@@ -84,6 +89,24 @@ class Row(NamedTuple):
     body: bytes
     subject: str
     epoch: int
+    salt: bytes = b""
+
+
+def entry_of(seq: int, body: bytes, salt: bytes | None) -> bytes:
+    """The committed form of a shipped record (seq, body, salt); b"" when the body is not a
+    delta or the salt is missing (such a record chains onto nothing)."""
+    if not salt or len(body) <= 8:
+        return b""
+    try:
+        d = _decoder.decode(body[8:])
+    except (msgspec.MsgspecError, ValueError):
+        return b""
+    return committed_form(seq, d, salt, body[8:])
+
+
+def chains(prev: bytes, seq: int, body: bytes, salt: bytes | None) -> bytes:
+    """The chain hash a shipped record gives after ``prev``."""
+    return link(prev, seq, entry_of(seq, body, salt))
 
 
 # NOTE: the class name is not stored (the payload is a plain map); field names are: never
@@ -216,13 +239,14 @@ def rows(store: LogStore, epochs: Epochs, subject: Any, start: int, stop: int) -
     """The records ``start..stop`` (inclusive) as rows to publish, gap-free."""
     out: list[Row] = []
     epoch = epochs.at(start - 1)
-    for seq, chain, body in store.scan_bodies(start, stop + 1):
+    for row in store.scan_rows(start, stop + 1):
+        seq, chain, body = row.seq, row.hash, row.body
         if seq != start + len(out):
             break
         braid_id, kind = braid_and_kind(body)
         if kind == EPOCH_KIND and braid_id == EPOCH_BRAID:
             epoch = read_epoch(decode(body[8:])).epoch
-        out.append(Row(seq, chain, body, subject(braid_id), epoch))
+        out.append(Row(seq, chain, body, subject(braid_id), epoch, row.salt))
     if len(out) != stop - start + 1:
         raise IntegrityError(f"seq {start + len(out)} is missing from the log",
                              seq=start + len(out))
