@@ -26,7 +26,10 @@ Hazards, handled here so callers never meet them (docs/operations.md has the lon
 from __future__ import annotations
 
 import ctypes
+import fcntl
+import itertools
 import os
+import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -58,6 +61,7 @@ class _Gate:
         self._exclusive = False
         self._closing = False  # a close waits for the other threads to leave
         self._closed: Path | None = None  # the store's path, once closed
+        self._owner: int | None = None
         self._local = threading.local()
         self._shared = _Shared(self)
 
@@ -75,16 +79,24 @@ class _Gate:
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
+        """No other thread inside meanwhile; the holding thread may enter again (shared or
+        exclusive), as an erasure does for the whole of its work."""
+        me = threading.get_ident()
+        if self._owner == me:
+            yield
+            return
         with self._cv:
             while self._exclusive:
                 self._cv.wait()
             self._exclusive = True
             while self._active:
                 self._cv.wait()
+            self._owner = me
         try:
             yield
         finally:
             with self._cv:
+                self._owner = None
                 self._exclusive = False
                 self._cv.notify_all()
 
@@ -115,8 +127,8 @@ class _Shared:
         gate = self.gate
         local = gate._local
         depth = getattr(local, "depth", 0)
-        with gate._lock:
-            while gate._exclusive and not depth:
+        with gate._lock:  # the thread holding it exclusively (an erasure) enters at once
+            while gate._exclusive and not depth and gate._owner != threading.get_ident():
                 gate._cv.wait()
             if gate._closed is not None:
                 raise StorageError(f"the store at {gate._closed} is closed", hint="open it again")
@@ -169,6 +181,22 @@ class Env:
         self.gate = _Gate()
         self.db: dict[str, Any] = {}  # the table handles, set by the opener's ``init``
         self.format_version = 0
+        self.tables = tables
+        data = path / "data.mdb"
+        # An existing store is opened under a shared lock that an erasure takes exclusively
+        # while it puts a new data.mdb in place: an opener waits for it, never maps the old file.
+        self.lockfd = _hold_shared(path, create=not readonly) if data.exists() else None
+        try:
+            self._open(path, readonly=readonly, create=create, durable=durable,
+                       map_size=map_size)
+        except BaseException:
+            _release_lock(self.lockfd)
+            raise
+        if self.lockfd is None:  # a new store: it is in place now, nothing could erase it before
+            self.lockfd = _hold_shared(path, create=False)
+
+    def _open(self, path: Path, *, readonly: bool, create: bool, durable: bool,
+              map_size: int) -> None:
         data = path / "data.mdb"
         if data.exists():
             try:
@@ -181,7 +209,7 @@ class Env:
         for attempt in range(100):
             try:
                 self.env = lmdb.open(
-                    str(path), map_size=map_size, max_dbs=len(tables) + 4, subdir=True,
+                    str(path), map_size=map_size, max_dbs=len(self.tables) + 4, subdir=True,
                     readonly=readonly, create=create and not readonly, sync=True,
                     metasync=durable, lock=True, readahead=False, max_readers=MAX_READERS,
                     max_spare_txns=0,  # a cached read transaction holds a reader slot across fork
@@ -363,6 +391,144 @@ class Env:
         if not self.forked:
             with self.gate.closing(self.path):
                 self.env.close()
+        # After the environment: closing any descriptor of lock.mdb drops every fcntl lock this
+        # process holds on it, LMDB's own among them.
+        _release_lock(self.lockfd)
+        self.lockfd = None
+
+    # -- erasure: holding the store alone and putting a rewritten file in place ----------------
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        """Hold the store alone: no other process has it open (refused, StorageError, if one
+        has) and none can open it meanwhile (openers wait). The caller keeps this process's
+        other threads out with ``gate.exclusive()`` where it needs to."""
+        if self.users > 1:
+            raise StorageError(f"{self.path} is open {self.users} times in this process",
+                               hint="close the other handles (Braid, LmdbLog) of this store first")
+        fd = self.lockfd
+        if fd is None:
+            raise StorageError(f"cannot lock {self.path / 'lock.mdb'}",
+                               hint="the store must be on a writable local file system")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # a failed conversion may have dropped the shared lock
+            raise StorageError(
+                f"another process has the store at {self.path} open",
+                hint="close it there (stop the application, replica or MCP server using it), "
+                "then try again") from None
+        try:
+            pid = _lmdb_user(fd)
+            if pid is not None:
+                raise StorageError(f"process {pid} has the store at {self.path} open through "
+                                   "LMDB", hint="close it there, then try again")
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+
+    def rewrite(self, dest: Path, rows: Callable[[str, Iterator[tuple[bytes, bytes]]],
+                                                  Iterator[tuple[bytes, bytes]]]) -> None:
+        """Copy every table into a new environment at ``dest`` record by record, each through
+        ``rows(table, its (key, value) pairs in order)``, and sync it. Only inside ``alone``.
+
+        Not LMDB's compacting copy: that copies whole pages, and the unused gap of a page keeps
+        the bytes of values it once held; a new environment written in key order holds only what
+        is written to it (and zeroes)."""
+        dest.mkdir(parents=True)
+        with self.gate.exclusive():
+            self._rewrite(dest, rows)
+
+    def _rewrite(self, dest: Path, rows: Any) -> None:
+        new = lmdb.open(str(dest), map_size=self.env.info()["map_size"],
+                        max_dbs=len(self.tables) + 4, subdir=True, sync=False, metasync=False,
+                        lock=True, readahead=False, max_spare_txns=0)
+        try:
+            with self.env.begin(buffers=False) as src:
+                for name in self.tables:
+                    if name not in self.db:
+                        continue
+                    dup = self.db[name].flags(src)["dupsort"]
+                    with new.begin(write=True) as txn:
+                        ndb = new.open_db(name.encode(), txn=txn, dupsort=dup)
+                    source = rows(name, src.cursor(self.db[name]).iternext())
+                    while chunk := list(itertools.islice(source, REWRITE_CHUNK)):
+                        with new.begin(write=True) as txn:
+                            added = txn.cursor(ndb).putmulti(chunk, append=True, dupdata=dup)[1]
+                        if added != len(chunk):
+                            raise StorageError(f"rewriting table {name} into {dest} failed: "
+                                               "rows out of order", hint="run `braidlog verify`")
+            new.sync(True)
+        except lmdb.Error as e:
+            raise self.error(f"rewriting the store into {dest}", e) from e
+        finally:
+            new.close()
+
+    def replace_file(self, data: Path, init: Callable[[Env], None]) -> None:
+        """Put the file ``data`` in place of the store's data.mdb (one rename: a crash leaves
+        the old file or the new one) and reopen the environment on it, then ``init`` it (the
+        tables' handles). Only inside ``alone``, with no transaction of this process open."""
+        with self.gate.exclusive():
+            os.replace(data, self.path / "data.mdb")
+            _fsync_dir(self.path)
+            self.env.close()  # drops LMDB's fcntl lock, not the flock: openers still wait
+            self._open(self.path, readonly=self.readonly, create=False, durable=self.durable,
+                       map_size=0)
+        init(self)
+
+
+REWRITE_CHUNK = 1 << 16  # rows a transaction of a rewrite
+
+
+def _hold_shared(path: Path, *, create: bool) -> int | None:
+    """A descriptor of ``path/lock.mdb`` holding flock(LOCK_SH), waited for while an erasure
+    holds it exclusively; None where the file cannot be opened (read-only media)."""
+    for flags in ((os.O_RDWR | os.O_CREAT) if create else os.O_RDWR, os.O_RDONLY):
+        try:
+            fd = os.open(path / "lock.mdb", flags | os.O_CLOEXEC, 0o644)
+            break
+        except OSError:
+            continue
+    else:
+        return None
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                return fd
+            except InterruptedError:
+                continue
+    except OSError:
+        os.close(fd)
+        return None
+
+
+def _release_lock(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _lmdb_user(fd: int) -> int | None:
+    """The pid of another process holding LMDB's lock on lock.mdb (its first byte, read-locked
+    by every process that has the environment open), or None. F_GETLK never reports this
+    process's own locks."""
+    query = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0) + bytes(8)
+    try:
+        got = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+    except OSError:
+        return None
+    kind, _, _, _, pid = struct.unpack_from("hhqqi", got)
+    return None if kind == fcntl.F_UNLCK else pid
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _libc_madvise() -> Callable[[int, int, int], int] | None:
@@ -435,6 +601,8 @@ def _after_fork_in_child() -> None:
         env.forked = True
         if env.gate.idle:
             env.env.close()
+            _release_lock(env.lockfd)  # the parent's flock stays: it is held by its own copy
+            env.lockfd = None
         else:
             # Its transaction belongs to a thread that does not exist here: closing the
             # environment would abort it (clearing the parent's reader slot) or wait forever for

@@ -124,6 +124,9 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
                                   map_size=map_size, tables=TABLES, init=open_tables)
         self._shared_env = shared
         self._env, self._db = shared.env, shared.db  # the lmdb handles, for tests and tools
+        if not readonly:
+            from .erase import clean_leftover
+            clean_leftover(self.path)
         self.format_version = shared.format_version
         _open_stores.add(self)
         if check_head:
