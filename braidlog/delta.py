@@ -38,6 +38,7 @@ __all__ = [
     "Refs",
     "Vector",
     "GenericDelta",
+    "Erasure",
     "new_id",
     "delta",
     "encode",
@@ -154,6 +155,15 @@ def new_id() -> str:
     return str(ULID())
 
 
+class Erasure(Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """Marks a delta read from an erased record: the seq of the ``erased`` delta that erased
+    it and the commitment that stays (braidlog.erasure). Its payload reads as {}, its vector
+    as None. Only reads set it: no delta written or imported can carry it."""
+
+    by: int
+    commitment: bytes
+
+
 class GenericDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True,
                    gc=False):
     """One immutable change, exactly the Braid seed's storage envelope (plus an optional vector).
@@ -171,6 +181,7 @@ class GenericDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid
     refs: Refs | None = None
     tags: tuple[str, ...] = ()
     vector: Vector | None = None
+    erased: Erasure | None = None  # set on reads of an erased record only
 
 
 class _StrictDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True,

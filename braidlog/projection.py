@@ -114,6 +114,11 @@ class Projection(Generic[S]):
     #: projection that reads no payload. ``evolve`` must then read only those fields; it still
     #: gets whole deltas elsewhere (live appends, folds of several projections).
     view: Any = None
+    #: How an erased delta (``delta.erased`` set: its payload and vector dropped, its envelope
+    #: kept; braidlog.erasure) folds: ``erased(state, delta, seq) -> state``. None (the
+    #: default): it is passed over, as if evolve had not been shown it. It is called at the
+    #: delta's own seq, in every fold, whenever it was erased (erasure is retroactive).
+    erased: Callable[[S, GenericDelta, int], S] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.kinds, str):
@@ -168,23 +173,31 @@ class Projection(Generic[S]):
     def apply(self, state: S, d: GenericDelta, seq: int) -> S:
         """``evolve`` of one delta at log position ``seq`` (whichever form evolve takes); it
         does not check ``reads``."""
+        if d.erased is not None:
+            return state if self.erased is None else self.erased(state, d, seq)
         return self.evolve(state, d, seq) if self.positional else self.evolve(state, d)
 
     def fold(self, deltas: Iterable[GenericDelta], state: S | None = None, *, seq: int = 0) -> S:
         """Fold deltas into ``state`` (a fresh initial state when None). ``seq`` is where the
         state stands: the deltas are the log's deltas ``seq + 1``, ``seq + 2`` … in order."""
         s = self.start() if state is None else state
-        evolve, positional = self.evolve, self.positional
+        evolve, positional, erased = self.evolve, self.positional, self.erased
         if not self.refs and not self.provenances:
             kinds = self.kinds
             for at, d in enumerate(deltas, seq + 1):
                 if kinds is None or d.kind in kinds:
-                    s = evolve(s, d, at) if positional else evolve(s, d)
+                    if d.erased is not None:
+                        s = s if erased is None else erased(s, d, at)
+                    else:
+                        s = evolve(s, d, at) if positional else evolve(s, d)
             return s
         reads = self.reads
         for at, d in enumerate(deltas, seq + 1):
             if reads(d):
-                s = evolve(s, d, at) if positional else evolve(s, d)
+                if d.erased is not None:
+                    s = s if erased is None else erased(s, d, at)
+                else:
+                    s = evolve(s, d, at) if positional else evolve(s, d)
         return s
 
 

@@ -22,6 +22,7 @@ import msgspec
 from msgspec import Struct
 
 from .chain import digest
+from .delta import Erasure
 from .errors import CheckpointWarning, DecodeError
 from .projection import Projection
 from .store import LogStore, Progress
@@ -151,12 +152,20 @@ def _viewed(store: LogStore, view: type, start: int, stop: int) -> Iterator[Any]
     """The records ``start..stop`` decoded into ``view`` (``Projection.view``): only its fields."""
     decode = _view_decoders.get(view)
     if decode is None:
-        decode = _view_decoders[view] = msgspec.msgpack.Decoder(view).decode
+        decode = _view_decoders[view] = msgspec.msgpack.Decoder(_marked(view)).decode
     for seq, _, body in store.scan_bodies(start, stop + 1):
         try:
             yield decode(body[8:])  # the body is the 8-byte high-water ts, then the delta
         except msgspec.MsgspecError as e:
             raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
+
+
+def _marked(view: type) -> type:
+    """``view`` with GenericDelta's ``erased`` field, so the fold can tell an erased record."""
+    if "erased" in view.__struct_fields__:
+        return view
+    return type(view.__name__, (view,), {"__annotations__": {"erased": Erasure | None},
+                                         "erased": None, "__module__": view.__module__})
 
 
 def _ticking(items: Iterable[Any], tick: Progress) -> Iterator[Any]:
@@ -189,6 +198,11 @@ def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[
     n = 0
     for rec in store.scan(start, stop + 1):
         d = rec.delta
+        if d.erased is not None:  # each projection that reads it folds it its own way
+            for i in active:
+                if projections[i].reads(d):
+                    states[i] = projections[i].apply(states[i], d, rec.seq)
+            continue
         always, maybe = table.get(d.kind) or plan(d.kind)
         for i, evolve, positional in always:
             states[i] = evolve(states[i], d, rec.seq) if positional else evolve(states[i], d)

@@ -181,10 +181,21 @@ def test_minimum_kinds_are_declared():
 
 
 def test_the_strict_mirror_has_exactly_the_envelope_fields():
+    """Every field a delta is written with; ``erased`` only reads set, so no delta written or
+    imported can carry it."""
     from braidlog.delta import _StrictDelta
 
-    assert _StrictDelta.__struct_fields__ == GenericDelta.__struct_fields__
-    assert _StrictDelta.__struct_defaults__[-3:] == GenericDelta.__struct_defaults__[-3:]
+    assert _StrictDelta.__struct_fields__ + ("erased",) == GenericDelta.__struct_fields__
+    assert _StrictDelta.__struct_defaults__[-3:] == GenericDelta.__struct_defaults__[-4:-1]
+
+
+def test_a_delta_marked_erased_cannot_be_written():
+    from braidlog.delta import Erasure
+
+    d = braidlog.delta("b", "message", {"text": "hi"})
+    marked = msgspec.structs.replace(d, erased=Erasure(3, bytes(32)))
+    with pytest.raises(braidlog.ValidationError, match="erased"):
+        braidlog.MemoryLog().append(marked)
 
 
 _json = st.recursive(
