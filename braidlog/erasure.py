@@ -27,7 +27,8 @@ from .kind_schema import KIND_DECLARED
 from .kinds import REGISTRY, Registry
 
 __all__ = ["ERASED", "ERASURES_BRAID", "MAX_REASON", "Erased", "reason_hash", "check_reason",
-           "erasure_delta", "envelope_refs", "payload_refs", "Selection", "select"]
+           "erasure_delta", "envelope_refs", "payload_refs", "Selection", "select",
+           "ErasureReport"]
 
 #: The kind of the delta an erasure appends.
 ERASED = "erased"
@@ -87,6 +88,18 @@ def payload_refs(d: GenericDelta, registry: Registry = REGISTRY) -> frozenset[st
     except Exception:  # a payload its kind cannot read now: only the envelope can be named
         return frozenset()
     return every - envelope_refs(d)
+
+
+class ErasureReport(Struct, frozen=True):
+    """What ``Braid.erase`` did: the seqs erased with their commitments, those skipped (erased
+    already), the seq of the ``erased`` delta, the reason's hash and what selected them."""
+
+    seqs: tuple[int, ...]
+    erased: tuple[tuple[int, bytes], ...]  # (seq, commitment)
+    skipped: tuple[int, ...]
+    seq: int
+    reason_sha256: str
+    what: str
 
 
 class Selection(Struct, frozen=True):

@@ -19,10 +19,11 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from typing import Any
 
 from . import verify as v
 
-__all__ = ["Receipt", "receipt_text", "check_receipt", "TAG"]
+__all__ = ["Receipt", "receipt_text", "check_receipt", "issue_receipt", "check_receipt_store", "TAG"]
 
 TAG = "braidlog-erasure"
 
@@ -119,3 +120,47 @@ def check_receipt(note: bytes | str, key: v.VerifierKey | str) -> Receipt:
     v.verify_consistency(before_size, cp.size, before_root, cp.root, path)
     return Receipt(cp.origin, before_size, before_root, cp.size, cp.root, erasure_seq, reason,
                    tuple(erased), tuple(path))
+
+
+def issue_receipt(store: Any, report: Any, key: Any, *, keep: bool = True) -> str:
+    """The signed receipt of an erasure (``Braid.erase``'s report) with ``key``, the
+    checkpoints' key; kept among the store's checkpoint notes (the log must extend it, as any
+    checkpoint) unless ``keep=False``."""
+    from .checkpoint import check_notes, sign_note
+    from .prove import consistency_proof, root
+
+    before, after = report.seq - 1, report.seq
+    check_notes(store, last=True)
+    r = Receipt(key.name, before, root(store, before), after, root(store, after), report.seq,
+                report.reason_sha256, tuple(report.erased),
+                tuple(consistency_proof(store, before, after).path))
+    note = sign_note(receipt_text(r), key)
+    if keep:
+        store.put_note(after, note.encode())
+    return note
+
+
+def check_receipt_store(store: Any, receipt: Receipt) -> None:
+    """IntegrityError unless ``store`` is the log the receipt speaks of and holds its erasure:
+    its tree at the sizes before and after has the receipt's roots, the erased delta is at the
+    receipt's seq and names those seqs, and each erased record has the commitment stated."""
+    from ..errors import IntegrityError
+    from .prove import check_tree_extends
+
+    check_tree_extends(store, receipt.before_size, receipt.before_root,
+                       "the receipt's tree before (a receipt for another store?)")
+    check_tree_extends(store, receipt.after_size, receipt.after_root,
+                       "the receipt's tree after (a receipt for another store?)")
+    d = store.read(receipt.erasure_seq).delta
+    if d.kind != "erased" or sorted(d.payload.get("seqs", ())) != [s for s, _ in receipt.erased]:
+        raise IntegrityError(f"seq {receipt.erasure_seq} of the store is not the erasure the "
+                             "receipt states", seq=receipt.erasure_seq)
+    if d.payload.get("reason_sha256") != receipt.reason_sha256:
+        raise IntegrityError("the reason of the erasure in the store is not the one the receipt "
+                             "hashes", seq=receipt.erasure_seq)
+    for seq, commitment in receipt.erased:
+        e = store.read(seq).delta.erased
+        if e is None or e.by != receipt.erasure_seq or e.commitment != commitment:
+            raise IntegrityError(f"seq {seq} of the store is not erased by seq "
+                                 f"{receipt.erasure_seq} with the commitment the receipt states",
+                                 seq=seq)
