@@ -36,6 +36,7 @@ from typing import Any
 
 from .command import command_fault
 from .delta import PROVENANCE_KINDS, GenericDelta, Provenance
+from .erasure import ErasureReport
 from .errors import (
     BraidlogError, CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError,
 )
@@ -424,6 +425,37 @@ class Braid:
         admit = self._admit if self._checked else None
         return self._through_boundary(lambda: self.log.commit_locked(
             prepare, expected_version=expected_version, admit=admit))
+
+    # -- erasing -------------------------------------------------------------------------------
+    def erase(self, *, braid: str | None = None, refers: str | None = None,
+              seqs: Iterable[int] | int | None = None, reason: str,
+              now: datetime | None = None) -> ErasureReport:
+        """Erase the deltas of ``braid``, those that refer to ``refers`` and those at ``seqs``
+        (they add up): drop their payloads, salts, vectors and derived text from every file of
+        the store, keep their envelopes and commitments, and append one ``erased`` delta naming
+        the seqs and ``reason`` (kept in clear: no personal data). Erasure is retroactive: every
+        view, at any seq, shows them erased. The store must be open here alone (no other
+        process, no other handle): StorageError otherwise, and nothing is changed.
+        docs/forgetting.md. ``braidlog.proofs.issue_receipt`` signs a receipt of the report."""
+        from . import erasure
+
+        reason = erasure.check_reason(reason)
+        if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+            raise ValidationError("now", "must be a timezone-aware datetime")
+        if self.log_readonly:
+            raise ValidationError("store", "is open read-only; open it writable to erase")
+        chosen = erasure.select(self.log, braid=braid, refers=refers, seqs=seqs)
+        d = erasure.erasure_delta(chosen.seqs, reason, now=now)
+        if "braidlog.recall" in sys.modules:  # their indexes hold the text: dropped, not saved
+            sys.modules["braidlog.recall"].discard_for(self)
+        record, commitments = self.log.erase(chosen.seqs, d)
+        # The live states and checkpoints taken since the first erased seq saw the payloads:
+        # gone from the store with them; the live states fold again on next use.
+        self._load()
+        self._live = False
+        return erasure.ErasureReport(chosen.seqs, tuple(zip(chosen.seqs, commitments)),
+                                     chosen.skipped, record.seq, d.payload["reason_sha256"],
+                                     chosen.what)
 
     # -- reading -------------------------------------------------------------------------------
     def head(self) -> Head:

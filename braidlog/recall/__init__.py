@@ -21,12 +21,12 @@ need("numpy", "hnswlib")
 from .embedder import DEFAULT_DIM, Embedder, HashingEmbedder, default_embedder, delta_text, embed_delta  # noqa: E402
 from ..errors import RecallWarning  # noqa: E402
 from .index import FORMAT, METRICS, Metric, Recall  # noqa: E402
-from .instances import close_for, recall_at, recall_for  # noqa: E402
+from .instances import close_for, discard_for, recall_at, recall_for  # noqa: E402
 from .keyword import KeywordIndex, keyword_for  # noqa: E402
 from .query import MODES, RRF_K, Hit, Mode, fuse  # noqa: E402
 
 __all__ = [
     "Recall", "KeywordIndex", "keyword_for", "Hit", "RecallWarning", "Metric", "METRICS", "Mode", "MODES", "RRF_K",
     "Embedder", "HashingEmbedder", "DEFAULT_DIM", "default_embedder", "delta_text", "embed_delta",
-    "fuse", "recall_for", "recall_at", "close_for", "FORMAT",
+    "fuse", "recall_for", "recall_at", "close_for", "discard_for", "FORMAT",
 ]

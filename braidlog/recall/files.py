@@ -18,6 +18,7 @@ from typing import Any
 from blake3 import blake3
 
 from ..chain import digest
+from ..erasure import ERASURES_BRAID
 from ..errors import ValidationError
 from ..store import OnDisk
 
@@ -47,13 +48,18 @@ def index_directory(store: Any, directory: Any, name: str, suffix: str) -> Path 
 def stale(store: Any, covered_seq: int, covered_hash: bytes) -> str | None:
     """Why an index saved as covering ``covered_seq`` (chain hash ``covered_hash``) does not
     belong to ``store``'s log, or None when it does: the log ends before it, or its chain there
-    is another (both indexes, vector and keyword, check a saved index so)."""
+    is another, or it was built before an erasure (both indexes, vector and keyword, check a
+    saved index so)."""
     head = store.head()
     if covered_seq > head.seq:
         return f"it covers seq {covered_seq} but the log ends at {head.seq} (stale)"
     if store.hash_at(covered_seq) != covered_hash:
         return (f"its chain hash at seq {covered_seq} is not the log's (stale: the log it "
                 "was built from is not this one)")
+    erased_at = store.braid_head(ERASURES_BRAID).seq
+    if erased_at > covered_seq:
+        return (f"the log erased deltas at seq {erased_at}, after the seq it covers "
+                f"({covered_seq}): it may hold their text or vectors")
     return None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from .index import Metric, Recall
 from .query import Hit
 
-__all__ = ["recall_for", "recall_at", "close_for"]
+__all__ = ["recall_for", "recall_at", "close_for", "discard_for"]
 
 _instances: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Recall]] = weakref.WeakKeyDictionary()
 _instances_lock = threading.Lock()
@@ -38,3 +38,14 @@ def close_for(braid: Any) -> None:
         per = _instances.pop(braid, {})
     for r in per.values():
         r.close()
+
+
+def discard_for(braid: Any) -> None:
+    """Forget every Recall and keyword index opened for ``braid`` without saving them (an
+    erasure: they hold text and vectors it drops; they are built again from the log on use)."""
+    from . import keyword
+
+    with _instances_lock:
+        _instances.pop(braid, None)
+    with keyword._shared_lock:
+        keyword._shared.pop(getattr(braid, "log", braid), None)
