@@ -85,7 +85,8 @@ def ts_micros(ts: datetime) -> int:
 
 class Row(NamedTuple):
     """A record as stored: seq, chain hash, hw, committed form, salt and canonical delta bytes
-    (``salt`` and ``data`` are empty once the record's payload was erased)."""
+    (``salt`` and ``data`` are empty once the record's payload was erased; ``erased_by`` is then
+    the seq of the ``erased`` delta that erased it, else 0)."""
 
     seq: int
     hash: bytes
@@ -93,6 +94,7 @@ class Row(NamedTuple):
     entry: bytes
     salt: bytes
     data: bytes
+    erased_by: int = 0
 
     @property
     def body(self) -> bytes:

@@ -16,19 +16,21 @@ from __future__ import annotations
 import hashlib
 import numbers
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
-from .delta import GenericDelta, Provenance, new_id, referenced_ids
+from .delta import (
+    EPOCH, Erasure, GenericDelta, Provenance, decode_entry, encode, new_id, referenced_ids,
+)
 from .errors import ValidationError
 from .kind_schema import KIND_DECLARED
 from .kinds import REGISTRY, Registry
 
 __all__ = ["ERASED", "ERASURES_BRAID", "MAX_REASON", "Erased", "reason_hash", "check_reason",
            "erasure_delta", "envelope_refs", "payload_refs", "Selection", "select",
-           "ErasureReport"]
+           "ErasureReport", "erased_delta", "erased_bytes"]
 
 #: The kind of the delta an erasure appends.
 ERASED = "erased"
@@ -70,6 +72,21 @@ def erasure_delta(seqs: Iterable[int], reason: str, *, now: datetime | None = No
         id=new_id(), braid_id=ERASURES_BRAID, kind=ERASED, ts=now or datetime.now(timezone.utc),
         provenance=Provenance("system"), confidence=1.0,
         payload={"seqs": seqs, "reason": reason, "reason_sha256": reason_hash(reason)})
+
+
+def erased_delta(entry: bytes, by: int) -> GenericDelta:
+    """What a read of an erased record gives: the envelope its committed form ``entry`` keeps,
+    payload {}, no vector, and ``erased`` (the seq ``by`` of the erasure, the commitment)."""
+    e = decode_entry(entry)
+    return GenericDelta(id=e.id, braid_id=e.braid_id, kind=e.kind,
+                        ts=EPOCH + timedelta(microseconds=e.ts), provenance=e.provenance,
+                        confidence=e.confidence, payload={}, refs=e.refs, tags=e.tags,
+                        erased=Erasure(by, e.commitment))
+
+
+def erased_bytes(entry: bytes, by: int) -> bytes:
+    """``erased_delta`` encoded: the delta bytes reads of the body of an erased record give."""
+    return encode(erased_delta(entry, by))
 
 
 _ENVELOPE_ONLY = Registry()  # knows no kind: referenced_ids gives the envelope's references alone
@@ -175,3 +192,41 @@ def select(store: Any, *, braid: str | None = None, refers: str | None = None,
                               + (f"its {len(skipped)} delta(s) are erased already"
                                  if skipped else "it selects only erasure and kind deltas"))
     return Selection(tuple(todo), tuple(skipped), " and ".join(what))
+
+
+def erase_in_memory(store: Any, seqs: Iterable[int], delta: GenericDelta) -> tuple[Any, list[bytes]]:
+    """``MemoryLog.erase``, under its writer lock: each record's delta and body replaced by
+    their erased forms, its salt dropped, the refers-to keys of its payload left out of the
+    index, the checkpoints from the first erased seq on dropped, and ``delta`` appended."""
+    from .store import check_batch
+
+    seqs = sorted(set(seqs))
+    checked = check_batch([delta], store.registry, erasure=True)
+    head = store.head().seq
+    for s in seqs:
+        if not 1 <= s <= head:
+            raise ValidationError("seq", f"seq {s} is not in the log (1..{head})")
+        if s in store._erased:
+            raise ValidationError("seq", f"seq {s} is already erased")
+    by = head + 1
+    commitments = []
+    for s in seqs:
+        h, body, d = store._records[s - 1]
+        entry, _ = store._sealed[s - 1]
+        for key in payload_refs(d, store.registry):
+            store._by[("refs", key)].remove(s)
+        view = erased_delta(entry, by)
+        store._records[s - 1] = (h, body[:8] + encode(view), view)
+        store._sealed[s - 1] = (entry, b"")
+        store._erased[s] = by
+        commitments.append(view.erased.commitment)
+    for key in [k for k in store._checkpoints if k[2] >= seqs[0]]:
+        del store._checkpoints[key]
+    staged, _ = store._place(checked, None, head)
+    return _record(staged[0]), commitments
+
+
+def _record(s: Any) -> Any:
+    from .store import Record
+
+    return Record(s.seq, s.hash, s.delta)

@@ -39,6 +39,7 @@ from .delta import (
     SALT_SIZE, GenericDelta, _shown, check_entry_size, committed_form, referenced_ids,
     validate_typed,
 )
+from .erasure import ERASED
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
 from .kind_schema import sync as sync_kinds
@@ -271,14 +272,21 @@ class Checked(NamedTuple):
     refs: frozenset[str]
 
 
-def check_batch(deltas: Iterable[GenericDelta], registry: Registry) -> list[Checked]:
-    """Validate a batch before any transaction: envelope, payload schema, ids unique in it."""
+def check_batch(deltas: Iterable[GenericDelta], registry: Registry, *,
+                erasure: bool = False) -> list[Checked]:
+    """Validate a batch before any transaction: envelope, payload schema, ids unique in it.
+    An ``erased`` delta is written by an erasure alone (``erasure=True``), which also erases."""
     checked: list[Checked] = []
     seen: set[str] = set()
     sync_kinds(registry)
     kinds = registry  # becomes a batch overlay once the batch declares a kind
     for i, d in enumerate(_batch(deltas)):
         stored, data, typed = validate_typed(d, kinds, index=i)
+        if (stored.kind == ERASED) != erasure:
+            raise ValidationError("kind", "an 'erased' delta is written by an erasure only "
+                                  "(Braid.erase, `braidlog erase`), which drops what it names"
+                                  if not erasure else "an erasure writes one 'erased' delta",
+                                  index=i)
         if stored.kind == KIND_DECLARED:
             kinds = admit_declaration(kinds, registry, typed, i)
         if stored.id in seen:
@@ -494,6 +502,7 @@ class MemoryLog(IndexScans, LogStore):
         self._tree: dict[merkle.Node, bytes] = {}  # every complete subtree of level >= 1
         self._frontier = merkle.Frontier()
         self._notes: dict[tuple[int, bytes], bytes] = {}
+        self._erased: dict[int, int] = {}  # erased seq -> the seq of its erasure
         self._lock = threading.RLock()  # the single writer
 
     # -- writing -----------------------------------------------------------------------------
@@ -594,7 +603,8 @@ class MemoryLog(IndexScans, LogStore):
         for seq in range(max(start, 1), min(stop or 2**63, len(self._records) + 1)):
             h, body, _ = self._records[seq - 1]
             entry, salt = self._sealed[seq - 1]
-            yield Row(seq, h, hw_of(body), entry, salt, body[8:])
+            by = self._erased.get(seq, 0)
+            yield Row(seq, h, hw_of(body), entry, salt, b"" if by else body[8:], by)
 
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
              limit: int | None = None) -> Iterator[Record]:
@@ -648,6 +658,13 @@ class MemoryLog(IndexScans, LogStore):
                progress: Progress | None = None) -> Head:
         """Recompute the chain over [start, stop); the head of the range, or IntegrityError."""
         return verify_bodies(self, start, stop, progress)
+
+    def erase(self, seqs: Iterable[int], delta: GenericDelta) -> tuple[Record, list[bytes]]:
+        """Erase the records at ``seqs`` and append ``delta``, their ``erased`` delta
+        (braidlog.erasure); its record and the erased records' commitments."""
+        from .erasure import erase_in_memory
+        with self._lock:
+            return erase_in_memory(self, seqs, delta)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def put_checkpoint(self, name: str, version: int, seq: int, blob: bytes) -> None:

@@ -142,14 +142,19 @@ def register_signing(sub: Any) -> None:
     q = kinds.add_parser("verify", help="check an inclusion, consistency or state proof",
                          description="Check an inclusion, consistency or state proof (JSON) "
                          "against checkpoint notes signed by the verifier key.")
-    q.add_argument("proof", help="the proof's JSON file or .tlog-proof file, or - for standard "
-                   "input")
+    q.add_argument("proof", nargs="?", help="the proof's JSON file or .tlog-proof file, or - for "
+                   "standard input")
     q.add_argument("--checkpoint", action="append", default=[], metavar="NOTE",
                    help="a signed checkpoint note file (twice for a consistency proof: old and "
                    "new); a tlog-proof carries its own")
     q.add_argument("--entry", default=None, metavar="FILE",
                    help="for a tlog-proof: the record's committed form (`braidlog show SEQ "
                    "--entry`), the bytes it proves")
+    q.add_argument("--receipt", default=None, metavar="FILE",
+                   help="an erasure receipt (`braidlog erase --receipt`) to check instead")
+    q.add_argument("--against-store", action="store_true",
+                   help="with --receipt: also check that the store (--store) is the one it "
+                   "speaks of and holds the erasure it states")
     q.add_argument("--key", required=True,
                    help="the verifier key NAME+KEYID+BASE64, or a file that holds it")
     q.add_argument("--export", default=None, help="an export (`braidlog export`): every record's "
@@ -229,6 +234,12 @@ def _read(path: str) -> bytes:
 
 
 def cmd_proof_verify(args: Any, out: IO[str]) -> int:
+    if args.receipt is not None:
+        from .erase_cmd import cmd_verify_receipt
+
+        return cmd_verify_receipt(args, out)
+    if args.proof is None:
+        raise ValidationError("proof", "give a proof file (or --receipt FILE)")
     key_text = args.key
     if "+" not in key_text and os.path.exists(key_text):
         key_text = _read(key_text).decode("utf-8", errors="replace")

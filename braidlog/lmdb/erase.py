@@ -19,19 +19,85 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import StorageError
-from .format import U64, from_u64, open_tables
+import msgspec
+
+from ..delta import GenericDelta, _decoder, decode_entry
+from ..erasure import erased_bytes, erased_delta, payload_refs
+from ..errors import DecodeError, StorageError, ValidationError
+from ..store import Record, check_batch
+from .format import (
+    U64, erased_row, from_u64, open_tables, row_data, row_entry, row_erased_by, u64,
+)
 
 if TYPE_CHECKING:
     from .log import LmdbLog
 
-__all__ = ["WORKDIR", "rewrite_erased", "clean_leftover"]
+__all__ = ["WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "delta_of", "bytes_of"]
 
 #: The directory inside the store where an erasure builds the new file (removed when it ends).
 WORKDIR = ".erasing"
 T = TypeVar("T")
+_decode = _decoder.decode
+
+
+def delta_of(seq: int, value: Any) -> GenericDelta:
+    """The delta a row holds: its canonical bytes decoded, or, once erased, the envelope its
+    committed form keeps, marked erased (braidlog.erasure)."""
+    data = row_data(value)
+    if not data:
+        by = row_erased_by(value)
+        if by:
+            return erased_delta(bytes(row_entry(value)), by)
+    try:
+        return _decode(data)
+    except msgspec.MsgspecError as e:
+        raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
+
+
+def bytes_of(value: Any) -> bytes:
+    """The delta bytes of a row, those of its erased form once erased."""
+    data = row_data(value)
+    if not data:
+        by = row_erased_by(value)
+        if by:
+            return erased_bytes(bytes(row_entry(value)), by)
+    return data
+
+
+def erase_records(log: LmdbLog, seqs: Any, delta: GenericDelta) -> tuple[Record, list[bytes]]:
+    """``LmdbLog.erase``: the records at ``seqs`` erased and ``delta`` appended, in a new file
+    put in place of the old (``rewrite_erased``); the record of ``delta`` and the commitments
+    of the erased records, in seq order."""
+    seqs = sorted(set(seqs))
+    checked = check_batch([delta], log.registry, erasure=True)
+    log_db = log._db["log"]
+    values = log._read(lambda txn: {s: txn.get(u64(s), db=log_db) if 1 <= s < 2**63 else None
+                                    for s in seqs}, buffers=False)
+    drop: set[tuple[bytes, int]] = set()
+    commitments = []
+    for s, value in values.items():
+        if value is None:
+            raise ValidationError("seq", f"seq {s} is not in the log")
+        if row_erased_by(value) or not row_data(value):
+            raise ValidationError("seq", f"seq {s} is already erased")
+        drop |= {(key.encode(), s) for key in payload_refs(delta_of(s, value), log.registry)}
+        commitments.append(decode_entry(row_entry(value)).commitment)
+
+    def rows(head: int) -> dict[int, bytes]:
+        if seqs[-1] > head:  # only a store that shrank: erase holds it alone
+            raise ValidationError("seq", f"seq {seqs[-1]} is not in the log (1..{head})")
+        return {s: erased_row(values[s], head + 1) for s in seqs}
+
+    def append(fresh: LmdbLog) -> Record:
+        head = fresh.head().seq
+        staged = fresh._write(lambda txn: fresh._append_in(txn, checked, None, head))[0]
+        return Record(staged[0].seq, staged[0].hash, staged[0].delta)
+
+    derived = [log.path / "recall"]
+    record = rewrite_erased(log, rows, drop, seqs[0], append, derived)
+    return record, commitments
 
 
 def clean_leftover(path: Path) -> None:
@@ -42,11 +108,12 @@ def clean_leftover(path: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def rewrite_erased(log: LmdbLog, rows: dict[int, bytes], drop_refs: set[tuple[bytes, int]],
+def rewrite_erased(log: LmdbLog, rows: Callable[[int], dict[int, bytes]],
+                   drop_refs: set[tuple[bytes, int]],
                    keep_checkpoints_below: int, append: Callable[[LmdbLog], T],
                    derived: list[Path]) -> T:
-    """Write ``log``'s store again with the rows of ``rows`` (seq -> new row) in place of the
-    old, the refers-to entries ``drop_refs`` (key, seq) left out and only the projection
+    """Write ``log``'s store again with the rows of ``rows(head)`` (seq -> new row) in place of
+    the old, the refers-to entries ``drop_refs`` (key, seq) left out and only the projection
     checkpoints below seq ``keep_checkpoints_below`` kept; run ``append(new log)`` on the new
     store (the erased delta); remove the files and directories ``derived``; put the new store
     in place. Returns what ``append`` returned. ``log`` stays open, on the new file."""
@@ -61,10 +128,11 @@ def rewrite_erased(log: LmdbLog, rows: dict[int, bytes], drop_refs: set[tuple[by
         clean_leftover(log.path)
         work.mkdir()
         new = work / "store"
+        replaced = rows(log.head().seq)
 
         def edit(table: str, pairs: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
             if table == "log":
-                return ((k, rows.get(from_u64(k), v)) for k, v in pairs)
+                return ((k, replaced.get(from_u64(k), v)) for k, v in pairs)
             if table == "refs":
                 return ((k, v) for k, v in pairs if (k, from_u64(v)) not in drop_refs)
             if table == "ckpt":

@@ -31,7 +31,8 @@ from ..store import Row
 from .env import Env
 
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
-           "Peaks", "put_tree", "build_tree", "pack_row", "split_row", "create", "BEFORE"]
+           "Peaks", "put_tree", "build_tree", "pack_row", "split_row", "create", "BEFORE",
+           "erased_row", "row_erased_by"]
 
 FORMAT_VERSION = 4  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
 #                    3: the id-digest index ("idh"); 4: the committed form (rows hold it and a
@@ -51,8 +52,22 @@ _ROW = HASH_SIZE + U64 + 2  # where the committed form starts in a row
 
 def pack_row(chain_hash: bytes, hw: int, entry: bytes, salt: bytes, data: bytes) -> bytes:
     """A record's row in the ``log`` table: chain hash (32) || hw (u64 BE) || len(entry) (u16 BE)
-    || entry || salt (16) || canonical delta bytes. An erased record's row ends after the entry."""
+    || entry || salt (16) || canonical delta bytes. An erased record's row (``erased_row``) has
+    the seq of the delta that erased it (u64 BE) in place of the salt and delta bytes."""
     return chain_hash + hw.to_bytes(U64, "big") + len(entry).to_bytes(2, "big") + entry + salt + data
+
+
+def erased_row(value: Any, by: int) -> bytes:
+    """The row of an erased record: ``value``'s up to its committed form, then ``by`` (the seq
+    of the ``erased`` delta), and nothing of the salt and delta bytes."""
+    end = _ROW + int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
+    return bytes(value[:end]) + by.to_bytes(U64, "big")
+
+
+def row_erased_by(value: Any) -> int:
+    """The seq of the delta that erased the record of this row, or 0 if it is not erased."""
+    end = _ROW + int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
+    return int.from_bytes(value[end:], "big") if len(value) - end == U64 else 0
 
 
 def split_row(seq: int, value: Any) -> Row:
@@ -61,11 +76,14 @@ def split_row(seq: int, value: Any) -> Row:
     n = int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
     end = _ROW + n
     rest = len(value) - end
-    if len(value) < _ROW or rest < 0 or 0 < rest <= SALT_SIZE:
+    if len(value) < _ROW or rest < 0 or (0 < rest <= SALT_SIZE and rest != U64):
         raise IntegrityError(f"the row of seq {seq} is {len(value)} bytes, which no record is "
                              f"with a committed form of {n} bytes (it was cut or changed after "
                              "it was written); run `braidlog verify`", seq=seq, expected=b"",
                              found=value[HASH_SIZE + U64:_ROW])
+    if rest == U64:  # erased: the salt and the delta bytes are gone
+        return Row(seq, value[:HASH_SIZE], int.from_bytes(value[HASH_SIZE:HASH_SIZE + U64], "big"),
+                   value[_ROW:end], b"", b"", int.from_bytes(value[end:], "big"))
     return Row(seq, value[:HASH_SIZE], int.from_bytes(value[HASH_SIZE:HASH_SIZE + U64], "big"),
                value[_ROW:end], value[end:end + SALT_SIZE] if rest else b"",
                value[end + SALT_SIZE:])

@@ -33,6 +33,7 @@ from ..chain import GENESIS, HASH_SIZE
 from ..chain import digest, link
 from .. import tree as merkle
 from ..delta import GenericDelta, _decoder, referenced_ids
+from ..erasure import envelope_refs, erased_bytes
 from ..errors import BraidlogError, DecodeError, IntegrityError, StorageError, ValidationError
 from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
@@ -42,6 +43,7 @@ from .format import (
     sweep, u64,
 )
 from .format import create as create_store
+from .erase import bytes_of, delta_of
 from .file import edge_findings
 from ..store import (
     Admit, BraidHead, Head, IndexScans, LogStore, OnDisk, Progress, Record, Row, Staged,
@@ -324,6 +326,8 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         payload subjects this process cannot name (``Registry.knows_subjects``: its projection
         is not loaded here) only the envelope can be checked, and a payload subject (such as a
         field's ``topic/field``) is taken as written."""
+        if d.erased is not None:  # its payload's subjects left the index with it
+            return key in envelope_refs(d)
         if not self.registry.knows_subjects(d.kind):
             return True
         try:
@@ -398,10 +402,7 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
 
     @staticmethod
     def _decoded(seq: int, value: Any) -> Record:
-        try:
-            return Record(seq, bytes(value[:HASH_SIZE]), _decode(row_data(value)))
-        except msgspec.MsgspecError as e:
-            raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
+        return Record(seq, bytes(value[:HASH_SIZE]), delta_of(seq, value))
 
     def get(self, delta_id: str) -> Record | None:
         def fn(txn):
@@ -432,8 +433,12 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         return from_u64(seq)
 
     def body(self, seq: int) -> bytes:
-        """The body of record ``seq``: ``hw`` (u64 big-endian) and its canonical delta bytes."""
-        return self._row(seq).body
+        """The body of record ``seq``: ``hw`` (u64 big-endian) and its canonical delta bytes
+        (of an erased record: those of what reads give, braidlog.erasure.erased_delta)."""
+        row = self._row(seq)
+        if row.erased_by:
+            return row.hw.to_bytes(U64, "big") + erased_bytes(row.entry, row.erased_by)
+        return row.body
 
     def entry(self, seq: int) -> bytes:
         """The committed form of record ``seq``: what the chain links and the tree's leaf."""
@@ -457,17 +462,13 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
              limit: int | None = None) -> Iterator[Record]:
         """Records with seq in [start, stop), forward or reverse, at most ``limit``."""
         for key, value in self._raw_rows(start, stop, reverse, limit):
-            try:
-                yield Record(from_u64(key), value[:HASH_SIZE], _decode(row_data(value)))
-            except msgspec.MsgspecError as e:
-                raise DecodeError(f"the record at seq {from_u64(key)} is not a delta ({e})",
-                                  ) from None
+            yield Record(from_u64(key), value[:HASH_SIZE], delta_of(from_u64(key), value))
 
     def scan_bodies(self, start: int = 1, stop: int | None = None
                     ) -> Iterator[tuple[int, bytes, bytes]]:
         """(seq, hash, body) for seqs in [start, stop): body is hw || delta bytes."""
         for key, value in self._raw_rows(start, stop, False, None):
-            yield from_u64(key), value[:HASH_SIZE], value[HASH_SIZE:HASH_SIZE + U64] + row_data(value)
+            yield from_u64(key), value[:HASH_SIZE], value[HASH_SIZE:HASH_SIZE + U64] + bytes_of(value)
 
     def _raw_rows(self, start: int, stop: int | None, reverse: bool, limit: int | None
                   ) -> Iterator[tuple[bytes, bytes]]:
@@ -608,6 +609,13 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         IntegrityError naming the first damage and the remedy."""
         from .check import verify
         return verify(self._access(), start, stop, progress)
+
+    def erase(self, seqs: Iterable[int], delta: GenericDelta) -> tuple[Record, list[bytes]]:
+        """Erase the records at ``seqs`` and append ``delta`` (their ``erased`` delta), leaving
+        nothing of them in any file of the store (lmdb/erase.py); the erased delta's record and
+        the erased records' commitments. Needs the store alone."""
+        from .erase import erase_records
+        return erase_records(self, seqs, delta)
 
     def repair_indexes(self, progress: Progress | None = None) -> dict[str, int]:
         """Rebuild every index (and the Merkle tree) from the log in one write transaction,
