@@ -332,7 +332,7 @@ class Braid:
                 checks, folds = plans.get(key) or plans.setdefault(key, plan(d))
             else:
                 checks, folds = plan(d)
-            if checks:
+            if checks and d.erased is None:  # an erased record checks nothing
                 at = Boundary(seq=s.seq, index=n, log=view.before(n))
                 for i, check in checks:
                     try:
@@ -341,7 +341,11 @@ class Braid:
                         raise Rejected(f"delta {n}: {e.reason}") from None
                     except ValidationError as e:
                         raise ValidationError(e.field, e.rule, index=n) from None
-            if folds:
+            if folds and d.erased is not None:  # reproduced erased: each projection's own way
+                self._folded = True
+                for i, _, _ in folds:
+                    states[i] = order[i].apply(states[i], d, s.seq)
+            elif folds:
                 self._folded = True
                 seq = s.seq
                 for i, evolve, positional in folds:
@@ -446,16 +450,21 @@ class Braid:
             raise ValidationError("store", "is open read-only; open it writable to erase")
         chosen = erasure.select(self.log, braid=braid, refers=refers, seqs=seqs)
         d = erasure.erasure_delta(chosen.seqs, reason, now=now)
-        if "braidlog.recall" in sys.modules:  # their indexes hold the text: dropped, not saved
-            sys.modules["braidlog.recall"].discard_for(self)
+        self.after_erasure()  # before: an index saved meanwhile would hold the text
         record, commitments = self.log.erase(chosen.seqs, d)
-        # The live states and checkpoints taken since the first erased seq saw the payloads:
-        # gone from the store with them; the live states fold again on next use.
-        self._load()
-        self._live = False
+        self.after_erasure()
         return erasure.ErasureReport(chosen.seqs, tuple(zip(chosen.seqs, commitments)),
                                      chosen.skipped, record.seq, d.payload["reason_sha256"],
                                      chosen.what)
+
+    def after_erasure(self) -> None:
+        """Drop what this braid holds of erased records: the live states (folded again from
+        the checkpoints the erasure kept, on next use) and the recall indexes (their text and
+        vectors; built again from the log), unsaved."""
+        if "braidlog.recall" in sys.modules:
+            sys.modules["braidlog.recall"].discard_for(self)
+        self._load()
+        self._live = False
 
     # -- reading -------------------------------------------------------------------------------
     def head(self) -> Head:

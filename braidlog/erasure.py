@@ -30,7 +30,8 @@ from .kinds import REGISTRY, Registry
 
 __all__ = ["ERASED", "ERASURES_BRAID", "MAX_REASON", "Erased", "reason_hash", "check_reason",
            "erasure_delta", "envelope_refs", "payload_refs", "Selection", "select",
-           "ErasureReport", "erased_delta", "erased_bytes"]
+           "ErasureReport", "erased_delta", "erased_bytes", "erased_entry", "reproduced",
+           "erase_in_memory", "Erasures", "erased_line", "erasure_line"]
 
 #: The kind of the delta an erasure appends.
 ERASED = "erased"
@@ -74,6 +75,9 @@ def erasure_delta(seqs: Iterable[int], reason: str, *, now: datetime | None = No
         payload={"seqs": seqs, "reason": reason, "reason_sha256": reason_hash(reason)})
 
 
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def erased_delta(entry: bytes, by: int) -> GenericDelta:
     """What a read of an erased record gives: the envelope its committed form ``entry`` keeps,
     payload {}, no vector, and ``erased`` (the seq ``by`` of the erasure, the commitment)."""
@@ -87,6 +91,39 @@ def erased_delta(entry: bytes, by: int) -> GenericDelta:
 def erased_bytes(entry: bytes, by: int) -> bytes:
     """``erased_delta`` encoded: the delta bytes reads of the body of an erased record give."""
     return encode(erased_delta(entry, by))
+
+
+def erased_entry(seq: int, d: GenericDelta) -> bytes:
+    """The committed form of the erased delta ``d`` at ``seq``: its envelope and its commitment
+    (what an export or a replica carries of an erased record is enough to rebuild it)."""
+    from .delta import Entry, _encoder
+
+    return _encoder.encode(Entry(
+        seq=seq, id=d.id, braid_id=d.braid_id, kind=d.kind, ts=(d.ts - EPOCH) // _MICROSECOND,
+        provenance=d.provenance, confidence=float(d.confidence), refs=d.refs, tags=d.tags,
+        commitment=d.erased.commitment))
+
+
+def reproduced(d: GenericDelta, index: int) -> Any:
+    """The store's ``Checked`` for a delta read from an erased record elsewhere (an import, a
+    replica): ValidationError unless it is what a read of an erased record gives."""
+    from .store import Checked
+
+    e = d.erased
+    if (type(d) is not GenericDelta or not isinstance(e, Erasure) or not isinstance(e.by, int)
+            or isinstance(e.by, bool) or e.by < 1 or not isinstance(e.commitment, bytes)
+            or len(e.commitment) != 32 or d.payload != {} or d.vector is not None):
+        raise ValidationError("erased", "a delta marked erased must be one a read of an erased "
+                              "record gives: payload {}, no vector, erased.by a seq and a "
+                              "32-byte commitment", index=index)
+    try:
+        again = erased_delta(erased_entry(1, d), e.by)
+    except Exception:
+        again = None
+    if again != d:
+        raise ValidationError("erased", "the envelope of a delta marked erased is not one a "
+                              "committed form holds", index=index)
+    return Checked(d, b"", envelope_refs(d), e.by)
 
 
 _ENVELOPE_ONLY = Registry()  # knows no kind: referenced_ids gives the envelope's references alone
@@ -194,34 +231,38 @@ def select(store: Any, *, braid: str | None = None, refers: str | None = None,
     return Selection(tuple(todo), tuple(skipped), " and ".join(what))
 
 
-def erase_in_memory(store: Any, seqs: Iterable[int], delta: GenericDelta) -> tuple[Any, list[bytes]]:
-    """``MemoryLog.erase``, under its writer lock: each record's delta and body replaced by
-    their erased forms, its salt dropped, the refers-to keys of its payload left out of the
-    index, the checkpoints from the first erased seq on dropped, and ``delta`` appended."""
+def erase_in_memory(store: Any, seqs: Any, delta: GenericDelta | None,
+                    append: Any = None) -> tuple[Any, list[bytes]]:
+    """``MemoryLog.erase`` (``delta``) and ``apply_erasures`` (``seqs`` a mapping seq -> the
+    seq of its erasure, then ``append(store)``), under its writer lock: each record's delta and
+    body replaced by their erased forms, its salt dropped, the refers-to keys of its payload
+    left out of the index, the checkpoints from the first erased seq on dropped."""
     from .store import check_batch
 
-    seqs = sorted(set(seqs))
-    checked = check_batch([delta], store.registry, erasure=True)
+    by_seq = dict(seqs) if isinstance(seqs, dict) else {s: 0 for s in seqs}
+    order = sorted(by_seq)
+    checked = None if delta is None else check_batch([delta], store.registry, erasure=True)
     head = store.head().seq
-    for s in seqs:
+    for s in order:
         if not 1 <= s <= head:
             raise ValidationError("seq", f"seq {s} is not in the log (1..{head})")
         if s in store._erased:
             raise ValidationError("seq", f"seq {s} is already erased")
-    by = head + 1
     commitments = []
-    for s in seqs:
+    for s in order:
         h, body, d = store._records[s - 1]
         entry, _ = store._sealed[s - 1]
         for key in payload_refs(d, store.registry):
             store._by[("refs", key)].remove(s)
-        view = erased_delta(entry, by)
+        view = erased_delta(entry, by_seq[s] or head + 1)
         store._records[s - 1] = (h, body[:8] + encode(view), view)
         store._sealed[s - 1] = (entry, b"")
-        store._erased[s] = by
+        store._erased[s] = view.erased.by
         commitments.append(view.erased.commitment)
-    for key in [k for k in store._checkpoints if k[2] >= seqs[0]]:
+    for key in [k for k in store._checkpoints if k[2] >= order[0]]:
         del store._checkpoints[key]
+    if append is not None:
+        return append(store), commitments
     staged, _ = store._place(checked, None, head)
     return _record(staged[0]), commitments
 
@@ -230,3 +271,49 @@ def _record(s: Any) -> Any:
     from .store import Record
 
     return Record(s.seq, s.hash, s.delta)
+
+
+class Erasures:
+    """What an import has read of erasures, to refuse an export whose erased records and
+    ``erased`` deltas do not match: every record an ``erased`` delta of the export names within
+    it must be erased by it, and every erased record whose erasure is in the export must be
+    named by it. Records it names before the export's first seq are to be erased in the target
+    (``before``: seq -> the seq of the ``erased`` delta)."""
+
+    def __init__(self) -> None:
+        self.erased: dict[int, int] = {}  # erased record in the export -> the seq that erased it
+        self.named: dict[int, set[int]] = {}  # seq of an erased delta -> the seqs it names
+        self.before: dict[int, int] = {}
+
+    def unnamed(self, last: int) -> str | None:
+        """Why the export is refused once read to seq ``last``: an erased record whose erasure
+        is in the export but does not name it."""
+        for s, by in sorted(self.erased.items()):
+            if by <= last and s not in self.named.get(by, ()):
+                return (f"seq {s} is shown erased by seq {by}, which is not an erased delta "
+                        "naming it: the export was edited")
+        return None
+
+
+def erased_line(d: GenericDelta, seq: int, erasures: Erasures) -> str | None:
+    """Why an erased record at ``seq`` of an export is refused, or None."""
+    if d.erased.by <= seq:
+        return f"the record is erased by seq {d.erased.by}, which is not after it: it was edited"
+    erasures.erased[seq] = d.erased.by
+    return None
+
+
+def erasure_line(d: GenericDelta, seq: int, erasures: Erasures, start: int) -> str | None:
+    """Why the ``erased`` delta at ``seq`` of an export is refused, or None."""
+    named = set(d.payload.get("seqs", ()))
+    for s in sorted(named):
+        if s >= seq:
+            return f"the erased delta names seq {s}, which is not before it"
+        if s >= start and erasures.erased.get(s) != seq:
+            return (f"the erased delta at seq {seq} names seq {s}, which the export does not show "
+                    f"erased by it: the export was edited, or made before the erasure")
+        if s < start:
+            erasures.before[s] = seq
+    erasures.named[seq] = named
+    return None
+

@@ -36,7 +36,7 @@ from msgspec import Struct
 from . import tree as merkle
 from .chain import GENESIS, digest, link, links
 from .delta import (
-    SALT_SIZE, GenericDelta, _shown, check_entry_size, committed_form, referenced_ids,
+    SALT_SIZE, GenericDelta, _shown, check_entry_size, committed_form, encode, referenced_ids,
     validate_typed,
 )
 from .erasure import ERASED
@@ -127,6 +127,7 @@ class Staged(NamedTuple):
     refs: frozenset[str]
     entry: bytes = b""
     salt: bytes = b""
+    erased_by: int = 0
 
 
 def id_key(delta_id: str) -> str:
@@ -265,27 +266,36 @@ class OnDisk(Protocol):
 
 
 class Checked(NamedTuple):
-    """A delta that passed every envelope and payload rule, with its canonical bytes."""
+    """A delta that passed every envelope and payload rule, with its canonical bytes (an
+    erased record reproduced: its erased form, no bytes, and ``erased_by``)."""
 
     delta: GenericDelta
     data: bytes
     refs: frozenset[str]
+    erased_by: int = 0
 
 
 def check_batch(deltas: Iterable[GenericDelta], registry: Registry, *,
                 erasure: bool = False) -> list[Checked]:
     """Validate a batch before any transaction: envelope, payload schema, ids unique in it.
-    An ``erased`` delta is written by an erasure alone (``erasure=True``), which also erases."""
+    An ``erased`` delta, and a delta read from an erased record (``delta.erased``), are written
+    only where ``erasure`` is true: by an erasure, which also erases, and where records written
+    elsewhere are reproduced (import, a replica: the stores pass it with their ``salts``)."""
     checked: list[Checked] = []
     seen: set[str] = set()
     sync_kinds(registry)
     kinds = registry  # becomes a batch overlay once the batch declares a kind
     for i, d in enumerate(_batch(deltas)):
+        if getattr(d, "erased", None) is not None and erasure:
+            from .erasure import reproduced
+
+            checked.append(reproduced(d, i))
+            seen.add(d.id)
+            continue
         stored, data, typed = validate_typed(d, kinds, index=i)
-        if (stored.kind == ERASED) != erasure:
+        if stored.kind == ERASED and not erasure:
             raise ValidationError("kind", "an 'erased' delta is written by an erasure only "
-                                  "(Braid.erase, `braidlog erase`), which drops what it names"
-                                  if not erasure else "an erasure writes one 'erased' delta",
+                                  "(Braid.erase, `braidlog erase`), which drops what it names",
                                   index=i)
         if stored.kind == KIND_DECLARED:
             kinds = admit_declaration(kinds, registry, typed, i)
@@ -406,8 +416,15 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
     for seq, c, salt in zip(range(first, first + len(fresh)), fresh, chosen):
         hw = next_hw(hw, ts_micros(c.delta.ts))
         bodies.append(hw.to_bytes(8, "big") + c.data)
-        entries.append(committed_form(seq, c.delta, salt, c.data))
-    staged = [Staged(seq, h, body, c.delta, c.refs, entry, salt) for seq, h, body, c, entry, salt
+        if c.erased_by:  # an erased record reproduced: its committed form, from its envelope
+            from .erasure import erased_entry
+
+            entries.append(erased_entry(seq, c.delta))
+        else:
+            entries.append(committed_form(seq, c.delta, salt, c.data))
+    staged = [Staged(seq, h, body, c.delta, c.refs, entry, b"" if c.erased_by else salt,
+                     c.erased_by)
+              for seq, h, body, c, entry, salt
               in zip(range(first, first + len(fresh)), links(head.hash, first, entries), bodies,
                      fresh, entries, chosen)]
     if fresh is checked:
@@ -535,7 +552,7 @@ class MemoryLog(IndexScans, LogStore):
                                expected_head=head.seq, admit=admit)
 
     def _append(self, deltas, expected_version, expected_head, admit=None, salts=None):
-        checked = check_batch(deltas, self.registry)
+        checked = check_batch(deltas, self.registry, erasure=salts is not None)
         with self._lock:
             return self._place(checked, expected_version, expected_head, admit, salts)
 
@@ -550,8 +567,10 @@ class MemoryLog(IndexScans, LogStore):
             admit(head, staged)
         for s in staged:
             d = s.delta
-            self._records.append((s.hash, s.body, d))
+            self._records.append((s.hash, s.body + encode(d) if s.erased_by else s.body, d))
             self._sealed.append((s.entry, s.salt))
+            if s.erased_by:
+                self._erased[s.seq] = s.erased_by
             self._hw.append(hw_of(s.body))
             self._ids[d.id] = s.seq
             self._by.setdefault(("braid", d.braid_id), []).append(s.seq)
@@ -665,6 +684,13 @@ class MemoryLog(IndexScans, LogStore):
         from .erasure import erase_in_memory
         with self._lock:
             return erase_in_memory(self, seqs, delta)
+
+    def apply_erasures(self, erase: Mapping[int, int], append: Callable[[Any], Any]
+                       ) -> tuple[Any, list[bytes]]:
+        """As LmdbLog.apply_erasures: the records erased, then ``append(self)``."""
+        from .erasure import erase_in_memory
+        with self._lock:
+            return erase_in_memory(self, erase, None, append)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def put_checkpoint(self, name: str, version: int, seq: int, blob: bytes) -> None:

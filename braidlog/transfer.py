@@ -51,6 +51,7 @@ from .delta import (
     SALT_SIZE, GenericDelta, committed_form, decode, repeated_key, repeated_key_rule,
     validate_typed,
 )
+from .erasure import ERASED, Erasures, erased_bytes, erased_entry, erased_line, erasure_line
 from .errors import ConflictError, DecodeError, IntegrityError, StorageError, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration
 from .kind_schema import sync as sync_kinds
@@ -176,6 +177,8 @@ def export(store: LogStore, out: IO[str] | str | os.PathLike[str], *, start: int
         f.write(_json.encode(header).decode() + "\n")
         for row in _rows(store, start, stop, braid):
             seq, h, body = row.seq, row.hash, row.body
+            if row.erased_by:  # erased: its erased form, its committed form, no salt
+                body = row.hw.to_bytes(HW_SIZE, "big") + erased_bytes(row.entry, row.erased_by)
             line = ExportLine(seq, h.hex(), body, decode(body[HW_SIZE:]), row.salt, row.entry)
             f.write(_json.encode(line).decode() + "\n")
             count += 1
@@ -252,6 +255,7 @@ class ParsedExport(Struct, frozen=True):
     end: ExportEnd
     lines: int
     salts: dict[str, bytes] = {}
+    erase: dict[int, int] = {}  # seq before the export -> the seq of the erased delta naming it
 
 
 def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
@@ -270,6 +274,7 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
     seqs: list[int] = []
     hashes: list[bytes] = []
     salts: dict[str, bytes] = {}
+    erasures = Erasures()
     prev = GENESIS
     sync_kinds(registry)
     kinds = registry
@@ -332,10 +337,11 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
             if hw_fault(before, body, ts_micros(stored.ts)) is not None:
                 raise _refuse(n, f"the record's high-water time {hw_of(body)} does not follow from "
                               "the deltas before it: the body was edited", seq=seq)
-            if len(line.salt) != SALT_SIZE:
-                raise _refuse(n, f"the record's salt is {len(line.salt)} bytes, not {SALT_SIZE}: "
-                              "it was edited", seq=seq)
-            entry = committed_form(seq, stored, line.salt, body[HW_SIZE:])
+            if len(line.salt) != (0 if stored.erased else SALT_SIZE):
+                raise _refuse(n, f"the record's salt is {len(line.salt)} bytes, not "
+                              f"{0 if stored.erased else SALT_SIZE}: it was edited", seq=seq)
+            entry = (erased_entry(seq, stored) if stored.erased
+                     else committed_form(seq, stored, line.salt, body[HW_SIZE:]))
             if line.entry != entry:
                 raise _refuse(n, "the record's entry (committed form) is not what its delta "
                               "bytes and salt give: one of them was edited", seq=seq)
@@ -345,6 +351,15 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
                               f"found {found.hex()}: the record or its hash was edited",
                               seq=seq, expected=expected, found=found)
             prev = found
+        if stored.erased is not None:  # an erased record: its envelope and commitment alone
+            fault = erased_line(stored, seq, erasures)
+            if fault:
+                raise _refuse(n, fault, seq=seq, integrity=False)
+            deltas.append(stored)
+            bodies.append(body)
+            seqs.append(seq)
+            hashes.append(found)
+            continue
         if stored.kind not in kinds:
             raise _refuse(n, f"kind {stored.kind!r} is not declared, neither in the export nor in "
                           "this process; import the Python module that declares it first",
@@ -359,6 +374,10 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
         if data != body[HW_SIZE:]:
             raise _refuse(n, f"delta {stored.id} re-encodes to other bytes than stored: it was "
                           "written by another version of its schema or encoder", seq=seq)
+        if checked.kind == ERASED:
+            fault = erasure_line(checked, seq, erasures, header.start)
+            if fault:
+                raise _refuse(n, fault, seq=seq, integrity=False)
         deltas.append(checked)
         if line.salt:
             salts[checked.id] = line.salt
@@ -379,7 +398,10 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
     if header.scope == "log" and seqs and seqs[-1] != header.stop - 1:
         raise _refuse(n, f"the header promises seqs {header.start}..{header.stop - 1}, the records "
                       f"end at {seqs[-1]}: it was truncated")
-    return ParsedExport(header, deltas, bodies, seqs, hashes, end, n, salts)
+    fault = erasures.unnamed(seqs[-1] if seqs else 0)
+    if fault:
+        raise _refuse(n, fault, integrity=False)
+    return ParsedExport(header, deltas, bodies, seqs, hashes, end, n, salts, erasures.before)
 
 
 def _cut(n: int) -> Exception:
@@ -485,13 +507,30 @@ def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable
                             str(after), True)
     if not parsed.deltas:
         return ImportReport(h.scope, parsed.lines, 0, 0, 0, 0, str(head), False)
-    seqs = writer.append_batch(parsed.deltas, expected_head=head.seq, salts=parsed.salts)
+    if parsed.erase:  # its erased deltas name records the store holds: erased with the import
+        seqs = _import_erasing(writer, store, parsed, head)
+    else:
+        seqs = writer.append_batch(parsed.deltas, expected_head=head.seq, salts=parsed.salts)
     after = store.head()
     if seqs != parsed.seqs or after != Head(parsed.seqs[-1], parsed.hashes[-1]):
         raise IntegrityError(f"the store wrote the export at seqs {seqs[0]}..{seqs[-1]} with head "
                              f"{after}, not {parsed.end.head}: the records were written; run "
                              "`braidlog verify` and report this as a bug", seq=seqs[0])
     return ImportReport(h.scope, parsed.lines, len(seqs), 0, seqs[0], seqs[-1], str(after), False)
+
+
+def _import_erasing(writer: Any, store: LogStore, parsed: ParsedExport, head: Head) -> list[int]:
+    """An import whose ``erased`` deltas name records before it, which the target holds: those
+    records erased and the export's records appended in one step (the erasure's: the store must
+    be open here alone), so the target is never left with the erased deltas and the text."""
+    if not hasattr(store, "apply_erasures"):
+        raise ValidationError("store", "cannot apply the export's erasures: this store cannot erase")
+    seqs, _ = store.apply_erasures(parsed.erase, lambda fresh: fresh.append_batch(
+        parsed.deltas, expected_head=head.seq, salts=parsed.salts))
+    after_erasure = getattr(writer, "after_erasure", None)
+    if after_erasure is not None:
+        after_erasure()
+    return seqs
 
 
 def _check_against(parsed: ParsedExport, against: Head) -> None:

@@ -289,3 +289,104 @@ def test_the_command_line_refuses_bad_requests(store, keyfile, tmp_path, capsys)
         assert message in capsys.readouterr().err
     with braidlog.open(store) as b:
         assert all(r.delta.erased is None for r in b.log.scan())
+
+
+# -- everywhere a delta travels -------------------------------------------------------------------
+
+def test_an_export_after_erasure_imports_into_a_store_that_verifies(store, tmp_path):
+    from braidlog import transfer
+
+    _fill(store)
+    out = tmp_path / "after.jsonl"
+    with braidlog.open(store) as b:
+        report = b.erase(braid="alice", refers="person-alice", reason="r")
+        head = b.head()
+        transfer.export(b.log, out)
+    text = out.read_text()
+    assert "Wonder Lane" not in text and '"erased":{"by":' in text
+    target = tmp_path / "target"
+    with braidlog.open(target) as t:
+        transfer.import_(t, out)
+        assert t.head() == head and t.log.verify() == head
+        for seq in report.seqs:
+            assert t.log.read(seq).delta.erased.by == report.seq
+        for name in t.projections:
+            t.state(name)
+    assert files_holding(target, "Wonder Lane", _vector_bytes()) == {}
+    assert files_holding(target, KEPT)
+
+
+def test_an_erasure_in_a_later_range_export_is_applied_on_import(store, tmp_path):
+    from braidlog import transfer
+
+    _fill(store)
+    first, rest = tmp_path / "first.jsonl", tmp_path / "rest.jsonl"
+    with braidlog.open(store) as b:
+        cut = b.head().seq + 1
+        transfer.export(b.log, first)  # made before the erasure: a file outside the store
+        b.append(make_delta(50, braid="bob"))
+        report = b.erase(braid="alice", refers="person-alice", reason="r")
+        transfer.export(b.log, rest, start=cut)
+        head = b.head()
+    target = tmp_path / "target"
+    with braidlog.open(target) as t:
+        transfer.import_(t, first)
+        assert files_holding(target, "Wonder Lane")
+        transfer.import_(t, rest)
+        assert t.head() == head and t.log.verify() == head
+        assert all(t.log.read(s).delta.erased is not None for s in report.seqs)
+    assert files_holding(target, "Wonder Lane", _vector_bytes()) == {}
+
+
+def test_an_import_naming_records_it_does_not_show_erased_is_refused(store, tmp_path):
+    from braidlog import transfer
+
+    _fill(store)
+    out = tmp_path / "after.jsonl"
+    with braidlog.open(store) as b:
+        report = b.erase(seqs=[1], reason="r")
+        transfer.export(b.log, out)
+    lines = out.read_text().splitlines()
+    # the erased delta now also names seq 3, which the export shows as it was
+    edited = []
+    for line in lines:
+        obj = json.loads(line)
+        if obj.get("seq") == report.seq:
+            obj["delta"]["payload"]["seqs"] = [1, 3]
+        edited.append(json.dumps(obj, separators=(",", ":")))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(edited) + "\n")
+    target = tmp_path / "target"
+    with braidlog.open(target) as t:
+        with pytest.raises(braidlog.BraidlogError, match="differs|does not show erased"):
+            transfer.import_(t, bad)
+        assert t.head().seq == 0
+
+
+def test_an_erased_record_cannot_be_appended_as_new(store, tmp_path):
+    from braidlog import transfer
+
+    _fill(store)
+    out = tmp_path / "after.jsonl"
+    with braidlog.open(store) as b:
+        b.erase(braid="alice", refers="person-alice", reason="r")
+        transfer.export(b.log, out)
+    with braidlog.open(tmp_path / "target") as t:
+        with pytest.raises(ValidationError, match="erased"):
+            transfer.import_(t, out, as_new=True)
+        assert t.head().seq == 0
+
+
+def test_backup_and_restore_keep_the_erasure(store, tmp_path):
+    from braidlog import transfer
+
+    _fill(store)
+    with braidlog.open(store) as b:
+        report = b.erase(braid="alice", refers="person-alice", reason="r")
+        transfer.backup(b.log, tmp_path / "bk")
+    transfer.restore(tmp_path / "bk", tmp_path / "restored")
+    assert files_holding(tmp_path / "bk", "Wonder Lane") == {}
+    with braidlog.open(tmp_path / "restored") as r:
+        assert r.log.read(report.seqs[0]).delta.erased.by == report.seq
+        assert r.log.verify().seq == report.seq
+    assert files_holding(tmp_path / "restored", "Wonder Lane") == {}

@@ -34,7 +34,8 @@ from .format import (
 if TYPE_CHECKING:
     from .log import LmdbLog
 
-__all__ = ["WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "delta_of", "bytes_of"]
+__all__ = ["WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "apply_erasures",
+           "delta_of", "bytes_of"]
 
 #: The directory inside the store where an erasure builds the new file (removed when it ends).
 WORKDIR = ".erasing"
@@ -72,6 +73,21 @@ def erase_records(log: LmdbLog, seqs: Any, delta: GenericDelta) -> tuple[Record,
     of the erased records, in seq order."""
     seqs = sorted(set(seqs))
     checked = check_batch([delta], log.registry, erasure=True)
+
+    def append(fresh: LmdbLog) -> Record:
+        head = fresh.head().seq
+        staged = fresh._write(lambda txn: fresh._append_in(txn, checked, None, head))[0]
+        return Record(staged[0].seq, staged[0].hash, staged[0].delta)
+
+    return apply_erasures(log, {s: 0 for s in seqs}, append)
+
+
+def apply_erasures(log: LmdbLog, erase: dict[int, int], append: Callable[[LmdbLog], T]
+                   ) -> tuple[T, list[bytes]]:
+    """The records ``erase`` names (seq -> the seq of the erased delta that erases it; 0: the
+    first seq ``append`` writes) erased, and ``append(new store)`` run, in a new file put in
+    place of the old; what ``append`` returned and the erased records' commitments."""
+    seqs = sorted(erase)
     log_db = log._db["log"]
     values = log._read(lambda txn: {s: txn.get(u64(s), db=log_db) if 1 <= s < 2**63 else None
                                     for s in seqs}, buffers=False)
@@ -88,16 +104,10 @@ def erase_records(log: LmdbLog, seqs: Any, delta: GenericDelta) -> tuple[Record,
     def rows(head: int) -> dict[int, bytes]:
         if seqs[-1] > head:  # only a store that shrank: erase holds it alone
             raise ValidationError("seq", f"seq {seqs[-1]} is not in the log (1..{head})")
-        return {s: erased_row(values[s], head + 1) for s in seqs}
-
-    def append(fresh: LmdbLog) -> Record:
-        head = fresh.head().seq
-        staged = fresh._write(lambda txn: fresh._append_in(txn, checked, None, head))[0]
-        return Record(staged[0].seq, staged[0].hash, staged[0].delta)
+        return {s: erased_row(values[s], erase[s] or head + 1) for s in seqs}
 
     derived = [log.path / "recall"]
-    record = rewrite_erased(log, rows, drop, seqs[0], append, derived)
-    return record, commitments
+    return rewrite_erased(log, rows, drop, seqs[0], append, derived), commitments
 
 
 def clean_leftover(path: Path) -> None:

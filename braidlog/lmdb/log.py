@@ -236,7 +236,8 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
 
     def _append(self, deltas: Iterable[Any], expected_version, expected_head, admit=None,
                 salts=None) -> tuple[list[Staged], list[int]]:
-        checked = check_batch(deltas, self.registry)  # before the writer lock is taken
+        checked = check_batch(deltas, self.registry,  # before the writer lock is taken
+                              erasure=salts is not None)
         return self._write(lambda txn: self._append_in(txn, checked, expected_version,
                                                        expected_head, admit, salts))
 
@@ -340,8 +341,9 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         keys = [s.seq.to_bytes(U64, "big") for s in staged]
         cur = txn.cursor(db["log"])
         consumed, added = cur.putmulti(
-            [(k, pack_row(s.hash, int.from_bytes(s.body[:U64], "big"), s.entry, s.salt,
-                          s.body[U64:])) for k, s in zip(keys, staged)],
+            [(k, pack_row(s.hash, int.from_bytes(s.body[:U64], "big"), s.entry,
+                          u64(s.erased_by) if s.erased_by else s.salt, s.body[U64:]))
+             for k, s in zip(keys, staged)],
             append=True, overwrite=False)
         if added != len(staged):
             raise StorageError("log append was refused: a seq already exists",
@@ -616,6 +618,14 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         the erased records' commitments. Needs the store alone."""
         from .erase import erase_records
         return erase_records(self, seqs, delta)
+
+    def apply_erasures(self, erase: Mapping[int, int], append: Callable[[Any], T]
+                       ) -> tuple[T, list[bytes]]:
+        """Erase the records ``erase`` names (seq -> the seq of the erased delta) and run
+        ``append(store)`` (the batch that holds those erased deltas, written elsewhere: an
+        import, a replica's) in one step; what ``append`` returned and the commitments."""
+        from .erase import apply_erasures
+        return apply_erasures(self, dict(erase), append)
 
     def repair_indexes(self, progress: Progress | None = None) -> dict[str, int]:
         """Rebuild every index (and the Merkle tree) from the log in one write transaction,
