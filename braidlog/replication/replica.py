@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..delta import GenericDelta, decode, validate_typed
+from ..erasure import ERASED, reproduced
 from ..kind_schema import KIND_DECLARED, admit_declaration, sync as sync_kinds
 from .. import tree as merkle
 from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
@@ -207,7 +208,12 @@ class Replica:
             if self._kinds is None:  # a group starts: the store's kinds, as its log declares
                 sync_kinds(self.store.registry)
                 self._kinds = self.store.registry
-            stored, data, typed = validate_typed(decode(body[8:]), self._kinds)
+            stored = decode(body[8:])
+            if stored.erased is not None:  # an erased record: its envelope and commitment
+                reproduced(stored, 0)
+                data, typed = body[8:], None
+            else:
+                stored, data, typed = validate_typed(stored, self._kinds)
             if stored.kind == KIND_DECLARED:  # the group may use the kind it declares
                 self._kinds = admit_declaration(self._kinds, self.store.registry, typed,
                                                 len(self._pending))
@@ -295,9 +301,17 @@ class Replica:
                                  f"records have root {want.hex()}, the stream's give "
                                  f"{frontier.root().hex()}: the stream's records up to here are "
                                  "forged or rewritten", expected=want, found=frontier.root())
+        # An erased delta naming records this replica holds as they were: they are erased
+        # with the group, in one step (the replica's store must be open here alone).
+        erase = {s: p.seq for p in group if p.delta.kind == ERASED
+                 for s in p.delta.payload.get("seqs", ()) if s <= self._head.seq}
+        erase = {s: by for s, by in erase.items() if self.store.read(s).delta.erased is None}
+
+        def commit(store: Any) -> list[Any]:
+            return store.commit([p.delta for p in group], expected_head=self._head.seq,
+                                salts={p.delta.id: p.salt for p in group if p.salt})
         try:
-            records = self.store.commit([p.delta for p in group], expected_head=self._head.seq,
-                                        salts={p.delta.id: p.salt for p in group})
+            records = self.store.apply_erasures(erase, commit)[0] if erase else commit(self.store)
         except ConflictError as e:
             self._refuse(first, f"the replica's store moved under it ({e}); only the replica "
                          "may write to it")

@@ -33,6 +33,7 @@ import msgspec
 from ..chain import GENESIS
 from ..chain import link
 from ..delta import GenericDelta, _decoder, committed_form, decode, delta
+from ..erasure import erased_bytes, erased_entry
 from ..errors import DecodeError, IntegrityError
 from ..kind_schema import KIND_DECLARED, sync
 from ..kinds import Registry
@@ -95,11 +96,15 @@ class Row(NamedTuple):
 def entry_of(seq: int, body: bytes, salt: bytes | None) -> bytes:
     """The committed form of a shipped record (seq, body, salt); b"" when the body is not a
     delta or the salt is missing (such a record chains onto nothing)."""
-    if not salt or len(body) <= 8:
+    if len(body) <= 8:
         return b""
     try:
         d = _decoder.decode(body[8:])
     except (msgspec.MsgspecError, ValueError):
+        return b""
+    if d.erased is not None:  # an erased record ships its erased form, whose envelope it is
+        return b"" if salt else erased_entry(seq, d)
+    if not salt:
         return b""
     return committed_form(seq, d, salt, body[8:])
 
@@ -241,6 +246,8 @@ def rows(store: LogStore, epochs: Epochs, subject: Any, start: int, stop: int) -
     epoch = epochs.at(start - 1)
     for row in store.scan_rows(start, stop + 1):
         seq, chain, body = row.seq, row.hash, row.body
+        if row.erased_by:  # erased before it was shipped: it ships erased
+            body = body + erased_bytes(row.entry, row.erased_by)
         if seq != start + len(out):
             break
         braid_id, kind = braid_and_kind(body)
