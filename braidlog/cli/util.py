@@ -162,7 +162,7 @@ def progress_bar(label: str, total: int, *, enabled: bool = True) -> Iterator[An
 def summary(d: Any, width: int = 70) -> str:
     """A one-line summary of a delta's payload."""
     if getattr(d, "erased", None) is not None:
-        return f"[erased by seq {d.erased.by}]"
+        return f"(erased by seq {d.erased.by})"
     p = d.payload
     for key in ("text", "summary", "title", "content", "value", "tool", "name"):
         if isinstance(p.get(key), str):
