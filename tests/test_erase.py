@@ -390,3 +390,39 @@ def test_backup_and_restore_keep_the_erasure(store, tmp_path):
         assert r.log.read(report.seqs[0]).delta.erased.by == report.seq
         assert r.log.verify().seq == report.seq
     assert files_holding(tmp_path / "restored", "Wonder Lane") == {}
+
+
+def test_the_demo_erases_one_subject_and_every_projection_folds_it(tmp_path, capsys):
+    """The walkthrough a new user follows: `braidlog demo`, then the erase it suggests."""
+    store = tmp_path / "demo.lmdb"
+    assert main(["--store", str(store), "demo"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "braidlog erase --refers project-atlas/owner" in shown
+    assert files_holding(store, "Priya")
+    assert main(["--store", str(store), "erase", "--refers", "project-atlas/owner",
+                 "--reason", "the owners asked"]) == 0
+    assert capsys.readouterr().out.startswith("erased 4 delta(s) of refers project-atlas/owner")
+    assert files_holding(store, "Priya") == {}
+    with braidlog.open(store) as b:
+        head = b.head().seq
+        for name in b.projections:
+            b.state(name)
+            for seq in range(1, head + 1):
+                b.state_at(name, seq)
+        atlas = b.state("fields").topics["project-atlas"]
+        assert "owner" not in atlas.fields and "budget_eur" in atlas.fields
+    assert main(["--store", str(store), "verify"]) == 0
+    assert main(["--store", str(store), "state", "--projection", "fields", "--at", "40"]) == 0
+    assert "Priya" not in capsys.readouterr().out
+
+
+def test_mcp_shows_an_erased_delta_as_erased(store):
+    from braidlog.mcp import tools
+
+    _fill(store)
+    with braidlog.open(store) as b:
+        report = b.erase(braid="alice", reason="r")
+    with braidlog.LmdbLog(store, readonly=True) as log:
+        out = tools.record_out(log.read(report.seqs[0]))
+    data = msgspec.json.decode(msgspec.json.encode(out))
+    assert data["delta"]["erased"]["by"] == report.seq and data["delta"]["payload"] == {}

@@ -667,7 +667,7 @@ def cmd_demo(args: Any, out: IO[str]) -> int:
         print_records(out, store.scan(first), title=f"what the demo wrote (seq {first}..)")
         store.verify()
     con.print(f"chain verified; head {head}")
-    con.print("next: braidlog log --kind message · braidlog state --at 5 · braidlog verify · "
-              "braidlog erase --refers project-atlas/owner --reason \"the owners asked\" (forget "
-              "who owned the project: docs/forgetting.md)", markup=False)
+    con.print("next: braidlog log --kind message · braidlog state --at 5 · braidlog verify")
+    con.print("forget who owned the project (docs/forgetting.md): braidlog erase --refers "
+              "project-atlas/owner --reason \"the owners asked\"", markup=False)
     return 0
