@@ -426,3 +426,22 @@ def test_mcp_shows_an_erased_delta_as_erased(store):
         out = tools.record_out(log.read(report.seqs[0]))
     data = msgspec.json.decode(msgspec.json.encode(out))
     assert data["delta"]["erased"]["by"] == report.seq and data["delta"]["payload"] == {}
+
+
+def test_verify_and_repair_know_an_erased_record_keeps_its_envelope_refs(store):
+    """A fields revision with envelope refs, erased: the refers-to index keeps the envelope's
+    entry and drops the payload's subjects; verify agrees, and a repair rebuilds the same."""
+    from braidlog.projections.fields import ReviseField
+
+    with braidlog.open(store) as b:
+        (rec,) = b.execute("fields", ReviseField(topic_id="carol", field="phone", value="555-0100"),
+                           braid_id="carol", now=T0)
+        b.append(make_delta(2, braid="carol", refs=braidlog.Refs(episodes=("ep-carol",))))
+        before = b.head()
+        b.erase(refers="carol", reason="r")
+        assert [r.seq for r in b.log.scan_refs("ep-carol")] == [2]
+        assert list(b.log.scan_refs("carol")) == [] and list(b.log.scan_refs("carol/phone")) == []
+        assert b.log.verify().seq == before.seq + 1
+        counts = b.log.repair_indexes()
+        assert counts["refs"] == 1 and b.log.verify().seq == before.seq + 1
+    assert files_holding(store, "555-0100") == {}

@@ -39,9 +39,9 @@ import msgspec
 
 from ..delta import referenced_ids
 from ..errors import BraidlogError, IntegrityError, StorageError
+from ..erasure import ERASURES_BRAID, envelope_refs
 from ..kinds import Registry
 from .env import Env
-from ..erasure import ERASURES_BRAID
 from .format import DUPS, build_tree, from_u64, id_digest, split_row, u64
 from .file import last_intact_key, meta_findings
 from ..store import Head, LogStore, Progress, Record, verify_bodies
@@ -158,7 +158,8 @@ def _expected(log: LogAccess, seq: int, value: Any, unsure: set[str]
     if "idh" in log.tables:
         out.append(("idh", id_digest(d.id)))
     try:
-        refs = referenced_ids(d, log.registry)
+        # an erased delta keeps the refs of its envelope; those of its payload left with it
+        refs = envelope_refs(d) if d.erased is not None else referenced_ids(d, log.registry)
     except (msgspec.MsgspecError, BraidlogError):
         refs = frozenset()  # an old payload whose upcast fails now: its other refs still count
     out.extend(("refs", r.encode()) for r in refs)
@@ -389,7 +390,7 @@ def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str
             rows["braid"].append((d.braid_id.encode(), seq))
             rows["kind"].append((d.kind.encode(), seq))
             try:
-                refs = referenced_ids(d, log.registry)
+                refs = envelope_refs(d) if d.erased is not None else referenced_ids(d, log.registry)
             except (msgspec.MsgspecError, BraidlogError):
                 refs = frozenset()
             rows["refs"].extend((r.encode(), seq) for r in refs)
