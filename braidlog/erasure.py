@@ -206,9 +206,11 @@ def select(store: Any, *, braid: str | None = None, refers: str | None = None,
             raise ValidationError(field, f"must be a non-empty string, not {value!r}")
         found = {r.seq: r.delta for r in scan(value)}
         if not found:
-            where = "braid" if field == "braid" else "delta refers to"
-            raise ValidationError(field, f"no {where} {value!r} in the log" if field == "braid"
-                                  else f"no delta refers to {value!r} in the log")
+            erased = store.braid_head(ERASURES_BRAID).version > 0
+            raise ValidationError(field, f"no braid {value!r} in the log" if field == "braid"
+                                  else f"no delta refers to {value!r} in the log" + (
+                                      " (an erased delta keeps only the references of its "
+                                      "envelope: erased already?)" if erased else ""))
         chosen.update(found)
         what.append(f"{field} {value}")
     todo, skipped = [], []
