@@ -445,3 +445,19 @@ def test_verify_and_repair_know_an_erased_record_keeps_its_envelope_refs(store):
         counts = b.log.repair_indexes()
         assert counts["refs"] == 1 and b.log.verify().seq == before.seq + 1
     assert files_holding(store, "555-0100") == {}
+
+
+def test_erase_is_refused_while_a_process_has_the_store_open_through_lmdb_itself(store):
+    _fill(store)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys,lmdb;e=lmdb.open(sys.argv[1],max_dbs=20,readonly=True);"
+         "print('open',flush=True);sys.stdin.read()", str(store)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "open"
+        with braidlog.open(store) as b:
+            with pytest.raises(StorageError, match=f"process {child.pid} has the store"):
+                b.erase(braid="alice", reason="r")
+            assert b.log.read(1).delta.erased is None
+    finally:
+        child.communicate("")
