@@ -49,7 +49,8 @@ class ThreadIndex:
 
     def catch_up(self, log: Any) -> None:
         for rec in log.scan_braid(self.braid, start=self.seen + 1):
-            self.take(rec.seq, rec.delta.kind, rec.delta.payload)
+            if rec.delta.erased is None:  # an erased record is passed over (docs/forgetting.md)
+                self.take(rec.seq, rec.delta.kind, rec.delta.payload)
             self.seen = rec.seq
 
     def take(self, seq: int, kind: str, p: dict[str, Any]) -> None:

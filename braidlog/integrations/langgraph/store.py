@@ -245,7 +245,10 @@ class BraidlogStore(_Reader, BaseStore):
     supports_ttl = True
 
     def __init__(self, store: Any, *, index: Any = None, ttl: Any = None, mode: str = "vector",
-                 provenance: Provenance | None = None) -> None:
+                 provenance: Provenance | None = None, erase: bool = False) -> None:
+        if not isinstance(erase, bool):
+            raise ValidationError("erase", f"must be True or False, not {type(erase).__name__}")
+        self.erase = erase  # TTL expiry erases the expired items' versions (docs/forgetting.md)
         if mode not in MODES:
             raise ValidationError("mode", f"must be one of {', '.join(MODES)}, not {mode!r}"[:120])
         if provenance is not None and not isinstance(provenance, Provenance):
@@ -531,7 +534,7 @@ class BraidlogStore(_Reader, BaseStore):
     # -- TTL ---------------------------------------------------------------------------------
     def sweep_ttl(self) -> int:
         """Delete every item whose TTL has run out (one delta each, marked ``expired``); the
-        number deleted."""
+        number deleted. With ``erase=True`` every version of those items is then erased."""
         now = datetime.now(timezone.utc)
         with self._lock:
             deltas = []
@@ -543,7 +546,21 @@ class BraidlogStore(_Reader, BaseStore):
                             "expired": True}, now))
             if deltas:
                 self._write(deltas)
+                if self.erase:
+                    self._erase_expired(deltas)
             return len(deltas)
+
+    def _erase_expired(self, expired: list[Any]) -> None:
+        """Erase every version of the items just expired (their puts and TTL refreshes); the
+        expiry deltas, which hold no value, stay."""
+        gone = {(d.braid_id, d.payload["key"]) for d in expired}
+        seqs = [rec.seq for braid in {b for b, _ in gone} for rec in self._log.scan_braid(braid)
+                if rec.delta.erased is None and rec.delta.kind == "langgraph.item"
+                and (braid, rec.delta.payload.get("key")) in gone
+                and not rec.delta.payload.get("expired")]
+        if seqs:
+            self._braid.erase(seqs=seqs, reason="LangGraph TTL expiry")
+            self._spaces.clear()
 
     def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> concurrent.futures.Future:
         """Sweep expired items every ``sweep_interval_minutes`` (default: the TTLConfig's, else
