@@ -233,6 +233,21 @@ def select(store: Any, *, braid: str | None = None, refers: str | None = None,
     return Selection(tuple(todo), tuple(skipped), " and ".join(what))
 
 
+class MemoryErasure:
+    """``MemoryLog``'s erase and apply_erasures (``LmdbLog`` has the same two)."""
+
+    def erase(self, seqs: Iterable[int], delta: GenericDelta) -> tuple[Any, list[bytes]]:
+        """Erase the records at ``seqs`` and append ``delta``, their ``erased`` delta; its
+        record and the erased records' commitments."""
+        with self._lock:  # type: ignore[attr-defined]
+            return erase_in_memory(self, seqs, delta)
+
+    def apply_erasures(self, erase: dict[int, int], append: Any) -> tuple[Any, list[bytes]]:
+        """As LmdbLog.apply_erasures: the records erased, then ``append(self)``."""
+        with self._lock:  # type: ignore[attr-defined]
+            return erase_in_memory(self, erase, None, append)
+
+
 def erase_in_memory(store: Any, seqs: Any, delta: GenericDelta | None,
                     append: Any = None) -> tuple[Any, list[bytes]]:
     """``MemoryLog.erase`` (``delta``) and ``apply_erasures`` (``seqs`` a mapping seq -> the

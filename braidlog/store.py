@@ -39,7 +39,7 @@ from .delta import (
     SALT_SIZE, GenericDelta, _shown, check_entry_size, committed_form, encode, referenced_ids,
     validate_typed,
 )
-from .erasure import ERASED
+from .erasure import ERASED, MemoryErasure, erased_entry, reproduced
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
 from .kind_schema import sync as sync_kinds
@@ -286,11 +286,8 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry, *,
     sync_kinds(registry)
     kinds = registry  # becomes a batch overlay once the batch declares a kind
     for i, d in enumerate(_batch(deltas)):
-        if getattr(d, "erased", None) is not None and erasure:
-            from .erasure import reproduced
-
+        if getattr(d, "erased", None) is not None and erasure:  # an erased record, reproduced
             checked.append(reproduced(d, i))
-            seen.add(d.id)
             continue
         stored, data, typed = validate_typed(d, kinds, index=i)
         if stored.kind == ERASED and not erasure:
@@ -416,12 +413,8 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
     for seq, c, salt in zip(range(first, first + len(fresh)), fresh, chosen):
         hw = next_hw(hw, ts_micros(c.delta.ts))
         bodies.append(hw.to_bytes(8, "big") + c.data)
-        if c.erased_by:  # an erased record reproduced: its committed form, from its envelope
-            from .erasure import erased_entry
-
-            entries.append(erased_entry(seq, c.delta))
-        else:
-            entries.append(committed_form(seq, c.delta, salt, c.data))
+        entries.append(erased_entry(seq, c.delta) if c.erased_by  # from the envelope it keeps
+                       else committed_form(seq, c.delta, salt, c.data))
     staged = [Staged(seq, h, body, c.delta, c.refs, entry, b"" if c.erased_by else salt,
                      c.erased_by)
               for seq, h, body, c, entry, salt
@@ -500,7 +493,7 @@ class IndexScans:
         return self._scan_index("refs", entity_id, start, stop, reverse, limit)
 
 
-class MemoryLog(IndexScans, LogStore):
+class MemoryLog(IndexScans, LogStore, MemoryErasure):
     """The reference store: everything in lists and dicts, lost when the process ends."""
 
     readonly = False
@@ -677,20 +670,6 @@ class MemoryLog(IndexScans, LogStore):
                progress: Progress | None = None) -> Head:
         """Recompute the chain over [start, stop); the head of the range, or IntegrityError."""
         return verify_bodies(self, start, stop, progress)
-
-    def erase(self, seqs: Iterable[int], delta: GenericDelta) -> tuple[Record, list[bytes]]:
-        """Erase the records at ``seqs`` and append ``delta``, their ``erased`` delta
-        (braidlog.erasure); its record and the erased records' commitments."""
-        from .erasure import erase_in_memory
-        with self._lock:
-            return erase_in_memory(self, seqs, delta)
-
-    def apply_erasures(self, erase: Mapping[int, int], append: Callable[[Any], Any]
-                       ) -> tuple[Any, list[bytes]]:
-        """As LmdbLog.apply_erasures: the records erased, then ``append(self)``."""
-        from .erasure import erase_in_memory
-        with self._lock:
-            return erase_in_memory(self, erase, None, append)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def put_checkpoint(self, name: str, version: int, seq: int, blob: bytes) -> None:
