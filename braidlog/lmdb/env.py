@@ -26,7 +26,6 @@ Hazards, handled here so callers never meet them (docs/operations.md has the lon
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import itertools
 import os
 import struct
@@ -38,6 +37,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no store-wide lock, erase refuses
+    fcntl = None  # type: ignore[assignment]
 
 from ..errors import BraidlogError, IntegrityError, StorageError, StoreFullError
 from .file import short_file
@@ -182,6 +186,7 @@ class Env:
         self.db: dict[str, Any] = {}  # the table handles, set by the opener's ``init``
         self.format_version = 0
         self.tables = tables
+        self.erasing = False  # an erasure holds it alone (``alone``): no new user meanwhile
         data = path / "data.mdb"
         # An existing store is opened under a shared lock that an erasure takes exclusively
         # while it puts a new data.mdb in place: an opener waits for it, never maps the old file.
@@ -406,9 +411,10 @@ class Env:
             raise StorageError(f"{self.path} is open {self.users} times in this process",
                                hint="close the other handles (Braid, LmdbLog) of this store first")
         fd = self.lockfd
-        if fd is None:
+        if fd is None or fcntl is None:
             raise StorageError(f"cannot lock {self.path / 'lock.mdb'}",
-                               hint="the store must be on a writable local file system")
+                               hint="erasing needs a POSIX system and the store on a local "
+                               "file system")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -422,8 +428,10 @@ class Env:
             if pid is not None:
                 raise StorageError(f"process {pid} has the store at {self.path} open through "
                                    "LMDB", hint="close it there, then try again")
+            self.erasing = True
             yield
         finally:
+            self.erasing = False
             fcntl.flock(fd, fcntl.LOCK_SH)
 
     def rewrite(self, dest: Path, rows: Callable[[str, Iterator[tuple[bytes, bytes]]],
@@ -482,6 +490,8 @@ REWRITE_CHUNK = 1 << 16  # rows a transaction of a rewrite
 def _hold_shared(path: Path, *, create: bool) -> int | None:
     """A descriptor of ``path/lock.mdb`` holding flock(LOCK_SH), waited for while an erasure
     holds it exclusively; None where the file cannot be opened (read-only media)."""
+    if fcntl is None:
+        return None
     for flags in ((os.O_RDWR | os.O_CREAT) if create else os.O_RDWR, os.O_RDONLY):
         try:
             fd = os.open(path / "lock.mdb", flags | os.O_CLOEXEC, 0o644)
@@ -576,6 +586,9 @@ def acquire(path: Path, *, readonly: bool, create: bool, durable: bool, map_size
                 env.close()
                 raise
             _envs[key] = env
+        elif env.erasing:
+            raise StorageError(f"{path} is being erased by another thread of this process",
+                               hint="open it once the erasure returned")
         elif env.readonly and not readonly:
             raise StorageError(f"{path} is already open read-only in this process",
                                hint="close the read-only store first, or open this one read-only")
