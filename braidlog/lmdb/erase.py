@@ -34,13 +34,29 @@ from .format import (
 if TYPE_CHECKING:
     from .log import LmdbLog
 
-__all__ = ["WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "apply_erasures",
+__all__ = ["LmdbErasure", "WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "apply_erasures",
            "delta_of", "bytes_of"]
 
 #: The directory inside the store where an erasure builds the new file (removed when it ends).
 WORKDIR = ".erasing"
 T = TypeVar("T")
 _decode = _decoder.decode
+
+
+class LmdbErasure:
+    """``LmdbLog``'s erase and apply_erasures (``MemoryLog`` has the same two)."""
+
+    def erase(self, seqs: Any, delta: GenericDelta) -> tuple[Record, list[bytes]]:
+        """Erase the records at ``seqs`` and append ``delta`` (their ``erased`` delta), leaving
+        nothing of them in any file of the store; the erased delta's record and the erased
+        records' commitments. Needs the store alone."""
+        return erase_records(self, seqs, delta)  # type: ignore[arg-type]
+
+    def apply_erasures(self, erase: Any, append: Callable[[Any], T]) -> tuple[T, list[bytes]]:
+        """Erase the records ``erase`` names (seq -> the seq of the erased delta) and run
+        ``append(store)`` (the batch that holds those erased deltas, written elsewhere: an
+        import, a replica's) in one step; what ``append`` returned and the commitments."""
+        return apply_erasures(self, dict(erase), append)  # type: ignore[arg-type]
 
 
 def delta_of(seq: int, value: Any) -> GenericDelta:

@@ -43,7 +43,7 @@ from .format import (
     sweep, u64,
 )
 from .format import create as create_store
-from .erase import bytes_of, delta_of
+from .erase import LmdbErasure, bytes_of, delta_of
 from .file import edge_findings
 from ..store import (
     Admit, BraidHead, Head, IndexScans, LogStore, OnDisk, Progress, Record, Row, Staged,
@@ -95,7 +95,7 @@ def _store_path(path: Any) -> Path:
     return p
 
 
-class LmdbLog(IndexScans, LogStore, OnDisk):
+class LmdbLog(IndexScans, LogStore, OnDisk, LmdbErasure):
     """The log in an LMDB environment at ``path`` (a directory).
 
     ``durable=True`` (the default) syncs data and meta pages on every commit: a committed append
@@ -611,21 +611,6 @@ class LmdbLog(IndexScans, LogStore, OnDisk):
         IntegrityError naming the first damage and the remedy."""
         from .check import verify
         return verify(self._access(), start, stop, progress)
-
-    def erase(self, seqs: Iterable[int], delta: GenericDelta) -> tuple[Record, list[bytes]]:
-        """Erase the records at ``seqs`` and append ``delta`` (their ``erased`` delta), leaving
-        nothing of them in any file of the store (lmdb/erase.py); the erased delta's record and
-        the erased records' commitments. Needs the store alone."""
-        from .erase import erase_records
-        return erase_records(self, seqs, delta)
-
-    def apply_erasures(self, erase: Mapping[int, int], append: Callable[[Any], T]
-                       ) -> tuple[T, list[bytes]]:
-        """Erase the records ``erase`` names (seq -> the seq of the erased delta) and run
-        ``append(store)`` (the batch that holds those erased deltas, written elsewhere: an
-        import, a replica's) in one step; what ``append`` returned and the commitments."""
-        from .erase import apply_erasures
-        return apply_erasures(self, dict(erase), append)
 
     def repair_indexes(self, progress: Progress | None = None) -> dict[str, int]:
         """Rebuild every index (and the Merkle tree) from the log in one write transaction,
