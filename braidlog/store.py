@@ -39,7 +39,7 @@ from .delta import (
     SALT_SIZE, GenericDelta, _shown, check_entry_size, committed_form, encode, referenced_ids,
     validate_typed,
 )
-from .erasure import ERASED, MemoryErasure, erased_entry, reproduced
+from .erasure import ERASED, erased_delta, erased_entry, payload_refs, reproduced
 from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
 from .kind_schema import sync as sync_kinds
@@ -287,7 +287,7 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry, *,
     kinds = registry  # becomes a batch overlay once the batch declares a kind
     for i, d in enumerate(_batch(deltas)):
         if getattr(d, "erased", None) is not None and erasure:  # an erased record, reproduced
-            checked.append(reproduced(d, i))
+            checked.append(Checked(d, b"", *reproduced(d, i)))
             continue
         stored, data, typed = validate_typed(d, kinds, index=i)
         if stored.kind == ERASED and not erasure:
@@ -493,7 +493,7 @@ class IndexScans:
         return self._scan_index("refs", entity_id, start, stop, reverse, limit)
 
 
-class MemoryLog(IndexScans, LogStore, MemoryErasure):
+class MemoryLog(IndexScans, LogStore):
     """The reference store: everything in lists and dicts, lost when the process ends."""
 
     readonly = False
@@ -670,6 +670,46 @@ class MemoryLog(IndexScans, LogStore, MemoryErasure):
                progress: Progress | None = None) -> Head:
         """Recompute the chain over [start, stop); the head of the range, or IntegrityError."""
         return verify_bodies(self, start, stop, progress)
+
+    def erase(self, seqs: Iterable[int], delta: GenericDelta) -> tuple[Record, list[bytes]]:
+        """Erase the records at ``seqs`` and append ``delta``, their ``erased`` delta
+        (braidlog.erasure); its record and the erased records' commitments."""
+        with self._lock:
+            return self._erase({s: 0 for s in seqs}, check_batch([delta], self.registry,
+                                                                  erasure=True))
+
+    def apply_erasures(self, erase: Mapping[int, int], append: Callable[[Any], Any]
+                       ) -> tuple[Any, list[bytes]]:
+        """As LmdbLog.apply_erasures: the records erased (seq -> the seq erasing it), then
+        ``append(self)``."""
+        with self._lock:
+            return self._erase(dict(erase), None, append)
+
+    def _erase(self, by_seq: dict[int, int], checked: list[Checked] | None,
+               append: Callable[[Any], Any] | None = None) -> tuple[Any, list[bytes]]:
+        head = self.head().seq
+        for s in sorted(by_seq):
+            if not 1 <= s <= head:
+                raise ValidationError("seq", f"seq {s} is not in the log (1..{head})")
+            if s in self._erased:
+                raise ValidationError("seq", f"seq {s} is already erased")
+        commitments = []
+        for s in sorted(by_seq):  # the delta and body become their erased forms, the salt goes
+            h, body, d = self._records[s - 1]
+            entry = self._sealed[s - 1][0]
+            for key in payload_refs(d, self.registry):
+                self._by[("refs", key)].remove(s)
+            view = erased_delta(entry, by_seq[s] or head + 1)
+            self._records[s - 1] = (h, body[:8] + encode(view), view)
+            self._sealed[s - 1] = (entry, b"")
+            self._erased[s] = view.erased.by
+            commitments.append(view.erased.commitment)
+        for key in [k for k in self._checkpoints if k[2] >= min(by_seq)]:
+            del self._checkpoints[key]  # they may hold what was erased
+        if append is not None:
+            return append(self), commitments
+        staged, _ = self._place(checked, None, head)
+        return Record(staged[0].seq, staged[0].hash, staged[0].delta), commitments
 
     # -- checkpoints ---------------------------------------------------------------------------
     def put_checkpoint(self, name: str, version: int, seq: int, blob: bytes) -> None:

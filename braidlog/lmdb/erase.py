@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -31,8 +31,7 @@ from .format import (
     U64, erased_row, from_u64, open_tables, row_data, row_entry, row_erased_by, u64,
 )
 
-if TYPE_CHECKING:
-    from .log import LmdbLog
+LmdbLog = Any  # the store this module erases in (lmdb/log.py imports this module, not back)
 
 __all__ = ["LmdbErasure", "WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "apply_erasures",
            "delta_of", "bytes_of"]
@@ -143,8 +142,6 @@ def rewrite_erased(log: LmdbLog, rows: Callable[[int], dict[int, bytes]],
     checkpoints below seq ``keep_checkpoints_below`` kept; run ``append(new log)`` on the new
     store (the erased delta); remove the files and directories ``derived``; put the new store
     in place. Returns what ``append`` returned. ``log`` stays open, on the new file."""
-    from .log import LmdbLog
-
     env = log._shared_env
     log._alive()
     if log.readonly:
@@ -166,7 +163,7 @@ def rewrite_erased(log: LmdbLog, rows: Callable[[int], dict[int, bytes]],
             return pairs
 
         env.rewrite(new, edit)
-        fresh = LmdbLog(new, durable=True, registry=log.registry)
+        fresh = type(log)(new, durable=True, registry=log.registry)  # an LmdbLog on the new file
         try:
             result = append(fresh)
         finally:
