@@ -523,13 +523,10 @@ def _import_erasing(writer: Any, store: LogStore, parsed: ParsedExport, head: He
     """An import whose ``erased`` deltas name records before it, which the target holds: those
     records erased and the export's records appended in one step (the erasure's: the store must
     be open here alone), so the target is never left with the erased deltas and the text."""
-    if not hasattr(store, "apply_erasures"):
-        raise ValidationError("store", "cannot apply the export's erasures: this store cannot erase")
     seqs, _ = store.apply_erasures(parsed.erase, lambda fresh: fresh.append_batch(
         parsed.deltas, expected_head=head.seq, salts=parsed.salts))
-    after_erasure = getattr(writer, "after_erasure", None)
-    if after_erasure is not None:
-        after_erasure()
+    if writer is not store:  # a Braid: what it holds of the erased records goes
+        writer.after_erasure()
     return seqs
 
 

@@ -95,7 +95,7 @@ def _store_path(path: Any) -> Path:
     return p
 
 
-class LmdbLog(IndexScans, LogStore, OnDisk, LmdbErasure):
+class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
     """The log in an LMDB environment at ``path`` (a directory).
 
     ``durable=True`` (the default) syncs data and meta pages on every commit: a committed append
