@@ -8,7 +8,7 @@ import sys
 from typing import IO, Any
 
 from .. import proofs
-from ..errors import ValidationError
+from ..errors import BraidlogError, ValidationError
 from ..proofs import verify
 from .util import open_for_state, open_store, parse_point, write_json
 
@@ -133,6 +133,13 @@ def register_signing(sub: Any) -> None:
                        "tree size, base64 root) and keep it in the store, whose log must extend it "
                        "from then on (`braidlog verify` checks). Needs braidlog[proofs].")
     p.add_argument("--key", required=True, help="the signing key file from `braidlog keygen`")
+    p.add_argument("--collect", action="store_true",
+                   help="add the witnesses' cosignatures found in --from DIR to the note")
+    p.add_argument("--from", dest="cosigs", default=None, metavar="DIR",
+                   help="with --collect: a directory of cosigned notes (a replica's --cosign-dir)")
+    p.add_argument("--size", type=int, default=None,
+                   help="the tree size (default: the head; with --collect, the largest size "
+                   "cosigned in DIR)")
     p.set_defaults(handler=cmd_checkpoint)
 
     p = sub.add_parser("proof", help="check a proof offline (no store)",
@@ -155,8 +162,11 @@ def register_signing(sub: Any) -> None:
     q.add_argument("--against-store", action="store_true",
                    help="with --receipt: also check that the store (--store) is the one it "
                    "speaks of and holds the erasure it states")
-    q.add_argument("--key", required=True,
+    q.add_argument("--key", default=None,
                    help="the verifier key NAME+KEYID+BASE64, or a file that holds it")
+    q.add_argument("--policy", default=None, metavar="FILE",
+                   help="check a checkpoint note (PROOF) against a C2SP tlog-policy: signed by "
+                   "its log, cosigned by its quorum of witnesses")
     q.add_argument("--export", default=None, help="an export (`braidlog export`): every record's "
                    "readable delta is checked against its bytes, and the proved record's "
                    "committed form against the leaf hash")
@@ -220,10 +230,50 @@ def cmd_keygen(args: Any, out: IO[str]) -> int:
 
 def cmd_checkpoint(args: Any, out: IO[str]) -> int:
     key = proofs.read_key(args.key)
+    if args.collect != (args.cosigs is not None):
+        raise ValidationError("--from", "--collect reads cosigned notes from --from DIR; give both")
+    found: list[tuple[str, list[str]]] = []
+    size = args.size
+    if args.collect:
+        found = _cosigned_notes(args.cosigs, key.name)
+        if not found:
+            raise ValidationError("--from", f"{args.cosigs} holds no note cosigned for log "
+                                  f"{key.name}")
+        if size is None:
+            size = max(verify.parse_checkpoint_text(body).size for body, _ in found)
     with open_store(args, readonly=False) as store:
-        note = proofs.issue(store, key)
+        note = proofs.issue(store, key, size=size)
+    if args.collect:
+        from ..proofs.cosign import add_signatures, note_parts
+        body, own = note_parts(note)
+        lines = [line for b, sigs in found if b == body for line in sigs if line not in own]
+        if not lines:
+            raise ValidationError("--from", f"no note in {args.cosigs} is cosigned for this "
+                                  f"checkpoint (size {size})")
+        note = add_signatures(note, lines)
     out.write(note)
     return 0
+
+
+def _cosigned_notes(directory: str, origin: str) -> list[tuple[str, list[str]]]:
+    """(text, signature lines) of each cosigned note file in ``directory`` for log ``origin``."""
+    from ..proofs.cosign import note_parts
+
+    if not os.path.isdir(directory):
+        raise ValidationError("--from", f"{directory} is not a directory")
+    out = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if not name.endswith(".cosig") or not os.path.isfile(path):
+            continue
+        try:
+            body, lines = note_parts(_read(path))
+            cp = verify.parse_checkpoint_text(body)
+        except (BraidlogError, ValueError) as e:
+            raise ValidationError("--from", f"{path} is not a cosigned note: {e}") from None
+        if cp.origin == origin:
+            out.append((body, lines))
+    return out
 
 
 def _read(path: str) -> bytes:
@@ -234,6 +284,10 @@ def _read(path: str) -> bytes:
 
 
 def cmd_proof_verify(args: Any, out: IO[str]) -> int:
+    if args.receipt is None and args.policy is not None:
+        return _verify_policy(args, out)
+    if args.key is None:
+        raise ValidationError("--key", "give the log's verifier key (or --policy FILE)")
     if args.receipt is not None:
         from .erase_cmd import cmd_verify_receipt
 
@@ -283,6 +337,28 @@ def _verify_tlog_proof(args: Any, out: IO[str], raw: bytes, key: Any) -> int:
     if args.json:
         write_json(out, {"ok": True, "kind": "tlog-proof", "index": proof.index,
                          "seq": proof.index + 1, "tree_size": cp.size, "origin": cp.origin,
+                         "proved": what})
+    else:
+        out.write(f"ok: {what}\n")
+    return 0
+
+
+def _verify_policy(args: Any, out: IO[str]) -> int:
+    from ..proofs.cosign import check_policy, parse_policy
+
+    if args.key or args.checkpoint or args.entry or args.export:
+        raise ValidationError("--policy", "checks a checkpoint note against the policy's keys; "
+                              "give the note and --policy alone")
+    if args.proof is None:
+        raise ValidationError("proof", "give the checkpoint note file to check against --policy")
+    policy = parse_policy(_read(args.policy).decode("utf-8", errors="replace"))
+    result = check_policy(_read(args.proof), policy)
+    cp = result.checkpoint
+    what = (f"the checkpoint of {cp.origin} at size {cp.size} is cosigned by its quorum "
+            f"({', '.join(result.cosigned) or 'none needed'})")
+    if args.json:
+        write_json(out, {"ok": True, "kind": "policy", "origin": cp.origin, "tree_size": cp.size,
+                         "root": cp.root.hex(), "cosigned": list(result.cosigned),
                          "proved": what})
     else:
         out.write(f"ok: {what}\n")

@@ -58,6 +58,12 @@ def register(sub: Any) -> None:
     p.add_argument("--checkpoint-key", default=None, metavar="KEY|FILE",
                    help="the writer's checkpoint verifier key (NAME+KEYID+KEY, or a file holding "
                    "it): refuse a record its signed checkpoints contradict")
+    p.add_argument("--witness-key", default=None, metavar="FILE",
+                   help="this replica's own signing key (`braidlog keygen`): cosign each verified "
+                   "checkpoint once the records it covers are applied (needs --checkpoint-key)")
+    p.add_argument("--cosign-dir", default=None, metavar="DIR",
+                   help="with --witness-key: where the cosigned notes go (<size>.cosig, and "
+                   "`last`, the last checkpoint cosigned)")
     p.add_argument("--json", action="store_true", help="the result as JSON")
     p.set_defaults(handler=cmd_replica)
 
@@ -177,8 +183,13 @@ def cmd_replica(args: Any, out: IO[str]) -> int:
     _kinds()
     start = time.monotonic()
     checkpoints = _checkpoint_opener(args.checkpoint_key)
+    witness = None
+    if args.witness_key is not None:
+        from ..proofs import read_key
+        witness = read_key(args.witness_key)
     with LmdbLog(store_path(args)) as store, _stream(args, create=False) as stream:
-        replica = rep.Replica(store, stream, checkpoints=checkpoints)
+        replica = rep.Replica(store, stream, checkpoints=checkpoints, witness_key=witness,
+                              cosign_dir=args.cosign_dir)
         if args.once:
             head = replica.catch_up(timeout=args.timeout)
         else:
@@ -192,10 +203,13 @@ def cmd_replica(args: Any, out: IO[str]) -> int:
         took = time.monotonic() - start
     checked = (f"; held to {replica.checked_checkpoints} signed checkpoint(s)"
                if checkpoints is not None else "")
+    if replica.witness is not None:
+        checked += f"; cosigned {replica.witness.cosigned} into {args.cosign_dir}"
     if args.json:
         write_json(out, {"applied": replica.applied, "seconds": round(took, 3), "head": str(head),
                          "checkpoints": replica.checked_checkpoints if checkpoints is not None
-                         else None})
+                         else None,
+                         "cosigned": replica.witness.cosigned if replica.witness else None})
         return 0
     out.write(f"applied {replica.applied} record(s) in {took:.1f} s; replica at {head}{checked}\n")
     return 0

@@ -17,6 +17,7 @@ the replica's own tree, and a contradiction stops the replica the same way.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -59,9 +60,16 @@ class Replica:
     """
 
     def __init__(self, store: LogStore, stream: Stream, *, batch: int = MAX_BATCH,
-                 checkpoints: Callable[[bytes], Any] | None = None) -> None:
+                 checkpoints: Callable[[bytes], Any] | None = None,
+                 witness_key: Any = None, cosign_dir: str | None = None) -> None:
         if not 1 <= batch <= MAX_BATCH:
             raise ValidationError("batch", f"must be 1 to {MAX_BATCH}, got {batch}")
+        if (witness_key is None) != (cosign_dir is None):
+            raise ValidationError("cosign_dir", "a witness replica needs both witness_key and "
+                                  "cosign_dir (where its cosignatures go)")
+        if witness_key is not None and checkpoints is None:
+            raise ValidationError("witness_key", "a replica cosigns only checkpoints it verified: "
+                                  "give checkpoints= (the log's key) too")
         self.store = store
         self.stream = stream
         self.epochs = Epochs(store)
@@ -82,6 +90,8 @@ class Replica:
         self.ignored_checkpoints = 0
         self.checked_checkpoints = 0  # verified checkpoints the applied records were held to
         self._roots: dict[int, bytes] = {}
+        self._notes: dict[int, bytes] = {}  # verified notes not yet cosigned (witness only)
+        self.witness = None if witness_key is None else _Witness(witness_key, cosign_dir)
         self._note_seq = 1
         self._frontier = (merkle.Frontier(self._head.seq, store.tree_hashes(
             merkle.peaks(self._head.seq))) if checkpoints is not None else None)
@@ -271,6 +281,8 @@ class Replica:
                         f"tree size {size} the roots {known.hex()} and {root.hex()}: the writer "
                         "signed two different logs", seq=size, expected=known, found=root)
                 self._roots[size] = root
+                if self.witness is not None:
+                    self._notes[size] = bytes(note)
                 if size <= self._head.seq:
                     found = merkle.resolve([(0, size)], self.store.tree_hashes)[0] if size \
                         else merkle.EMPTY_ROOT
@@ -284,7 +296,15 @@ class Replica:
                         raise self.error
                     self.checked_checkpoints += 1
             if len(got) < MAX_BATCH:
+                self._cosign()
                 return
+
+    def _cosign(self) -> None:
+        """Cosign each verified checkpoint the applied (durable) records reach."""
+        if self.witness is None:
+            return
+        for size in sorted(s for s in self._notes if s <= self._head.seq):
+            self.witness.cosign(self.store, self._notes.pop(size))
 
     def _apply(self) -> None:
         group, first = self._pending, self._pending[0].seq
@@ -327,5 +347,56 @@ class Replica:
         self._hw = group[-1].hw
         self.applied += len(group)
         self._drop_pending()
+        self._cosign()
+
+
+class _Witness:
+    """A replica's cosigning: each cosigned note goes to ``<dir>/<size>.cosig``; ``<dir>/last``
+    is the last checkpoint cosigned, which every later one must be consistent with."""
+
+    def __init__(self, key: Any, directory: str) -> None:
+        from ..proofs import cosign
+        os.makedirs(directory, exist_ok=True)
+        self.key, self.dir, self._c = key, directory, cosign
+        self.cosigned = 0
+        self.last = None
+        try:
+            with open(os.path.join(directory, "last"), "rb") as f:
+                body, _ = cosign.note_parts(f.read())
+            self.last = cosign.v.parse_checkpoint_text(body)
+        except FileNotFoundError:
+            pass
+        except (ValueError, BraidlogError) as e:
+            raise IntegrityError(f"the last checkpoint cosigned, {directory}/last, is damaged: "
+                                 f"{e}") from None
+
+    def cosign(self, store: LogStore, note: bytes) -> None:
+        from ..proofs.prove import consistency_proof
+
+        c = self._c
+        body, _ = c.note_parts(note)
+        cp = c.v.parse_checkpoint_text(body)
+        last = self.last
+        if last is not None and cp.size <= last.size:
+            if cp.size == last.size and cp.root != last.root:
+                raise IntegrityError(f"two checkpoints of size {cp.size} with different roots: "
+                                     "the log forked; not cosigned", seq=cp.size)
+            return  # cosigned already, or older than the last one cosigned
+        proof = consistency_proof(store, last.size, cp.size).path if last else ()
+        line = c.cosign_checked(body, cp, self.key, last=last, proof=proof)
+        cosigned = c.add_signatures(note, [line.rstrip("\n")]).encode()
+        for name in (f"{cp.size}.cosig", "last"):
+            _write_atomic(os.path.join(self.dir, name), cosigned)
+        self.last = cp
+        self.cosigned += 1
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
