@@ -278,3 +278,14 @@ def test_a_replica_cosigns_each_checkpoint_it_applied(stores, open_stream, tmp_p
     assert code == 0, err
     got = json.loads(out)
     assert got["cosigned"] == ["r0", "r1"] and got["tree_size"] == 12 and got["ok"] is True
+
+
+def test_the_policy_in_the_docs_parses():
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "proofs.md").read_text(encoding="utf-8")
+    block = doc[doc.index("\nlog example.com/agent-log") + 1:]
+    block = block[:block.index("```")]
+    policy = c.parse_policy(block)
+    assert policy.quorum == "replicas" and policy.groups["replicas"][0] == 2
+    assert sorted(policy.witnesses) == ["r0", "r1", "r2"]
