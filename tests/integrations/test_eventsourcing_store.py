@@ -24,7 +24,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 import braidlog  # noqa: E402
 from braidlog.integrations.eventsourcing import (  # noqa: E402
-    BraidlogApplicationRecorder, BraidlogDatastore, BraidlogFactory, BraidlogProcessRecorder,
+    BraidlogApplicationRecorder, BraidlogDatastore, BraidlogProcessRecorder,
 )
 
 MODULE = "braidlog.integrations.eventsourcing"

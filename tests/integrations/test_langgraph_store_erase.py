@@ -9,7 +9,6 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-import braidlog  # noqa: E402
 from braidlog.integrations.langgraph import BraidlogStore  # noqa: E402
 
 from tests.forgetting import files_holding  # noqa: E402

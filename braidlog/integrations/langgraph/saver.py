@@ -147,7 +147,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         self._cache = _Cache(CACHE_BYTES)
         # The kinds are declared on open (as a SQL saver creates its tables), so that no write
         # of a call that fails leaves a declaration behind; a read-only store declares nothing.
-        self._declared = bool(getattr(self.log, "readonly", False))
+        self._declared = self.log.readonly
         if not self._declared:
             self._declare()
 
@@ -447,15 +447,12 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
 
     def _erase_before(self, idx: ThreadIndex, upto: int, *, quiet: bool) -> bool:
         """Erase the thread's records before seq ``upto`` that still hold a payload; whether
-        they are erased now (False: the store cannot erase, or is open elsewhere)."""
-        erase = getattr(self.braid, "erase", None)
-        if erase is None:  # a braidlog without erasure: the tombstone is all there is
-            return False
+        they are erased now (False: the store is open elsewhere)."""
         seqs = [r.seq for r in self.log.scan_braid(idx.braid, stop=upto) if r.delta.payload]
         if not seqs:
             return True
         try:
-            erase(seqs=seqs, reason="LangGraph delete_thread")
+            self.braid.erase(seqs=seqs, reason="LangGraph delete_thread")
         except StorageError as e:
             if not quiet:
                 raise

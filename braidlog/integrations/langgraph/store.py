@@ -263,7 +263,7 @@ class BraidlogStore(_Reader, BaseStore):
         self._lock = threading.RLock()
         self._spaces: dict[str, Items] = {}
         # declared on open, as a SQL store creates its tables: no failed write leaves one behind
-        if not getattr(self._log, "readonly", False):
+        if not self._log.readonly:
             try:
                 declare_kinds(self._braid)
             except BaseException:
