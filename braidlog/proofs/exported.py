@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
 from .verify import (
-    Timestamp, VerificationError, _body, _int, check_commitment, read_entry, unpack,
+    Timestamp, VerificationError, _body, check_commitment, export_records, read_entry, unpack,
 )
 
 __all__ = ["check_export"]
@@ -28,16 +27,7 @@ def check_export(lines: Iterable[str]) -> dict[int, bytes]:
     ``salt`` and delta bytes give its ``entry``'s commitment; its ``entry`` names its seq. The
     committed forms by seq; VerificationError names the line and field that differ."""
     out: dict[int, bytes] = {}
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            raise VerificationError(f"export line {n} is not JSON") from None
-        if not isinstance(obj, dict) or "body" not in obj or "seq" not in obj:
-            continue
-        seq = _int(obj["seq"], f"export line {n}: seq")
+    for n, seq, obj in export_records(lines):
         where = f"export line {n} (seq {seq})"
         if "entry" not in obj or "salt" not in obj:
             raise VerificationError(f"{where} has no entry and salt: an export written before "

@@ -29,7 +29,7 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -603,9 +603,9 @@ def check_state_proof(proof: dict[str, Any], checkpoints: list[Checkpoint]) -> i
     return len(proof["records"])
 
 
-def entries_from_export(lines: Iterable[str]) -> dict[int, bytes]:
-    """The committed form of every record of a ``braidlog export`` (JSON Lines), by seq."""
-    out: dict[int, bytes] = {}
+def export_records(lines: Iterable[str]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(line number, seq, object) of every record line of a ``braidlog export`` (JSON Lines);
+    its header and trailer lines are passed over."""
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -613,10 +613,14 @@ def entries_from_export(lines: Iterable[str]) -> dict[int, bytes]:
             obj = json.loads(line)
         except ValueError:
             raise VerificationError(f"export line {n} is not JSON") from None
-        if isinstance(obj, dict) and "entry" in obj and "seq" in obj:
-            out[_int(obj["seq"], f"export line {n}: seq")] = _body(obj["entry"],
-                                                                   f"export line {n}: entry")
-    return out
+        if isinstance(obj, dict) and "body" in obj and "seq" in obj:
+            yield n, _int(obj["seq"], f"export line {n}: seq"), obj
+
+
+def entries_from_export(lines: Iterable[str]) -> dict[int, bytes]:
+    """The committed form of every record of a ``braidlog export`` (JSON Lines), by seq."""
+    return {seq: _body(obj["entry"], f"export line {n}: entry")
+            for n, seq, obj in export_records(lines) if "entry" in obj}
 
 
 def check_proof(proof: dict[str, Any], checkpoints: list[Checkpoint],
