@@ -225,8 +225,12 @@ def tlogcheck(tmp_path_factory) -> Path:
     gopath = Path("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog")
     if (shutil.which("go") is None or not gopath.is_dir()) and os.geteuid() == 0 \
             and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "golang-go", "golang-golang-x-mod-dev"],
-                       capture_output=True, timeout=900)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "-q", "golang-go", "golang-golang-x-mod-dev"]
+        if subprocess.run(install, capture_output=True, timeout=900, env=env).returncode:
+            # a fresh machine may have no package lists yet
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=600, env=env)
+            subprocess.run(install, capture_output=True, timeout=900, env=env)
     if shutil.which("go") is None or not gopath.is_dir():
         pytest.skip(GO_HOW)
     work = tmp_path_factory.mktemp("go")
