@@ -25,7 +25,7 @@ from .chain import digest
 from .delta import Erasure
 from .errors import CheckpointWarning, DecodeError
 from .projection import Projection
-from .store import LogStore, Progress
+from .store import HW_SIZE, LogStore, Progress
 
 __all__ = ["Checkpoint", "encode_state", "decode_state", "fold", "write_checkpoint",
            "write_encoded_checkpoint", "load_checkpoint", "state_at", "stale_checkpoints"]
@@ -155,7 +155,7 @@ def _viewed(store: LogStore, view: type, start: int, stop: int) -> Iterator[Any]
         decode = _view_decoders[view] = msgspec.msgpack.Decoder(_marked(view)).decode
     for seq, _, body in store.scan_bodies(start, stop + 1):
         try:
-            yield decode(body[8:])  # the body is the 8-byte high-water ts, then the delta
+            yield decode(body[HW_SIZE:])
         except msgspec.MsgspecError as e:
             raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
 

@@ -47,6 +47,7 @@ from .kinds import REGISTRY, Registry
 from .chain import Row, checked_rows, tree_checked, ts_micros
 
 __all__ = [
+    "HW_SIZE",
     "Head",
     "BraidHead",
     "Record",
@@ -158,9 +159,13 @@ def resolve_point(store: LogStore, point: int | str | datetime, field: str = "po
     raise ValidationError(field, f"must be a seq, a delta id or a datetime, not {type(point).__name__}")
 
 
+#: A record's body is its high-water time (u64, big-endian microseconds), then the delta's bytes.
+HW_SIZE = 8
+
+
 def hw_of(body: bytes) -> int:
     """The high-water time a record's body starts with (microseconds since the epoch)."""
-    return int.from_bytes(body[:8], "big")
+    return int.from_bytes(body[:HW_SIZE], "big")
 
 
 # -- the rule that a record continues the log ----------------------------------------------------
@@ -395,13 +400,13 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
             if found is None:
                 seqs.append(0)
                 fresh.append(c)
-            elif found[1][8:] == c.data:
+            elif found[1][HW_SIZE:] == c.data:
                 seqs.append(found[0])
             else:
                 raise ConflictError(
                     f"delta {c.delta.id} is already stored at seq {found[0]} with other content; "
                     "a delta id can be appended once (give the new delta a new id)",
-                    expected=c.data, actual=found[1][8:])
+                    expected=c.data, actual=found[1][HW_SIZE:])
         if not fresh:
             return [], seqs
     _check_versions(fresh, expected_version, braid_version)
@@ -619,7 +624,7 @@ class MemoryLog(IndexScans, LogStore):
             h, body, _ = self._records[seq - 1]
             entry, salt = self._sealed[seq - 1]
             by = self._erased.get(seq, 0)
-            yield Row(seq, h, hw_of(body), entry, salt, b"" if by else body[8:], by)
+            yield Row(seq, h, hw_of(body), entry, salt, b"" if by else body[HW_SIZE:], by)
 
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
              limit: int | None = None) -> Iterator[Record]:
@@ -703,7 +708,7 @@ class MemoryLog(IndexScans, LogStore):
             for key in payload_refs(d, self.registry):
                 self._by[("refs", key)].remove(s)
             view = erased_delta(entry, by_seq[s] or head + 1)
-            self._records[s - 1] = (h, body[:8] + encode(view), view)
+            self._records[s - 1] = (h, body[:HW_SIZE] + encode(view), view)
             self._sealed[s - 1] = (entry, b"")
             self._erased[s] = view.erased.by
             commitments.append(view.erased.commitment)

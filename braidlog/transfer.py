@@ -59,7 +59,8 @@ from .kinds import REGISTRY, Registry
 from .projection import Projection
 from .replay import Checkpoint, decode_state
 from .store import (
-    Head, LogStore, OnDisk, Progress, Row, chain_fault, hw_fault, hw_of, ts_micros,
+    HW_SIZE, Head, LogStore, OnDisk, Progress, Row, chain_fault, hw_fault, hw_of,
+    ts_micros,
 )
 
 __all__ = [
@@ -72,7 +73,6 @@ FORMAT = 2
 READS = (1, 2)  # format 1: written before the committed form, imported only as new records
 #: The file a backup directory carries beside data.mdb: the head it holds, when and from where.
 MANIFEST = "braidlog-backup.json"
-HW_SIZE = 8
 
 
 def _log(store: Any) -> Any:
@@ -478,7 +478,7 @@ def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable
     if isinstance(against, str):
         against = Head.parse(against)
     head = store.head()
-    hw = int.from_bytes(store.body(head.seq)[:HW_SIZE], "big") if head.seq else 0
+    hw = hw_of(store.body(head.seq)) if head.seq else 0
 
     def placed(h: ExportHeader) -> None:
         if h.scope == "braid" and not as_new:
@@ -757,7 +757,7 @@ def stats(store: LogStore) -> Stats:
     if head.seq:
         first = store.read(1).delta.ts
         last = store.read(head.seq).delta.ts
-        micros = int.from_bytes(store.body(head.seq)[:HW_SIZE], "big")
+        micros = hw_of(store.body(head.seq))
         hw = datetime.fromtimestamp(micros // 1_000_000, timezone.utc).replace(
             microsecond=micros % 1_000_000)
     size = store.stat() if isinstance(store, OnDisk) else None

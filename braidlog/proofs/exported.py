@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .verify import (
-    Timestamp, VerificationError, _body, check_commitment, export_records, read_entry, unpack,
+    BODY_HW_SIZE, Timestamp, VerificationError, _body, check_commitment, export_records, read_entry,
+    unpack,
 )
 
 __all__ = ["check_export"]
@@ -35,13 +36,13 @@ def check_export(lines: Iterable[str]) -> dict[int, bytes]:
         body = _body(obj["body"], f"{where}: body")
         entry = _body(obj["entry"], f"{where}: entry")
         salt = _body(obj["salt"], f"{where}: salt")
-        if len(body) < 9:
+        if len(body) <= BODY_HW_SIZE:
             raise VerificationError(f"{where}: the body is too short to be a record")
         try:
             if read_entry(entry)["seq"] != seq:
                 raise VerificationError("its committed form names another seq")
-            check_commitment(entry, salt, body[8:])
-            stored = unpack(body[8:])
+            check_commitment(entry, salt, body[BODY_HW_SIZE:])
+            stored = unpack(body[BODY_HW_SIZE:])
         except VerificationError as e:
             raise VerificationError(f"{where}: {e}") from None
         field = _first_difference(obj.get("delta"), stored, "")

@@ -16,7 +16,7 @@ from ..audit import _records
 from ..delta import decode
 from ..errors import DecodeError, IntegrityError, ValidationError
 from ..projection import Projection
-from ..store import LogStore
+from ..store import HW_SIZE, LogStore
 from .prove import ConsistencyProof, _resolve, _size, consistency_proof
 
 __all__ = ["StateProof", "state_proof", "refold"]
@@ -57,7 +57,7 @@ class StateProof(msgspec.Struct, frozen=True):
                          "entry": base64.b64encode(r.entry).decode(),
                          "salt": base64.b64encode(r.salt).decode(),
                          "path": [h.hex() for h in r.path],
-                         "delta": msgspec.to_builtins(decode(r.body[8:]))} for r in self.records],
+                         "delta": msgspec.to_builtins(decode(r.body[HW_SIZE:]))} for r in self.records],
         }
 
 
@@ -93,7 +93,7 @@ def refold(proof: StateProof | dict[str, Any], projection: Projection) -> Any:
     state = projection.start()
     for seq, body in bodies:
         try:
-            delta = decode(body[8:])
+            delta = decode(body[HW_SIZE:])
         except DecodeError as e:
             raise IntegrityError(f"the record at seq {seq} in the proof is not a delta ({e})",
                                  seq=seq) from None

@@ -43,6 +43,9 @@ __all__ = [
 ]
 
 HASH_SIZE = 32
+#: A record's body (as exports and state proofs carry it): its 8-byte high-water time, then the
+#: delta's bytes, which the committed form's commitment covers (docs/format.md).
+BODY_HW_SIZE = 8
 ED25519 = 0x01
 MAX_SIGNATURES = 100
 MAX_NOTE_SIZE = 1 << 20
@@ -597,7 +600,7 @@ def check_state_proof(proof: dict[str, Any], checkpoints: list[Checkpoint]) -> i
                              [_hex(h, f"records[{n}].path[{i}]") for i, h in enumerate(path)], root)
             if read_entry(entry)["seq"] != seq:
                 raise VerificationError("its committed form names another seq")
-            check_commitment(entry, salt, body[8:])
+            check_commitment(entry, salt, body[BODY_HW_SIZE:])
         except VerificationError as e:
             raise VerificationError(f"records[{n}] (seq {seq}): {e}") from None
     return len(proof["records"])

@@ -44,7 +44,7 @@ from msgspec import Struct
 
 from ..delta import new_id
 from ..errors import RecallWarning, ValidationError
-from ..store import LogStore, OnDisk, Progress, resolve_point
+from ..store import HW_SIZE, LogStore, OnDisk, Progress, resolve_point
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
 from .columns import NO_FILTER, Body, Columns, Filter, Where, make_filter
@@ -231,7 +231,7 @@ class Recall:
         release = self.store.release_pages if isinstance(self.store, OnDisk) else (lambda: None)
         for n, (seq, h, body) in enumerate(self.store.scan_bodies(start, stop + 1), start=1):
             last_hash = h
-            b = _body_decoder.decode(memoryview(body)[8:])
+            b = _body_decoder.decode(memoryview(body)[HW_SIZE:])
             if b.vector is not None and b.vector.space == self.space:
                 seqs.append(seq)
                 bodies.append(b)

@@ -17,7 +17,7 @@ import time
 from ..chain import GENESIS
 from ..delta import decode
 from ..errors import DecodeError, IntegrityError, StaleWriter
-from ..store import Head, LogStore
+from ..store import HW_SIZE, Head, LogStore
 from .stream import Last, Stream
 from .wire import HDR_HASH, Epochs, Watermark, chains, header, read_epoch
 
@@ -38,7 +38,7 @@ def fenced(stream: Stream, store: LogStore, epochs: Epochs, mark: Watermark, hea
         seq, _headers, body = found
         shipped = _common(stream, store, min(seq - 1, head.seq))
         try:
-            payload = read_epoch(decode(body[8:]))
+            payload = read_epoch(decode(body[HW_SIZE:]))
             where = (f" since seq {seq} (writer {payload.writer!r}"
                      f"{', forced' if payload.forced else ''})")
         except DecodeError:

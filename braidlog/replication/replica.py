@@ -28,7 +28,7 @@ from ..erasure import ERASED, reproduced
 from ..kind_schema import KIND_DECLARED, admit_declaration, sync as sync_kinds
 from .. import tree as merkle
 from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
-from ..store import Head, LogStore, chain_fault, hw_fault, hw_of, ts_micros
+from ..store import HW_SIZE, Head, LogStore, chain_fault, hw_fault, hw_of, ts_micros
 from .stream import Stream
 from .wire import (
     EPOCH_BRAID, EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SALT, HDR_SEQ, MAX_BATCH,
@@ -218,10 +218,10 @@ class Replica:
             if self._kinds is None:  # a group starts: the store's kinds, as its log declares
                 sync_kinds(self.store.registry)
                 self._kinds = self.store.registry
-            stored = decode(body[8:])
+            stored = decode(body[HW_SIZE:])
             if stored.erased is not None:  # an erased record: its envelope and commitment
                 reproduced(stored, 0)
-                data, typed = body[8:], None
+                data, typed = body[HW_SIZE:], None
             else:
                 stored, data, typed = validate_typed(stored, self._kinds)
             if stored.kind == KIND_DECLARED:  # the group may use the kind it declares
@@ -230,7 +230,7 @@ class Replica:
         except (DecodeError, ValidationError) as e:
             self._refuse(seq, f"it is not a delta this replica can store ({e}); a replica needs "
                          "the writer's kinds declared (import the same projections)")
-        if data != body[8:]:
+        if data != body[HW_SIZE:]:
             self._refuse(seq, "its delta bytes are not canonical here: the replica's kind "
                          "registry differs from the writer's (import the same projections)")
         prev_hw = self._pending[-1].hw if self._pending else self._hw

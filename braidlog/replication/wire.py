@@ -37,7 +37,7 @@ from ..erasure import erased_bytes, erased_entry
 from ..errors import DecodeError, IntegrityError
 from ..kind_schema import KIND_DECLARED, sync
 from ..kinds import Registry
-from ..store import LogStore
+from ..store import HW_SIZE, LogStore
 
 __all__ = [
     "HDR_SEQ", "HDR_HASH", "HDR_COMMIT", "HDR_EPOCH", "HDR_SALT", "HDR_TREE_SIZE", "entry_of",
@@ -99,14 +99,14 @@ def entry_of(seq: int, body: bytes, salt: bytes | None) -> bytes:
     if len(body) <= 8:
         return b""
     try:
-        d = _decoder.decode(body[8:])
+        d = _decoder.decode(body[HW_SIZE:])
     except (msgspec.MsgspecError, ValueError):
         return b""
     if d.erased is not None:  # an erased record ships its erased form, whose envelope it is
         return b"" if salt else erased_entry(seq, d)
     if not salt:
         return b""
-    return committed_form(seq, d, salt, body[8:])
+    return committed_form(seq, d, salt, body[HW_SIZE:])
 
 
 def chains(prev: bytes, seq: int, body: bytes, salt: bytes | None) -> bytes:
@@ -170,7 +170,7 @@ _head_decoder = msgspec.msgpack.Decoder(_Head)
 
 def braid_and_kind(body: bytes) -> tuple[str, str]:
     """The braid id and kind of a stored body, without decoding the rest."""
-    h = _head_decoder.decode(body[8:])
+    h = _head_decoder.decode(body[HW_SIZE:])
     return h.braid_id, h.kind
 
 
@@ -252,7 +252,7 @@ def rows(store: LogStore, epochs: Epochs, subject: Any, start: int, stop: int) -
             break
         braid_id, kind = braid_and_kind(body)
         if kind == EPOCH_KIND and braid_id == EPOCH_BRAID:
-            epoch = read_epoch(decode(body[8:])).epoch
+            epoch = read_epoch(decode(body[HW_SIZE:])).epoch
         out.append(Row(seq, chain, body, subject(braid_id), epoch, row.salt))
     if len(out) != stop - start + 1:
         raise IntegrityError(f"seq {start + len(out)} is missing from the log",
