@@ -21,7 +21,7 @@ on first use; hybrid fuses both rankings by reciprocal rank (``query.RRF_K``).
 Memory (docs/recall.md): one hnswlib graph, one numpy copy of the vectors (exact search reads
 it), about 60 bytes of columns per vector; the as-of blocks only once an as-of query (or
 ``seal``) asks for them. Persistence: ``<store>/recall/<space>.<metric>/`` with the covered seq,
-chain hash and a blake3 digest of every file (``files.py``).
+chain hash and a blake3 digest of every file (``saved.py``, ``files.py``).
 """
 
 from __future__ import annotations
@@ -34,28 +34,24 @@ import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
-import hnswlib
 import msgspec
 import numpy as np
-from msgspec import Struct
 
-from ..delta import new_id
 from ..errors import RecallWarning, ValidationError
 from ..store import HW_SIZE, LogStore, OnDisk, Progress, resolve_point
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
 from .columns import NO_FILTER, Body, Columns, Filter, Where, make_filter
 from .embedder import Embedder
-from .files import file_digest, index_directory, save_graph, stale, write_file, write_with
+from .files import index_directory
+from .saved import FORMAT, Saved, read_index, write_index
 from .query import MODES, Hit, Mode, dots, fuse, normalised, query_vector, top
 from .vectors import Rows, trim_heap
 
 __all__ = ["Recall", "Metric", "METRICS", "FORMAT"]
 
-FORMAT = 2  # 2: columns in numpy, vectors in chunks; an index of format 1 is rebuilt
 Metric = Literal["cosine", "ip"]
 METRICS = ("cosine", "ip")
 SCAN_CHUNK = 8192  # deltas decoded at a time while catching up: bounds the transient copies
@@ -63,23 +59,6 @@ SCAN_CHUNK = 8192  # deltas decoded at a time while catching up: bounds the tran
 _EMPTY_POS = np.zeros(0, dtype=np.int64)
 _EMPTY_SCORE = np.zeros(0, dtype=np.float32)
 _body_decoder = msgspec.msgpack.Decoder(Body)
-_meta_encoder = msgspec.msgpack.Encoder()
-
-
-class _Meta(Struct, frozen=True):
-    """The persisted index's facts: what it covers and the digest of every file it names."""
-
-    format: int
-    space: str
-    metric: str
-    params: dict[str, int]
-    dim: int
-    count: int
-    covered_seq: int
-    covered_hash: bytes
-    generation: str
-    files: dict[str, bytes]
-    head_count: int
 
 
 class Recall:
@@ -355,27 +334,12 @@ class Recall:
         return True
 
     def _save(self) -> None:
-        d = self.directory
-        assert d is not None
-        d.mkdir(parents=True, exist_ok=True)
-        gen = new_id()
-        files: dict[str, bytes] = {}
-        files[f"rows-{gen}.msgpack"] = write_file(d / f"rows-{gen}.msgpack", self._cols.encode())
-        rows = self._rows
-        files[f"vectors-{gen}.f32"] = write_with(d / f"vectors-{gen}.f32",
-                                                 rows.write if rows is not None else (lambda f: None))
-        if self._head is not None:
-            files[f"head-{gen}.hnsw"] = save_graph(self._head, d / f"head-{gen}.hnsw")
-        files.update(self._blocks.digests)
-        meta = _Meta(FORMAT, self.space, self.metric, self.params, self.dim or 0, self.count,
-                     self.covered_seq, self.covered_hash, gen, files, self._head_count)
-        write_file(d / "meta.msgpack", _meta_encoder.encode(meta))
-        for p in d.iterdir():
-            if p.name != "meta.msgpack" and p.name not in files and p.name.split("-")[0] in ("rows", "vectors", "head") \
-                    and not p.name.endswith(".tmp"):
-                p.unlink(missing_ok=True)
+        assert self.directory is not None
+        index = Saved(self.dim or 0, self.count, self._cols, self._rows, self._head, self._head_count,
+                      self._blocks.digests, self.covered_seq, self.covered_hash, "")
+        self._generation = write_index(self.directory, index, space=self.space, metric=self.metric,
+                                       params=self.params)
         self._saved_count = self.count
-        self._generation = gen
         self._dirty = False
 
     def _load(self) -> None:
@@ -383,62 +347,21 @@ class Recall:
         assert d is not None
         if not (d / "meta.msgpack").exists():
             return
-        why = self._load_from(d)
-        if why is not None:
-            self._notice(f"recall index at {d} ignored: {why}; rebuilding it from the log")
+        got = read_index(d, space=self.space, metric=self.metric, params=self.params,
+                         store=self.store, min_capacity=2 * self.block, ef=self._ef)
+        if isinstance(got, str):
+            self._notice(f"recall index at {d} ignored: {got}; rebuilding it from the log")
             self._reset()
             shutil.rmtree(d, ignore_errors=True)
-
-    def _load_from(self, d: Path) -> str | None:
-        try:
-            meta = msgspec.msgpack.decode((d / "meta.msgpack").read_bytes(), type=_Meta)
-        except (OSError, msgspec.DecodeError) as e:
-            return f"its meta file does not decode ({e})"
-        if meta.format != FORMAT:
-            return f"format {meta.format}, this braidlog reads {FORMAT}"
-        if meta.space != self.space or meta.metric != self.metric:
-            return f"it indexes space {meta.space!r} with {meta.metric}"
-        if meta.params != self.params:
-            return f"it was built with {meta.params}, this index uses {self.params}"
-        why = stale(self.store, meta.covered_seq, meta.covered_hash)
-        if why is not None:
-            return why
-        for name, want in meta.files.items():
-            if name.startswith(("rows-", "vectors-", "head-")):
-                p = d / name
-                if not p.exists():
-                    return f"{name} is missing"
-                if file_digest(p) != want:
-                    return f"{name} is damaged (digest mismatch)"
-        gen, n = meta.generation, meta.count
-        try:
-            cols = Columns.decode((d / f"rows-{gen}.msgpack").read_bytes())
-        except (msgspec.DecodeError, ValueError, KeyError) as e:
-            return f"its rows do not decode ({e})"
-        if cols.n != n or (n and meta.dim <= 0):
-            return "its rows and meta disagree on the count"
-        if n:
-            try:
-                rows = Rows.read(str(d / f"vectors-{gen}.f32"), meta.dim, n)
-            except ValueError as e:
-                return str(e)
-            self.dim, self._rows, self._cols, self.count = meta.dim, rows, cols, n
-        if meta.head_count:
-            g = hnswlib.Index(space="ip", dim=meta.dim)
-            try:
-                g.load_index(str(d / f"head-{gen}.hnsw"), max_elements=max(n, 2 * self.block))
-            except RuntimeError as e:
-                return f"its head graph does not load ({e})"
-            if g.get_current_count() != meta.head_count:
-                return "its head graph holds another count than its meta says"
-            g.set_ef(self._ef)
-            g.set_num_threads(1)
-            self._head, self._head_count = g, meta.head_count
-        self._blocks.digests = {k: v for k, v in meta.files.items() if k.startswith("L")}
-        self.covered_seq, self.covered_hash = meta.covered_seq, meta.covered_hash
-        self._saved_count = n
-        self._generation = gen
-        return None
+            return
+        if got.count:
+            self.dim, self._rows, self._cols, self.count = got.dim, got.rows, got.cols, got.count
+        if got.head is not None:
+            self._head, self._head_count = got.head, got.head_count
+        self._blocks.digests = got.block_digests
+        self.covered_seq, self.covered_hash = got.covered_seq, got.covered_hash
+        self._saved_count = got.count
+        self._generation = got.generation
 
     def rebuild(self, *, progress: Progress | None = None, blocks: bool = False) -> int:
         """Drop the index and build it again from the log; the seq covered.
