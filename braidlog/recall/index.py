@@ -43,11 +43,12 @@ from ..errors import RecallWarning, ValidationError
 from ..store import HW_SIZE, LogStore, OnDisk, Progress, resolve_point
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
-from .columns import NO_FILTER, Body, Columns, Filter, Where, make_filter
+from .columns import Body, Columns, Filter, Where, make_filter
 from .embedder import Embedder
 from .files import index_directory
 from .saved import FORMAT, Saved, read_index, write_index
-from .query import MODES, Hit, Mode, dots, fuse, normalised, query_vector, top
+from .search import EMPTY, GraphSearch
+from .query import MODES, Hit, Mode, fuse, normalised, query_vector
 from .vectors import Rows, trim_heap
 
 __all__ = ["Recall", "Metric", "METRICS", "FORMAT"]
@@ -56,12 +57,10 @@ Metric = Literal["cosine", "ip"]
 METRICS = ("cosine", "ip")
 SCAN_CHUNK = 8192  # deltas decoded at a time while catching up: bounds the transient copies
 
-_EMPTY_POS = np.zeros(0, dtype=np.int64)
-_EMPTY_SCORE = np.zeros(0, dtype=np.float32)
 _body_decoder = msgspec.msgpack.Decoder(Body)
 
 
-class Recall:
+class Recall(GraphSearch):
     """The recall index of one vector space of a store (or a Braid's store).
 
     ``recall(text_or_vector, k, mode=..., as_of=..., braid=..., kinds=..., tags=...,
@@ -494,7 +493,7 @@ class Recall:
             lock.acquire_read()
             try:
                 if not self.count:
-                    return _EMPTY_POS, _EMPTY_SCORE
+                    return EMPTY
                 if seq is None:
                     return self._search(q, k, self.count, None, *flt)
                 m = self._cols.count_upto(seq)
@@ -506,181 +505,6 @@ class Recall:
             finally:
                 lock.release_read()
             self._ensure_blocks(blocks)
-
-    def _parts(self, m: int, blocks: list[tuple[int, int]] | None) -> list[tuple[Any, int, int, int]]:
-        """(graph or None for exact, lo, hi, ef) of each part of a search over positions [0, m).
-
-        A block's ef is its share of the query's ef (at least 1; knn_query raises it to k): the
-        blocks of an as-of query together spend about what one search at the head spends.
-        """
-        if blocks is None:
-            h = min(self._head_count, m) if self._head is not None else 0
-            parts = [(self._head, 0, h, self._ef)] if h else []
-            return parts + ([(None, h, m, 0)] if m > h else [])
-        parts = []
-        for level, i in blocks:
-            size = self._blocks.size(level)
-            parts.append((self._blocks.graphs[(level, i)], i * size, (i + 1) * size,
-                          max(1, -(-self._ef * size // m))))
-        lo = parts[-1][2] if parts else 0
-        return parts + ([(None, lo, m, 0)] if m > lo else [])
-
-    def _search(self, q: np.ndarray, k: int, m: int, blocks: list[tuple[int, int]] | None,
-                flt: Filter, pred: Callable[[str], bool] | None) -> tuple[np.ndarray, np.ndarray]:
-        if not m:
-            return _EMPTY_POS, _EMPTY_SCORE
-        head = self._head
-        if blocks is None and flt is NO_FILTER and pred is None and m == self._head_count \
-                and head is not None:  # the common query: the whole head graph, unfiltered
-            found = _knn(head, q, min(k, m))
-            return self._exact(q, k, 0, m, None, None, flt) if found is None else found
-        elig = None if flt is NO_FILTER else self._eligible(flt)
-        if elig is not None:
-            elig = elig[: int(np.searchsorted(elig, m))]
-            if not len(elig):
-                return _EMPTY_POS, _EMPTY_SCORE
-            braid = flt.one_braid() if self.braid_graphs and blocks is None and pred is None else None
-            if braid is not None and head is not None and len(elig) > self.exact_max:
-                return self._in_braid(q, k, m, elig, flt)
-        parts = self._parts(m, blocks)
-        if len(parts) == 1 and elig is None and pred is None and parts[0][0] is not None \
-                and (blocks is not None or parts[0][2] >= self._head_count):
-            g, lo, hi, ef = parts[0]
-            found = _knn(g, q, min(max(k, ef) if blocks else k, hi - lo))
-            if found is None:
-                return self._exact(q, k, lo, hi, None, None, flt)
-            return found[0][:k], found[1][:k]
-        found = [self._part(g, lo, hi, ef, q, k, elig, pred, flt) for g, lo, hi, ef in parts]
-        pos = np.concatenate([f[0] for f in found])
-        scores = np.concatenate([f[1] for f in found])
-        return top(pos, scores, k)
-
-    def _in_braid(self, q: np.ndarray, k: int, m: int, elig: np.ndarray, flt: Filter
-                  ) -> tuple[np.ndarray, np.ndarray]:
-        """The best of one braid's positions below ``m`` (``elig``): its graph, over-fetched when
-        ``m`` leaves out some of its positions, and the tail not yet in the head graph exactly."""
-        g, nodes = self._braid_graph(self._cols.braid_code(flt.one_braid()))  # type: ignore[arg-type]
-        h = min(m, self._head_count)
-        e = int(np.searchsorted(elig, h))  # the eligible positions the braid graph holds
-        found = []
-        if e:
-            fetch = k if e == nodes else max(k, math.ceil(2 * k * nodes / e))
-            while True:
-                near = _knn(g, q, min(fetch, nodes))
-                if near is None:
-                    found.append(self._exact(q, k, 0, h, elig[:e], None, flt))
-                    break
-                pos, scores = near
-                if e < nodes:
-                    ok = pos < h
-                    pos, scores = pos[ok], scores[ok]
-                if len(pos) >= min(k, e) or fetch >= nodes:
-                    found.append((pos[:k], scores[:k]))
-                    break
-                fetch *= 2
-        if len(elig) > e:
-            found.append(self._exact(q, k, h, m, elig[e:], None, flt))
-        if len(found) == 1:
-            return found[0]
-        return top(np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]), k)
-
-    def _part(self, g: Any, lo: int, hi: int, ef: int, q: np.ndarray, k: int, elig: np.ndarray | None,
-              pred: Callable[[str], bool] | None, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
-        """The best of positions [lo, hi) the filters admit: from graph ``g`` searched at ``ef``
-        (the head graph's own ef is ``self.ef``; a block's is passed as knn_query's k), or exactly.
-        The head graph may hold positions past ``hi`` (an as-of query): they are not eligible."""
-        size = hi - lo
-        head = g is self._head
-        nodes = self._head_count if head else size  # what the graph holds
-        if elig is not None:
-            sub = elig[int(np.searchsorted(elig, lo)):int(np.searchsorted(elig, hi))]
-            e = len(sub)
-            if not e:
-                return _EMPTY_POS, _EMPTY_SCORE
-        else:
-            sub, e = None, size
-        if g is None or ((sub is not None or size < nodes)
-                         and (e <= self.exact_max or e < self.exact_ratio * nodes)):
-            return self._exact(q, k, lo, hi, sub, pred, flt)
-        want = min(k, e)
-        if sub is None and pred is None and size == nodes:
-            fetch = k if head else max(k, ef)
-        else:  # the head graph searches at max(its ef, fetch) anyway: ask only for what is needed
-            fetch = max(0 if head else ef, k, math.ceil(2 * k * nodes / e))
-        while True:
-            near = _knn(g, q, min(fetch, nodes))
-            if near is None:
-                break
-            pos, scores = near
-            if size < nodes and sub is None:
-                ok = pos < hi
-                pos, scores = pos[ok], scores[ok]
-            if sub is not None:
-                at = np.minimum(np.searchsorted(sub, pos), e - 1)
-                ok = sub[at] == pos
-                pos, scores = pos[ok], scores[ok]
-            if pred is not None:
-                ok = np.fromiter((bool(pred(self._cols.id(p))) for p in pos.tolist()), dtype=bool, count=len(pos))
-                pos, scores = pos[ok], scores[ok]
-            if len(pos) >= want:
-                return pos[:k], scores[:k]
-            fetch *= 2
-            if fetch > nodes // 4:
-                break
-        return self._exact(q, k, lo, hi, sub, pred, flt)
-
-    def _exact(self, q: np.ndarray, k: int, lo: int, hi: int, sub: np.ndarray | None,
-               pred: Callable[[str], bool] | None, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
-        rows_of = self._rows
-        assert rows_of is not None
-        if sub is None:
-            scores = dots(rows_of.slice(lo, hi), q)
-            pos = None
-        else:
-            key = ("rows", flt.key(), lo, hi)
-            got = self._cache.get(key)
-            if got is None:
-                rows = rows_of.take(sub)
-                self._cache.put(key, rows, rows.nbytes)
-            else:
-                rows = got[0]
-            scores = dots(rows, q)
-            pos = sub
-        if pred is None:
-            n = len(scores)
-            idx = np.arange(n) if n <= k else np.argpartition(-scores, k - 1)[:k]
-            return (idx + lo if pos is None else pos[idx]), scores[idx]
-        order = np.argsort(-scores, kind="stable")
-        keep: list[int] = []
-        for i in order.tolist():
-            p = i + lo if pos is None else int(pos[i])
-            if pred(self._cols.id(p)):
-                keep.append(i)
-                if len(keep) == k:
-                    break
-        idx = np.asarray(keep, dtype=np.int64)
-        return ((idx + lo) if pos is None else pos[idx]).astype(np.int64), scores[idx]
-
-    def _eligible(self, flt: Filter) -> np.ndarray:
-        """The sorted positions the structured filters admit, over every covered vector."""
-        key = ("elig", flt.key(), self.count)
-        got = self._cache.get(key)
-        if got is not None:
-            return got[0]
-        out = self._cols.eligible(flt, self.store.seq_of)
-        self._cache.put(key, out, out.nbytes + 64)
-        return out
-
-
-def _knn(g: Any, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The ``fetch`` positions of graph ``g`` nearest ``q`` and their similarities, or None when
-    the graph cannot find that many (hnswlib raises RuntimeError): every caller then searches
-    the same positions exactly."""
-    try:
-        labels, dist = g.knn_query(q, k=fetch, num_threads=1)
-    except RuntimeError:
-        return None
-    return labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
 
 
 def _check_floor(value: Any) -> float | None:
