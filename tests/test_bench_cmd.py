@@ -175,6 +175,19 @@ def test_bad_options_are_one_line_errors(capsys, args, message):
     assert "\n" not in err
 
 
+def test_a_dir_not_made_yet_is_made_and_one_that_cannot_be_is_named(capsys, tmp_path):
+    fresh = tmp_path / "not" / "made"
+    assert main(["bench", "--quick", "--size", "300", "--repeat", "1", "--only", "single",
+                 "--dir", str(fresh)]) == 0
+    assert fresh.is_dir() and list(fresh.iterdir()) == []  # made, and the stores are gone
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    capsys.readouterr()
+    assert main(["bench", "--quick", "--only", "single", "--dir", str(blocked / "under")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("braidlog: error: dir: cannot make the directory ") and "\n" not in err
+
+
 def test_same_seed_same_workload():
     a = bench.AgentSession(3, entities=50).deltas(30)
     b = bench.AgentSession(3, entities=50).deltas(30, 0)

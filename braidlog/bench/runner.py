@@ -3,6 +3,7 @@ each repeat, then the rows, the targets and the machine facts in one report."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -10,6 +11,7 @@ from collections.abc import Callable
 
 from ..braid import Braid
 from ..delta import encode
+from ..errors import ValidationError
 from . import langgraph, reads, recall, scaling, writes
 from .data import AgentSession
 from .harness import WORKLOADS, Config, Run, Sample, Step, no_detail
@@ -33,6 +35,12 @@ def run(config: Config, *, step: Step | None = None,
     timed part (for progress), ``total(n)`` once with the number of steps to expect, and
     ``detail(label)`` as an untimed step that takes long (building a log) gets on."""
     started = time.perf_counter()
+    if config.dir is not None:
+        try:
+            os.makedirs(config.dir, exist_ok=True)  # a --dir not made yet is made, as mkdir -p does
+        except OSError as e:
+            raise ValidationError("dir", f"cannot make the directory {config.dir} for the bench's "
+                                  f"stores ({e.strerror}); give a directory you can write to") from None
     root = tempfile.mkdtemp(prefix="braidlog-bench-", dir=config.dir)
     session = AgentSession(config.seed, entities=config.entities)
     r = Run(config, root, step or _quiet, session, detail=detail or no_detail)
