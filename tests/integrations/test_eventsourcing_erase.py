@@ -4,41 +4,15 @@ the store (docs/eventsourcing.md#forgetting)."""
 
 from __future__ import annotations
 
-from uuid import UUID
-
 import pytest
 
 pytest.importorskip("eventsourcing")
 
-from eventsourcing.application import AggregateNotFoundError, Application  # noqa: E402
-from eventsourcing.domain import Aggregate, event  # noqa: E402
+from eventsourcing.application import AggregateNotFoundError  # noqa: E402
 
 import braidlog  # noqa: E402
 from tests.forgetting import files_holding  # noqa: E402
-
-
-
-class Dog(Aggregate):
-    @event("Registered")
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.tricks: list[str] = []
-
-    @event("TrickAdded")
-    def add_trick(self, trick: str) -> None:
-        self.tricks.append(trick)
-
-
-class DogSchool(Application[UUID]):
-    def register_dog(self, name: str) -> UUID:
-        dog = Dog(name)
-        self.save(dog)
-        return dog.id
-
-    def add_trick(self, dog_id: UUID, trick: str) -> None:
-        dog: Dog = self.repository.get(dog_id)
-        dog.add_trick(trick)
-        self.save(dog)
+from tests.integrations.test_eventsourcing_store import DogSchool  # noqa: E402
 
 
 def test_an_erased_aggregate_reads_as_never_written(tmp_path):
@@ -46,9 +20,9 @@ def test_an_erased_aggregate_reads_as_never_written(tmp_path):
     settings = {"PERSISTENCE_MODULE": "braidlog.integrations.eventsourcing",
                 "BRAIDLOG_STORE": str(path)}
     school = DogSchool(env=settings)
-    rex = school.register_dog("Rex, of flat 4b")
-    school.add_trick(rex, "sit")
-    fido = school.register_dog("Fido")
+    rex = school.register("Rex, of flat 4b")
+    school.teach(rex, "sit")
+    fido = school.register("Fido")
     school.close()
     with braidlog.open(path) as b:  # the events' state, as stored (base64 in the payload)
         states = [r.delta.payload["state"] for r in b.log.scan_braid(f"dogschool_events:{rex}")]
@@ -64,7 +38,7 @@ def test_an_erased_aggregate_reads_as_never_written(tmp_path):
         assert school.repository.get(fido).name == "Fido"
         notes = school.notification_log.select(start=1, limit=10)
         assert [n.originator_id for n in notes] == [fido]
-        school.add_trick(fido, "fetch")  # the application goes on
+        school.teach(fido, "fetch")  # the application goes on
         assert school.repository.get(fido).tricks == ["fetch"]
     finally:
         school.close()
