@@ -49,6 +49,26 @@ def test_sigkill_mid_append_leaves_an_acknowledged_prefix(tmp_path, rng, round_)
     print(f"killed after {len(acked)} acknowledged batches; {len(stored)} deltas stored")
 
 
+def test_a_commit_during_the_page_check_is_not_taken_for_damage(tmp_path, monkeypatch):
+    """The structural check measures the file, then reads the meta pages: a commit of another
+    process landing between the two names pages past the measured end. Land one there."""
+    from lmdb import verify
+
+    path = str(tmp_path / "store")
+    spawn("appender", path, "0.2").communicate(timeout=60)
+    read_metas, moved = verify._Verifier.load_metas, []
+
+    def commit_first(self):
+        if not moved:
+            moved.append(spawn("appender", path, "0.3").communicate(timeout=60))
+        return read_metas(self)
+
+    monkeypatch.setattr(verify._Verifier, "load_metas", commit_first)
+    with LmdbLog(path, readonly=True) as log:
+        assert log.verify() == log.head()
+    assert moved
+
+
 def test_readers_in_other_processes_see_consistent_snapshots(tmp_path):
     path = str(tmp_path / "store")
     LmdbLog(path).close()

@@ -50,6 +50,8 @@ __all__ = ["Env", "acquire", "release", "MAX_MAP_SIZE"]
 
 MAX_MAP_SIZE = 1 << 40
 MAX_READERS = 512
+#: Runs of the structural check before a finding is believed though the store moved each time.
+_TREE_CHECKS = 10
 
 T = TypeVar("T")
 
@@ -362,14 +364,24 @@ class Env:
     def tree_findings(self) -> list[str]:
         """py-lmdb's structural check of every page of the file (each reachable page once, keys
         in order, counters right, free and used pages covering the file), run under a read
-        transaction so that no page of the snapshot it reads is reused meanwhile."""
+        transaction so that no page of the snapshot it reads is reused meanwhile.
+
+        The check measures the file before it reads the meta pages: a commit of another process
+        in between names pages past the length it measured. So a finding counts only if no
+        commit landed during the check; otherwise the check runs again (a busy writer rarely
+        commits in that window twice running)."""
         from lmdb.verify import VerifyError, verify
 
         with self.pinned():
-            try:
-                return list(verify(str(self.path)))
-            except VerifyError as e:
-                return [str(e)]
+            for _ in range(_TREE_CHECKS):
+                before = self.last_commit()
+                try:
+                    found = list(verify(str(self.path)))
+                except VerifyError as e:
+                    found = [str(e)]
+                if not found or self.last_commit() == before:
+                    break
+            return found
 
     @contextmanager
     def pinned(self) -> Iterator[None]:
