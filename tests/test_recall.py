@@ -426,6 +426,30 @@ def test_bad_filters_and_queries_are_refused(filled):
         Recall(braidlog.Braid(store).at(1))
 
 
+@pytest.mark.parametrize("metric", ["cosine", "ip"])
+def test_a_float32_query_answers_as_any_other_form_of_it(filled, metric):
+    """A float32 vector of the space (the common query, answered with the fewest steps) gets the
+    same seqs and scores, bit for bit, as the same numbers given as a list or as float64; and
+    the zero or non-finite vector is refused the same way."""
+    store, x, seqs, _ = filled
+    r = Recall(store, metric=metric, **SMALL)
+    assert r._head is not None and r._head_count == r.count  # the head graph answers
+    for i in (0, 7, 333, 1199):
+        q = x[i] * np.float32(2.5)
+        got, scores = r.search(q, 10)
+        assert got.dtype == np.int64 and scores.dtype == np.float32
+        for same in (q.tolist(), q.astype(np.float64)):
+            again, again_scores = r.search(same, 10)
+            assert again.tolist() == got.tolist() and again_scores.tobytes() == scores.tobytes()
+        hits = r.recall(q, 10, deltas=False)
+        assert [h.seq for h in hits] == got.tolist() and [h.score for h in hits] == scores.tolist()
+    if metric == "cosine":
+        with pytest.raises(ValidationError, match="zero vector"):
+            r.search(np.zeros(DIM, dtype=np.float32))
+    with pytest.raises(ValidationError, match="query: must be finite"):
+        r.search(np.full(DIM, np.inf, dtype=np.float32))
+
+
 def test_inner_product_metric(filled):
     store, x, seqs, _ = filled
     r = Recall(store, metric="ip", **SMALL)

@@ -22,7 +22,7 @@ from msgspec import Struct
 from ..delta import Vector
 from ..errors import ValidationError
 
-__all__ = ["Body", "Columns", "Filter", "NO_FILTER", "Where", "make_filter", "scope"]
+__all__ = ["Body", "Columns", "Filter", "NO_FILTER", "UNFILTERED", "Where", "make_filter", "scope"]
 
 FIELDS = ("braid", "kind", "namespace", "workspace")
 ID_BYTES = 26  # a ULID; the envelope refuses any other id
@@ -104,6 +104,10 @@ class Columns:
     @property
     def seqs(self) -> np.ndarray:
         return self._seqs[:self.n]
+
+    def seqs_of(self, positions: np.ndarray) -> np.ndarray:
+        """The seqs at ``positions`` (each below ``n``), int64."""
+        return self._seqs[positions]
 
     def seq(self, pos: int) -> int:
         return int(self._seqs[pos])
@@ -254,6 +258,7 @@ class Filter(Struct, frozen=True):
 
 
 NO_FILTER = Filter()
+UNFILTERED = (NO_FILTER, None)  # make_filter's answer when no filter is given (one object)
 
 
 def make_filter(braid: Any = None, kinds: Any = None, tags: Any = None, namespace: Any = None,
@@ -261,7 +266,7 @@ def make_filter(braid: Any = None, kinds: Any = None, tags: Any = None, namespac
     """The checked filters and, when ``where`` is callable, the predicate over delta ids."""
     if braid is None and kinds is None and tags is None and namespace is None and workspace is None \
             and where is None:
-        return NO_FILTER, None
+        return UNFILTERED
     pred = None
     ids = None
     if callable(where):
@@ -270,4 +275,6 @@ def make_filter(braid: Any = None, kinds: Any = None, tags: Any = None, namespac
         ids = _names("where", where)
     flt = Filter(_names("braid", braid), _names("kinds", kinds), _names("tags", tags),
                  _names("namespace", namespace), _names("workspace", workspace), ids)
-    return (NO_FILTER if flt.empty() else flt), pred
+    if flt.empty():
+        return UNFILTERED if pred is None else (NO_FILTER, pred)
+    return flt, pred

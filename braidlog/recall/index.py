@@ -43,11 +43,11 @@ from ..errors import RecallWarning, ValidationError
 from ..store import HW_SIZE, LogStore, OnDisk, Progress, resolve_point
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
-from .columns import Body, Columns, Filter, Where, make_filter
+from .columns import UNFILTERED, Body, Columns, Filter, Where, make_filter
 from .embedder import Embedder
 from .files import index_directory
 from .saved import FORMAT, Saved, read_index, write_index
-from .search import EMPTY, GraphSearch
+from .search import EMPTY, GraphSearch, knn
 from .query import MODES, Hit, Mode, fuse, normalised, query_vector
 from .vectors import Rows, trim_heap
 
@@ -419,7 +419,7 @@ class Recall(GraphSearch):
         """The top k by vector as two arrays, best first: seqs (int64) and scores (float32)."""
         pos, scores = self._query(query, k, as_of, make_filter(braid, kinds, tags, namespace, workspace, where),
                                   reproducible)
-        return self._cols.seqs[pos], scores
+        return self._cols.seqs_of(pos), scores
 
     def recall(self, query: Any, k: int = 10, *, mode: Mode = "vector",
                as_of: int | str | datetime | None = None,
@@ -487,7 +487,7 @@ class Recall(GraphSearch):
             seq = self.resolve(as_of)
             if seq > self.covered_seq:
                 self.catch_up()
-        q = self.vector(query)
+        q = query_vector(query, dim=self.dim, metric=self.metric, space=self.space, embedder=self.embedder)
         lock = self._lock
         while True:
             lock.acquire_read()
@@ -495,6 +495,12 @@ class Recall(GraphSearch):
                 if not self.count:
                     return EMPTY
                 if seq is None:
+                    head = self._head
+                    if flt is UNFILTERED and head is not None and self._head_count == self.count:
+                        # the common query, as _search would answer it, with no step between
+                        found = knn(head, q, min(k, self.count))
+                        if found is not None:
+                            return found
                     return self._search(q, k, self.count, None, *flt)
                 m = self._cols.count_upto(seq)
                 if not reproducible:  # the head graph, its positions below m alone eligible

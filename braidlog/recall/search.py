@@ -17,7 +17,7 @@ import numpy as np
 from .columns import NO_FILTER, Filter
 from .query import dots, top
 
-__all__ = ["GraphSearch", "EMPTY"]
+__all__ = ["GraphSearch", "EMPTY", "knn"]
 
 _EMPTY_POS = np.zeros(0, dtype=np.int64)
 _EMPTY_SCORE = np.zeros(0, dtype=np.float32)
@@ -67,7 +67,7 @@ class GraphSearch:
         head = self._head
         if blocks is None and flt is NO_FILTER and pred is None and m == self._head_count \
                 and head is not None:  # the common query: the whole head graph, unfiltered
-            found = _knn(head, q, min(k, m))
+            found = knn(head, q, min(k, m))
             return self._exact(q, k, 0, m, None, None, flt) if found is None else found
         elig = None if flt is NO_FILTER else self._eligible(flt)
         if elig is not None:
@@ -81,7 +81,7 @@ class GraphSearch:
         if len(parts) == 1 and elig is None and pred is None and parts[0][0] is not None \
                 and (blocks is not None or parts[0][2] >= self._head_count):
             g, lo, hi, ef = parts[0]
-            found = _knn(g, q, min(max(k, ef) if blocks else k, hi - lo))
+            found = knn(g, q, min(max(k, ef) if blocks else k, hi - lo))
             if found is None:
                 return self._exact(q, k, lo, hi, None, None, flt)
             return found[0][:k], found[1][:k]
@@ -101,7 +101,7 @@ class GraphSearch:
         if e:
             fetch = k if e == nodes else max(k, math.ceil(2 * k * nodes / e))
             while True:
-                near = _knn(g, q, min(fetch, nodes))
+                near = knn(g, q, min(fetch, nodes))
                 if near is None:
                     found.append(self._exact(q, k, 0, h, elig[:e], None, flt))
                     break
@@ -143,7 +143,7 @@ class GraphSearch:
         else:  # the head graph searches at max(its ef, fetch) anyway: ask only for what is needed
             fetch = max(0 if head else ef, k, math.ceil(2 * k * nodes / e))
         while True:
-            near = _knn(g, q, min(fetch, nodes))
+            near = knn(g, q, min(fetch, nodes))
             if near is None:
                 break
             pos, scores = near
@@ -207,12 +207,15 @@ class GraphSearch:
         return out
 
 
-def _knn(g: Any, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray] | None:
+def knn(g: Any, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The ``fetch`` positions of graph ``g`` nearest ``q`` and their similarities, or None when
     the graph cannot find that many (hnswlib raises RuntimeError): every caller then searches
     the same positions exactly."""
     try:
-        labels, dist = g.knn_query(q, k=fetch, num_threads=1)
+        labels, dist = g.knn_query(q, fetch, 1)  # (k, num_threads): positional is quicker
     except RuntimeError:
         return None
-    return labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
+    # Both arrays are fresh (hnswlib's own): read the labels (uint64, below 2**63) as int64 and
+    # turn distances into similarities in place, float32 as hnswlib's, with no further copy.
+    d = dist[0]
+    return labels[0].view(np.int64), np.subtract(1.0, d, out=d)
