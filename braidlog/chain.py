@@ -197,6 +197,7 @@ def _compare_nodes(tree_hashes: Callable[[list[merkle.Node]], list[bytes]],
             first, last = (index << level) + 1, (index + 1) << level
             raise IntegrityError(
                 f"Merkle tree node ({level}, {index}) over seqs {first}..{last} does not match the "
-                f"records: expected {expected.hex()}, found {found.hex()}; the tree table was "
-                "changed after it was written (restore the store from a backup)",
+                f"records: expected {expected.hex()}, found {found.hex()}; the stored node was "
+                "changed after it was written (`braidlog repair --indexes` rewrites the tree's "
+                "nodes from the records)",
                 seq=last, expected=expected, found=found)

@@ -167,28 +167,26 @@ class Frontier:
     def root(self) -> bytes:
         return fold(self.stack)
 
-    def extend(self, bodies: Iterable[bytes]) -> list[tuple[bytes, bytes]]:
-        """Append a leaf for each record's committed form; the (position as u64 big-endian,
-        hash) of every node of level 1 or more completed, in position order: the rows a store
-        appends.
+    def completed(self, bodies: Iterable[bytes]) -> list[bytes]:
+        """Append a leaf for each record's committed form; for each, the hashes of the nodes of
+        level 1 or more its leaf completes, lowest level first, joined (32 bytes a node; none for
+        an even index): what a store keeps in that record's row.
 
-        ``push`` with the leaf hashing and the numbering inlined, for the append path."""
+        ``push`` with the leaf hashing inlined, for the append path."""
         stack, size = self.stack, self.size
-        pos = 2 * size - size.bit_count()  # the position the next leaf takes
-        made: list[tuple[bytes, bytes]] = []
+        out: list[bytes] = []
         for body in bodies:
             h = sha256(b"\x00" + body).digest()
-            index = size
+            index, made = size, b""
             while index & 1:
-                pos += 1
                 h = sha256(b"\x01" + stack.pop() + h).digest()
-                made.append((pos.to_bytes(8, "big"), h))
+                made += h
                 index >>= 1
-            pos += 1
+            out.append(made)
             stack.append(h)
             size += 1
         self.size = size
-        return made
+        return out
 
 
 def hashes_for(ranges: Iterable[tuple[int, int]]) -> tuple[list[list[Node]], list[Node]]:

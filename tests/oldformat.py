@@ -33,8 +33,8 @@ def downgrade(path, version: int) -> bytes:
         rows = []
         for key, value in txn.cursor(log):
             value = bytes(value)
-            n = int.from_bytes(value[40:42], "big")
-            rows.append((bytes(key), value[32:40], value[42 + n + 16:]))
+            n, k = int.from_bytes(value[40:42], "big"), value[42]  # entry, tree nodes
+            rows.append((bytes(key), value[32:40], value[43 + n + 32 * k + 16:]))
         converted = old_rows(rows)
         for key, value in converted:
             txn.put(key, value, db=log)

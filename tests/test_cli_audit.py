@@ -58,11 +58,11 @@ def tamper(path, seq: int) -> tuple[bytes, bytes]:
             value = bytearray(txn.get(key, db=db))
             prev = bytes(txn.get((seq - 1).to_bytes(8, "big"), db=db)[:32]) if seq > 1 else bytes(32)
             n = int.from_bytes(value[40:42], "big")
-            value[42 + n - 2] ^= 0x20
+            value[43 + n - 2] ^= 0x20  # the row: hash, hw, len(entry), node count, entry, ...
             txn.put(key, bytes(value), db=db)
     finally:
         env.close()
-    return link(prev, seq, bytes(value[42:42 + n])), bytes(value[:32])
+    return link(prev, seq, bytes(value[43:43 + n])), bytes(value[:32])
 
 
 # ------------------------------------------------------------------------ head and verify
@@ -113,19 +113,19 @@ def test_verify_against_another_head_or_a_longer_log(store, capsys):
 
 def build_log_only(path, n: int) -> None:
     """``n`` real records written straight into the log table (docs/format.md: key seq, value
-    its row) and the Merkle tree, skipping validation; the secondary
+    its row, with the Merkle tree's nodes it completes), skipping validation; the secondary
     indexes, which verify checks, are then built from the log by ``repair_indexes``: it builds a
     million-record store in seconds instead of a minute."""
     from braidlog import tree as merkle
     LmdbLog(path).close()
     env = lmdb.open(str(path), max_dbs=16, map_size=1 << 30, sync=False, metasync=False)
     try:
-        db, tree = env.open_db(b"log"), env.open_db(b"tree")
+        db = env.open_db(b"log")
         frontier = merkle.Frontier()
         prov = Provenance("system")
         prev, hw = bytes(32), 0
         for k in range(0, n, 50_000):
-            rows, nodes = [], []
+            rows = []
             for seq in range(k + 1, min(n, k + 50_000) + 1):
                 d = GenericDelta(braid_id=f"b{seq % 4}", kind="tick", ts=T0 + timedelta(milliseconds=seq),
                                  provenance=prov, confidence=1.0, payload={"note": str(seq)})
@@ -133,12 +133,10 @@ def build_log_only(path, n: int) -> None:
                 data, salt = braidlog.encode(d), os.urandom(16)
                 entry = committed_form(seq, d, salt, data)
                 prev = link(prev, seq, entry)
-                rows.append((seq.to_bytes(8, "big"), pack_row(prev, hw, entry, salt, data)))
-                nodes += [(merkle.position((lv, ix)).to_bytes(8, "big"), h)
-                          for lv, ix, h in frontier.push(merkle.leaf_hash(entry))]
+                nodes = frontier.completed([entry])[0]
+                rows.append((seq.to_bytes(8, "big"), pack_row(prev, hw, entry, nodes, salt, data)))
             with env.begin(write=True) as txn:
                 assert txn.cursor(db).putmulti(rows, append=True) == (len(rows), len(rows))
-                assert txn.cursor(tree).putmulti(nodes, append=True) == (len(nodes), len(nodes))
         env.sync(True)
     finally:
         env.close()

@@ -379,7 +379,7 @@ def test_the_tree_stays_right_when_writers_take_turns_and_a_write_runs_again(tmp
 
 def test_peaks_kept_from_a_write_that_failed_are_not_used_for_another_log(tmp_path):
     from braidlog.chain import link
-    from braidlog.lmdb.format import put_tree
+    from braidlog.lmdb.format import tree_nodes
 
     path = tmp_path / "store"
     a, b = LmdbLog(path), LmdbLog(path)
@@ -392,7 +392,7 @@ def test_peaks_kept_from_a_write_that_failed_are_not_used_for_another_log(tmp_pa
         pass
 
     def write_then_fail(txn):
-        put_tree(txn, a._db, head.seq, ghost, a._peaks, link(head.hash, head.seq + 3, ghost[-1]))
+        tree_nodes(txn, a._db, head.seq, ghost, a._peaks, link(head.hash, head.seq + 3, ghost[-1]))
         raise Abort
 
     with pytest.raises(Abort):

@@ -226,38 +226,68 @@ def test_proof_arguments_are_checked(filled):
         root(filled, head + 1)
 
 
-def test_verify_finds_a_changed_tree_node(tmp_path):
+def _edit_row(path, seq, edit):
+    """Replace the row of ``seq`` with ``edit(row)``, behind braidlog's back."""
+    env = lmdb.open(str(path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"log", txn=txn)
+        key = seq.to_bytes(8, "big")
+        txn.put(key, edit(bytes(txn.get(key, db=db))), db=db)
+    env.close()
+
+
+def _flip_node(path, level, index):
+    """Flip a bit of the tree node (level, index) where the row completing it keeps it."""
+    from braidlog.lmdb.format import row_node
+
+    def edit(row):
+        node = row_node(row, level)
+        at = row.index(node)
+        return row[:at] + bytes([node[0] ^ 1]) + row[at + 1:]
+    _edit_row(path, (index + 1) << level, edit)
+
+
+def test_each_row_keeps_the_nodes_its_leaf_completes(tmp_path):
+    from braidlog.lmdb.format import row_node
+    deltas = [make_delta(i) for i in range(40)]
+    with LmdbLog(tmp_path / "s") as store:
+        store.append_batch(deltas[:17])
+        for d in deltas[17:]:  # one at a time: each append starts from the peaks it kept
+            store.append(d)
+        expected = NodeStore([merkle.leaf_hash(store.entry(s)) for s in range(1, 41)]).nodes
+        env = store._db  # the same rows, read raw
+        rows = store._read(lambda txn: {s: bytes(txn.get(s.to_bytes(8, "big"), db=env["log"]))
+                                        for s in range(1, 41)})
+    for (level, index), h in expected.items():
+        assert row_node(rows[(index + 1) << level], level) == h
+    assert sum(len([lv for lv in range(1, 7) if row_node(r, lv)]) for r in rows.values()) \
+        == len(expected)
+
+
+def test_verify_finds_a_changed_tree_node_and_repair_rewrites_it(tmp_path):
     path = tmp_path / "s"
     with LmdbLog(path) as store:
         store.append_batch([make_delta(i) for i in range(40)])
-        assert store.verify().seq == 40
-    env = lmdb.open(str(path), max_dbs=16)
-    with env.begin(write=True) as txn:
-        db = env.open_db(b"tree", txn=txn)
-        key = merkle.position((3, 2)).to_bytes(8, "big")
-        value = txn.get(key, db=db)
-        txn.put(key, bytes([value[0] ^ 1]) + value[1:], db=db)
-    env.close()
+        head = store.verify()
+    _flip_node(path, 3, 2)
     with LmdbLog(path) as store:
         with pytest.raises(IntegrityError, match=r"Merkle tree node \(3, 2\) over seqs 17..24"):
             store.verify()
         with pytest.raises(IntegrityError, match=r"node \(4, 1\)"):  # built on the damaged peak
             store.verify(25)
         assert store.verify(33).seq == 40  # a range past every node built on it
+        assert store.repair_indexes()["tree"] == 1
+        assert store.verify() == head
 
 
-def test_append_refuses_a_tree_that_does_not_end_at_the_head(tmp_path):
+def test_a_row_naming_the_wrong_number_of_tree_nodes_is_refused(tmp_path):
     path = tmp_path / "s"
     with LmdbLog(path) as store:
         store.append_batch([make_delta(i) for i in range(8)])
-    env = lmdb.open(str(path), max_dbs=16)
-    with env.begin(write=True) as txn:
-        db = env.open_db(b"tree", txn=txn)
-        txn.delete(merkle.last_position(8).to_bytes(8, "big"), db=db)
-    env.close()
+    _edit_row(path, 6, lambda row: row[:42] + bytes([row[42] + 1]) + row[43:])
     with LmdbLog(path) as store:
-        with pytest.raises(IntegrityError, match="does not end at the log's head"):
-            store.append(make_delta(9))
+        with pytest.raises(IntegrityError, match="seq 6"):
+            store.verify()
         assert store.head().seq == 8
 
 
@@ -301,17 +331,16 @@ def test_a_large_lmdb_store_matches_the_reference(tmp_path):
         assert store.verify().seq == 20_000
 
 
-def test_extend_gives_the_nodes_push_gives_numbered_as_stored():
+def test_completed_gives_the_nodes_push_gives_leaf_by_leaf():
     rnd = random.Random(11)
     bodies = [rnd.randbytes(rnd.randrange(0, 50)) for _ in range(700)]
-    by_push, by_extend = merkle.Frontier(), merkle.Frontier()
+    by_push, by_batch = merkle.Frontier(), merkle.Frontier()
     i = 0
     while i < len(bodies):
         n = rnd.randrange(1, 40)
-        want = [(merkle.position((lv, ix)).to_bytes(8, "big"), h)
-                for b in bodies[i:i + n] for lv, ix, h in by_push.push(leaf_hash(b))]
-        assert by_extend.extend(bodies[i:i + n]) == want
-        assert by_extend.stack == by_push.stack and by_extend.size == by_push.size
+        want = [b"".join(h for _, _, h in by_push.push(leaf_hash(b))) for b in bodies[i:i + n]]
+        assert by_batch.completed(bodies[i:i + n]) == want
+        assert by_batch.stack == by_push.stack and by_batch.size == by_push.size
         i += n
 
 
@@ -359,7 +388,7 @@ def test_rfc_6962_known_answers():
     assert leaves == [v.leaf_hash(bytes.fromhex(x)) for x in CT_LEAVES]
     frontier = merkle.Frontier()
     for n, x in enumerate(CT_LEAVES, 1):
-        frontier.extend([bytes.fromhex(x)])
+        frontier.completed([bytes.fromhex(x)])
         assert frontier.root().hex() == CT_ROOTS[n]
     nodes = NodeStore(leaves)
     assert [nodes.root(n).hex() for n in range(9)] == CT_ROOTS

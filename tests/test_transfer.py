@@ -408,9 +408,11 @@ def test_restore_refuses_a_tampered_record_and_leaves_no_target(tmp_path):
     with LmdbLog(tmp_path / "live") as live:
         live.append_batch([make_delta(i) for i in range(20)])
         row = next(live.scan_rows(7, 8))
-        bad = bytearray(pack_row(row.hash, row.hw, row.entry, row.salt, row.data))
+        stored = live._read(lambda txn: bytes(txn.get((7).to_bytes(8, "big"), db=live._db["log"])))
+        bad = bytearray(stored)
+        assert bad == pack_row(row.hash, row.hw, row.entry, b"", row.salt, row.data)  # no nodes
     transfer.backup(tmp_path / "live", tmp_path / "bk")
-    bad[42 + len(row.entry) - 3] ^= 0x01  # in its committed form
+    bad[43 + len(row.entry) - 3] ^= 0x01  # in its committed form
     _put_raw(tmp_path / "bk", b"log", (7).to_bytes(8, "big"), bytes(bad))
     with pytest.raises(IntegrityError, match="chain broken at seq 7") as e:
         transfer.restore(tmp_path / "bk", tmp_path / "restored")

@@ -17,6 +17,7 @@ from blake3 import blake3
 
 from ..delta import SALT_SIZE, GenericDelta, committed_form, encode
 from ..kinds import REGISTRY
+from ..lmdb.format import completes, pack_row
 from ..lmdb.log import LmdbLog
 from ..store import check_batch
 
@@ -48,11 +49,11 @@ def startup_commands(store: str) -> dict[tuple[str, str], list[str]]:
 
 
 class NoTreeLog(LmdbLog):
-    """A bench-only store whose appends skip the Merkle tree (its tree table is left behind:
-    such a store fails ``verify``), to measure what the tree costs an append."""
+    """A bench-only store whose appends skip the Merkle tree (its rows hold none of the tree's
+    nodes: such a store cannot be read back), to measure what the tree costs an append."""
 
-    def _put_tree(self, txn: Any, staged: Sequence[Any]) -> None:
-        pass
+    def _tree_nodes(self, txn: Any, staged: Sequence[Any]) -> list[bytes]:
+        return [b""] * len(staged)
 
 
 _delta_decoder = msgspec.msgpack.Decoder(GenericDelta)
@@ -69,7 +70,7 @@ class IndexKeys(NamedTuple):
     braid: bytes
     kind: bytes
     refs: tuple[bytes, ...]
-    head: bytes = b""  # what a braidlog row holds before the delta bytes (chain hash zeroed)
+    head: bytes = b""  # what a braidlog row holds before the delta bytes (hashes zeroed)
 
 
 def index_keys(deltas: Sequence[GenericDelta], offset: int = 0) -> list[IndexKeys]:
@@ -79,7 +80,7 @@ def index_keys(deltas: Sequence[GenericDelta], offset: int = 0) -> list[IndexKey
     for seq, c in enumerate(check_batch(deltas, REGISTRY), offset + 1):
         salt = bytes(SALT_SIZE)
         entry = committed_form(seq, c.delta, salt, c.data)
-        head = bytes(40) + len(entry).to_bytes(2, "big") + entry + salt
+        head = pack_row(bytes(32), 0, entry, bytes(32 * completes(seq)), salt, b"")
         out.append(IndexKeys(c.delta.id.encode(), c.delta.braid_id.encode(),
                              c.delta.kind.encode(), tuple(r.encode() for r in c.refs), head))
     return out
@@ -90,7 +91,7 @@ class RawLmdb:
 
     ``durable=True`` syncs data and meta pages at each commit, as ``LmdbLog`` does by default.
     With ``indexed=True`` it writes what braidlog writes: each body after the row head of
-    ``IndexKeys.head`` (chain hash, high-water time, committed form and salt, prepared
+    ``IndexKeys.head`` (chain hash, high-water time, committed form, tree nodes and salt, prepared
     beforehand) and braidlog's four index tables (ids,
     braid, kind and refs, laid out as in docs/format.md) from keys prepared beforehand: the
     ceiling of braidlog's page writes, without validation, chain or any per-delta Python.

@@ -490,8 +490,10 @@ def cmd_repair(args: Any, out: IO[str]) -> int:
         write_json(out, {"ok": True, "written": written, "verified": checked.seq,
                          "head": str(checked)})
     else:
+        rows = written.pop("tree")
         out.write("rebuilt from the log: " + ", ".join(f"{t} {n}" for t, n in written.items())
-                  + f" entries\nok: {checked.seq} deltas verified; head {checked}\n")
+                  + f" entries; Merkle tree nodes rewritten in {rows} rows\n"
+                  f"ok: {checked.seq} deltas verified; head {checked}\n")
     return 0
 
 

@@ -42,7 +42,7 @@ from ..errors import BraidlogError, IntegrityError, StorageError
 from ..erasure import ERASURES_BRAID, envelope_refs
 from ..kinds import Registry
 from .env import Env
-from .format import DUPS, build_tree, from_u64, id_digest, split_row, u64
+from .format import DUPS, fill_nodes, from_u64, id_digest, split_row, u64
 from .file import last_intact_key, meta_findings
 from ..store import Head, LogStore, Progress, Record, verify_bodies
 
@@ -83,14 +83,13 @@ def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | No
         intact = _intact_seqs(log, damaged["log"])
         if start <= intact:
             verify_bodies(log.store, start, intact + 1 if stop is None else min(stop, intact + 1),
-                          progress, rows=_by_lookup(log), tree="tree" not in damaged)
+                          progress, rows=_by_lookup(log))
         raise IntegrityError(
             f"{log.path / 'data.mdb'}: the log table is damaged: {damaged['log'][0]}; the "
             f"records up to seq {intact} are reached through undamaged pages, and seqs "
             f"{start}..{intact} were read intact (nothing past them was read: a damaged page can "
             f"crash the reader). {_RESTORE}", seq=intact + 1)
-    checked = verify_bodies(log.store, start, stop, progress, rows=_by_lookup(log),
-                            tree="tree" not in damaged)
+    checked = verify_bodies(log.store, start, stop, progress, rows=_by_lookup(log))
     if damaged:
         raise _page_damage(log, damaged)
     if start <= 1 and stop is None:
@@ -272,7 +271,7 @@ def _show(table: str, key: bytes) -> str:
 
 #: Tables rebuilt from the log: damaged pages there leave the records readable (as does damage
 #: in LMDB's accounting of free pages, ``free`` below, which reads never touch).
-_DERIVED = (*INDEXES, "tree")
+_DERIVED = tuple(INDEXES)
 
 
 def _damaged_pages(log: LogAccess) -> dict[str, list[str]]:
@@ -310,7 +309,7 @@ def _page_damage(log: LogAccess, damaged: dict[str, list[str]]) -> IntegrityErro
     rebuilt = [t for t in damaged if t != "free"]
     if rebuilt:
         table = rebuilt[0]
-        name = f"the {INDEXES[table]} index" if table in INDEXES else "the Merkle tree table"
+        name = f"the {INDEXES[table]} index"
         return IntegrityError(
             f"{log.path / 'data.mdb'}: {name} is damaged: {damaged[table][0]}; every record read "
             "intact. Rebuild the store from its log: `braidlog export FILE`, then `braidlog "
@@ -336,8 +335,10 @@ def _check_metas(log: LogAccess) -> None:
 # -- repair -------------------------------------------------------------------------------------
 
 def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str, int]:
-    """Rebuild every derived table (the indexes and the Merkle tree) from the log, in one write
-    transaction; return the entries written per table. The log's chain is verified first."""
+    """Rebuild every index from the log and rewrite the Merkle tree's nodes its rows keep where
+    they differ from the records', in one write transaction; return the entries written per
+    index, and under ``tree`` the rows whose nodes were rewritten. The log's chain is verified
+    first (not the stored nodes: they are what may need rewriting)."""
     if log.readonly:
         raise StorageError("repairing needs the store open for writing",
                            hint="open it without readonly=True")
@@ -358,7 +359,7 @@ def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str
             hint="load the projections or application that declare them first (the command line "
                  "loads every installed one; name others with --app MODULE)")
     try:
-        verify_bodies(log.store, 1, None, progress, rows=_by_lookup(log))
+        verify_bodies(log.store, 1, None, progress, rows=_by_lookup(log), tree=False)
     except IntegrityError as e:
         raise IntegrityError(f"the log itself is damaged, so its indexes cannot be rebuilt from it: "
                              f"{e}", seq=e.seq, expected=e.expected, found=e.found) from e
@@ -368,7 +369,7 @@ def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str
     def fn(txn):
         if log.head_in(txn)[0] != head:
             raise StorageError("the log grew while it was checked", hint="run the repair again")
-        for t in tables + (["tree"] if "tree" in db else []):
+        for t in tables:
             txn.drop(db[t], delete=False)
         rows: dict[str, list[tuple[bytes, bytes]]] = {t: [] for t in tables}
         written = dict.fromkeys(tables, 0)
@@ -402,7 +403,6 @@ def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str
         for space, dim in spaces.items():
             txn.put(space, dim, db=db["spaces"])
         written["spaces"] = len(spaces)
-        if "tree" in db:
-            build_tree(txn, db)
+        written["tree"] = fill_nodes(txn, db)
         return written
     return log.write(fn)

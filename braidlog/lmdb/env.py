@@ -318,10 +318,11 @@ class Env:
                 "page_size": stat["psize"]}
 
     def last_commit(self) -> int:
-        """LMDB's last transaction id, read from the meta page without a transaction (about a
-        microsecond): it changes with every commit of any process."""
-        with self.gate.shared():
-            return self.env.info()["last_txnid"]
+        """The id of the last commit a read begun now sees (about a microsecond): it changes with
+        every commit of any process. Taken from a read transaction, not from the meta page: a
+        writer stamps the meta page a moment before new readers are given its commit, and a
+        caller that saw the new id then read the old snapshot would take it for the new one."""
+        return self.read(lambda txn: txn.id())
 
     def release_pages(self) -> None:
         """Drop the store's file pages from this process's resident set (Linux; elsewhere

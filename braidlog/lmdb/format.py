@@ -1,12 +1,11 @@
 """The store's format on disk: its tables and their keys, the format version, the check that
-opens an environment as a braidlog store, the upgrades of older formats, and the Merkle tree
-table kept in the append's transaction.
+opens an environment as a braidlog store, the upgrades of older formats, and the Merkle tree's
+nodes, kept in the rows of the records that complete them.
 
 Tables (all in one LMDB environment): ``log`` (seq -> the record's row, ``pack_row``), the indexes
 ``ids`` (id -> seq), ``idh`` (a digest of the id -> seq: the id index kept a second time, in a
 tree of another shape), ``braid``, ``kind`` and ``refs`` (key -> seqs, DUPSORT), ``spaces``
-(vector space -> dimension), ``tree`` (the Merkle tree's nodes by post-order position), ``notes``
-(issued checkpoint notes), ``ckpt`` (projection checkpoints) and ``meta`` (format, engine,
+(vector space -> dimension), ``notes`` (issued checkpoint notes), ``ckpt`` (projection checkpoints) and ``meta`` (format, engine,
 projections used). Seqs are big-endian u64 keys, so LMDB's order is the log's.
 """
 
@@ -31,74 +30,99 @@ from ..store import Row
 from .env import Env
 
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
-           "Peaks", "put_tree", "build_tree", "pack_row", "split_row", "create", "BEFORE",
+           "Peaks", "tree_node", "tree_nodes", "fill_nodes", "pack_row", "split_row", "create", "BEFORE",
            "erased_row", "row_erased_by"]
 
 FORMAT_VERSION = 4  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
 #                    3: the id-digest index ("idh"); 4: the committed form (rows hold it and a
-#                    salt), the chain over it and the tree in SHA-256 (RFC 6962). An older store
+#                    salt and the tree nodes its leaf completes, so an append writes no
+#                    table of its own for the tree), the chain over it and the tree in SHA-256
+#                    (RFC 6962). An older store
 #                    is upgraded on its first writable open, in one transaction; read-only it
 #                    is refused until then.
 BEFORE = b"before-4"  # meta: the chain's head and tree root as they stood before the upgrade to 4
 MAX_KEY = 511  # LMDB's longest key
 U64 = 8
-TABLES = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces", "tree", "notes", "idh")
+TABLES = ("meta", "log", "ids", "braid", "kind", "refs", "ckpt", "spaces", "notes", "idh")
 DUPS = {"braid", "kind", "refs"}  # DUPSORT, not DUPFIXED: LMDB 0.9's compacting copy crashes on that
-SINCE = {"tree": 2, "notes": 2, "idh": 3}  # tables an older store lacks until it is upgraded
+SINCE = {"notes": 2, "idh": 3}  # tables an older store lacks until it is upgraded
+#: Tables an older store has that its upgrade removes: formats 2 and 3 kept the Merkle tree's
+#: inner nodes in a table of their own; format 4 keeps each in the row of the record completing it.
+RETIRED = ("tree",)
 
 
-_ROW = HASH_SIZE + U64 + 2  # where the committed form starts in a row
+_ROW = HASH_SIZE + U64 + 3  # where the committed form starts in a row
+NODE = HASH_SIZE  # a tree node's hash
 
 
-def pack_row(chain_hash: bytes, hw: int, entry: bytes, salt: bytes, data: bytes) -> bytes:
+def pack_row(chain_hash: bytes, hw: int, entry: bytes, nodes: bytes, salt: bytes, data: bytes
+             ) -> bytes:
     """A record's row in the ``log`` table: chain hash (32) || hw (u64 BE) || len(entry) (u16 BE)
-    || entry || salt (16) || canonical delta bytes. An erased record's row (``erased_row``) has
-    the seq of the delta that erased it (u64 BE) in place of the salt and delta bytes."""
-    return chain_hash + hw.to_bytes(U64, "big") + len(entry).to_bytes(2, "big") + entry + salt + data
+    || k (u8) || entry || the k tree nodes its leaf completes (32 each, lowest level first)
+    || salt (16) || canonical delta bytes. An erased record's row (``erased_row``) has the seq of
+    the delta that erased it (u64 BE) in place of the salt and delta bytes."""
+    return b"".join((chain_hash, hw.to_bytes(U64, "big"), len(entry).to_bytes(2, "big"),
+                     (len(nodes) // NODE).to_bytes(1, "big"), entry, nodes, salt, data))
+
+
+def _end(value: Any) -> int:
+    """Where the committed form and the tree nodes of a row end."""
+    return _ROW + int.from_bytes(value[HASH_SIZE + U64:_ROW - 1], "big") + NODE * value[_ROW - 1]
+
+
+def completes(seq: int) -> int:
+    """How many tree nodes of level 1 or more the leaf of record ``seq`` completes: one per
+    trailing zero bit of ``seq`` (its row keeps their hashes)."""
+    return (seq & -seq).bit_length() - 1
 
 
 def erased_row(value: Any, by: int) -> bytes:
-    """The row of an erased record: ``value``'s up to its committed form, then ``by`` (the seq
-    of the ``erased`` delta), and nothing of the salt and delta bytes."""
-    end = _ROW + int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
-    return bytes(value[:end]) + by.to_bytes(U64, "big")
+    """The row of an erased record: ``value``'s up to its committed form and tree nodes, then
+    ``by`` (the seq of the ``erased`` delta), and nothing of the salt and delta bytes."""
+    return bytes(value[:_end(value)]) + by.to_bytes(U64, "big")
 
 
 def row_erased_by(value: Any) -> int:
     """The seq of the delta that erased the record of this row, or 0 if it is not erased."""
-    end = _ROW + int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
+    end = _end(value)
     return int.from_bytes(value[end:], "big") if len(value) - end == U64 else 0
 
 
 def split_row(seq: int, value: Any) -> Row:
     """A row of the ``log`` table as a Row; IntegrityError if it cannot be one."""
     value = bytes(value)
-    n = int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
-    end = _ROW + n
+    end = _end(value) if len(value) >= _ROW else len(value) + 1
     rest = len(value) - end
-    if len(value) < _ROW or rest < 0 or (0 < rest <= SALT_SIZE and rest != U64):
+    if rest < 0 or (0 < rest <= SALT_SIZE and rest != U64) or value[_ROW - 1] != completes(seq):
         raise IntegrityError(f"the row of seq {seq} is {len(value)} bytes, which no record is "
-                             f"with a committed form of {n} bytes (it was cut or changed after "
-                             "it was written); run `braidlog verify`", seq=seq, expected=b"",
-                             found=value[HASH_SIZE + U64:_ROW])
+                             f"(it was cut or changed after it was written); run `braidlog "
+                             "verify`", seq=seq, expected=b"", found=value[HASH_SIZE + U64:_ROW])
+    n = end - NODE * value[_ROW - 1]
     if rest == U64:  # erased: the salt and the delta bytes are gone
         return Row(seq, value[:HASH_SIZE], int.from_bytes(value[HASH_SIZE:HASH_SIZE + U64], "big"),
-                   value[_ROW:end], b"", b"", int.from_bytes(value[end:], "big"))
+                   value[_ROW:n], b"", b"", int.from_bytes(value[end:], "big"))
     return Row(seq, value[:HASH_SIZE], int.from_bytes(value[HASH_SIZE:HASH_SIZE + U64], "big"),
-               value[_ROW:end], value[end:end + SALT_SIZE] if rest else b"",
+               value[_ROW:n], value[end:end + SALT_SIZE] if rest else b"",
                value[end + SALT_SIZE:])
 
 
 def row_entry(value: Any) -> Any:
     """The committed form in a row (a slice of ``value``, copied or not as ``value`` is)."""
-    n = int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
-    return value[_ROW:_ROW + n]
+    return value[_ROW:_ROW + int.from_bytes(value[HASH_SIZE + U64:_ROW - 1], "big")]
 
 
 def row_data(value: Any) -> Any:
     """The canonical delta bytes in a row (empty once erased)."""
-    end = _ROW + int.from_bytes(value[HASH_SIZE + U64:_ROW], "big")
-    return value[end + SALT_SIZE:]
+    return value[_end(value) + SALT_SIZE:]
+
+
+def row_node(value: Any, level: int) -> bytes | None:
+    """The hash of the node of ``level`` (1 or more) that this row's leaf completes, or None if
+    it completes none of that level."""
+    if not 1 <= level <= value[_ROW - 1]:
+        return None
+    at = _end(value) - NODE * (value[_ROW - 1] - level + 1)
+    return bytes(value[at:at + NODE])
 
 
 class Keys(msgspec.Struct):
@@ -147,7 +171,8 @@ def open_tables(env: Env) -> None:
                 hint="upgrade braidlog to open it")
         if version < 1:
             raise _interrupted(env, names)
-        foreign = sorted(n.decode(errors="replace") for n in names - {t.encode() for t in TABLES})
+        known = {t.encode() for t in (*TABLES, *(RETIRED if version < FORMAT_VERSION else ()))}
+        foreign = sorted(n.decode(errors="replace") for n in names - known)
         if foreign:
             raise StorageError(f"{path} is not a braidlog store: it holds {', '.join(foreign)}, "
                                "which braidlog never writes", hint="give another path")
@@ -164,7 +189,8 @@ def open_tables(env: Env) -> None:
                 hint=f"open it writable once: `braidlog --store {path} init` upgrades it in "
                 "place (so does braidlog.open(path) or LmdbLog(path)); stop every older braidlog "
                 "using it first")
-        env.db = env.open_tables([t for t in TABLES if t.encode() in names], DUPS, create=False)
+        env.db = env.open_tables([t for t in (*TABLES, *RETIRED) if t.encode() in names], DUPS,
+                                 create=False)
         if version < FORMAT_VERSION:
             version = upgrade(env, version)
     else:
@@ -280,9 +306,14 @@ def upgrade(env: Env, version: int) -> int:
         rechain(txn, db, progress)
         if "idh" in tables:
             fill_idh(txn, db)
+        for t in RETIRED:
+            if t in db:
+                txn.drop(db[t], delete=True)
         txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
         return tables
     env.db.update(env.write(fn))
+    for t in RETIRED:
+        env.db.pop(t, None)
     progress.done()
     return FORMAT_VERSION
 
@@ -353,12 +384,13 @@ def before_hashes(rows: Any, sizes: Any) -> dict[int, tuple[bytes, bytes]]:
 
 def rechain(txn: Any, db: dict[str, Any], progress: Any) -> None:
     """Rewrite every row of a format-1..3 store (chain hash || hw || delta bytes, chained over
-    hw || delta bytes) as a format-4 row, after checking the old chain; rebuild the tree; keep
-    the old head and root in meta."""
+    hw || delta bytes) as a format-4 row, after checking the old chain, with the tree nodes its
+    leaf completes; keep the old head and root in meta."""
     log, prev_old, prev_new = db["log"], GENESIS, GENESIS
     seq = 0
     old_leaves: list[bytes] = []
     rows: list[tuple[bytes, bytes]] = []
+    frontier = merkle.Frontier()
     cur = txn.cursor(log)
     for key, value in cur:
         seq += 1
@@ -382,7 +414,8 @@ def rechain(txn: Any, db: dict[str, Any], progress: Any) -> None:
         salt = os.urandom(SALT_SIZE)
         entry = committed_form(seq, d, salt, data)
         prev_new = link(prev_new, seq, entry)
-        rows.append((bytes(key), pack_row(prev_new, from_u64(body[:U64]), entry, salt, data)))
+        nodes = frontier.completed([entry])[0]
+        rows.append((bytes(key), pack_row(prev_new, from_u64(body[:U64]), entry, nodes, salt, data)))
         if len(rows) >= 4096:
             _put_rows(txn, log, rows)
             progress(seq)
@@ -396,9 +429,6 @@ def rechain(txn: Any, db: dict[str, Any], progress: Any) -> None:
         for k, v in kept:
             txn.put(BEFORE + b"-note:" + k, v, db=db["meta"])
         txn.drop(notes, delete=False)
-    if "tree" in db:
-        txn.drop(db["tree"], delete=False)
-        build_tree(txn, db)
 
 
 def _put_rows(txn: Any, log: Any, rows: list[tuple[bytes, bytes]]) -> None:
@@ -445,40 +475,46 @@ class Peaks:
         self.size, self.chain, self.stack = -1, b"", []
 
 
-def put_tree(txn: Any, db: dict[str, Any], size: int, bodies: list[bytes],
-             peaks: Peaks | None = None, chain: bytes | None = None) -> None:
-    """Add the leaves of ``bodies`` (committed forms) after ``size`` to the Merkle tree, in the
-    append's txn.
+def tree_node(txn: Any, log: Any, node: merkle.Node) -> bytes | None:
+    """The hash of the complete subtree ``node`` (level, index) as the ``log`` table holds it: a
+    leaf's from its record's committed form, an inner node's from the row of the record whose
+    leaf completes it (seq ``(index + 1) << level``); None when that record is not in the log."""
+    level, index = node
+    seq = (index + 1) << level
+    if level < 0 or index < 0 or seq >= 2**63:
+        return None
+    value = txn.get(u64(seq), db=log)
+    if value is None:
+        return None
+    if level == 0:
+        return merkle.leaf_hash(bytes(row_entry(value)))
+    found = row_node(value, level)
+    if found is None:
+        raise IntegrityError(f"the row of seq {seq} lacks the Merkle tree node ({level}, {index}) "
+                             "its leaf completes; run `braidlog verify`", seq=seq)
+    return found
 
-    Starts from the peaks of ``size`` (popcount(size) nodes, read from the table unless
-    ``peaks`` holds them for this very log), appends at most log2(n) nodes a leaf (one on
-    average) at the end of the table, keyed by their post-order position; ``peaks`` is left
-    holding the new peaks, keyed by ``chain``, the chain hash of the last body's record."""
-    tree = db["tree"]
-    cur = txn.cursor(tree)
-    last = from_u64(cur.key()) if cur.last() else -1
-    if last != merkle.last_position(size):
-        raise IntegrityError(f"the Merkle tree does not end at the log's head (seq {size}): its "
-                             f"last node is {last}, expected {merkle.last_position(size)}; run "
-                             "`braidlog verify`", seq=size)
+
+def tree_nodes(txn: Any, db: dict[str, Any], size: int, entries: list[bytes],
+               peaks: Peaks | None = None, chain: bytes | None = None) -> list[bytes]:
+    """For each of ``entries`` (the committed forms of the records appended after ``size``), the
+    tree nodes its leaf completes (``pack_row``'s ``nodes``), in the append's txn.
+
+    Starts from the peaks of ``size`` (popcount(size) nodes, read from the log unless ``peaks``
+    holds them for this very log); ``peaks`` is left holding the new peaks, keyed by ``chain``,
+    the chain hash of the last entry's record."""
     if peaks is not None and peaks.size == size and _chain_at(txn, db, size) == peaks.chain:
         hashes = peaks.stack
     else:
-        hashes = []
-        for level, index in merkle.peaks(size):
-            value = (txn.get(u64(index + 1), db=db["log"]) if level == 0
-                     else txn.get(u64(merkle.position((level, index))), db=tree))
-            if value is None:
-                raise IntegrityError(f"the Merkle tree lacks its peak ({level}, {index})", seq=size)
-            hashes.append(merkle.leaf_hash(bytes(row_entry(value))) if level == 0
-                          else bytes(value))
+        hashes = [tree_node(txn, db["log"], node) for node in merkle.peaks(size)]
+        if None in hashes:
+            raise IntegrityError(f"the log lacks a record below its head (seq {size}) that the "
+                                 "Merkle tree's peaks need; run `braidlog verify`", seq=size)
     frontier = merkle.Frontier(size, hashes)
-    rows = frontier.extend(bodies)
-    if rows and cur.putmulti(rows, append=True, overwrite=False)[1] != len(rows):
-        raise StorageError("tree append was refused: a node already exists",
-                           hint="the store is damaged; run `braidlog verify`")
+    nodes = frontier.completed(entries)
     if peaks is not None and chain is not None:
         peaks.size, peaks.chain, peaks.stack = frontier.size, chain, frontier.stack
+    return nodes
 
 
 def _chain_at(txn: Any, db: dict[str, Any], seq: int) -> bytes | None:
@@ -487,23 +523,25 @@ def _chain_at(txn: Any, db: dict[str, Any], seq: int) -> bytes | None:
     return None if value is None else bytes(value[:HASH_SIZE])
 
 
-def build_tree(txn: Any, db: dict[str, Any]) -> None:
-    """Build the Merkle tree over all the log's records into the empty tree table (an upgrade,
-    a repair)."""
+def fill_nodes(txn: Any, db: dict[str, Any]) -> int:
+    """Write into every row the tree nodes its leaf completes, recomputed from the committed
+    forms, where they differ from those it holds (a repair); the number of rows rewritten."""
     frontier = merkle.Frontier()
-    cur = txn.cursor(db["tree"])
-    if cur.first():
-        raise StorageError("the tree table is not empty where it is built",
-                           hint="the store is damaged; restore it from a backup")
-    rows: list[tuple[bytes, bytes]] = []
-    for key, value in txn.cursor(db["log"]):
-        if from_u64(key) != frontier.size + 1:
+    log = db["log"]
+    fixed: list[tuple[bytes, bytes]] = []
+    for key, value in txn.cursor(log):
+        seq = from_u64(key)
+        if seq != frontier.size + 1:
             raise IntegrityError(f"seq {frontier.size + 1} is missing from the log",
                                  seq=frontier.size + 1)
-        rows.extend((u64(merkle.position((lv, ix))), h)
-                    for lv, ix, h in frontier.push(merkle.leaf_hash(bytes(row_entry(value)))))
-        if len(rows) >= 4096:
-            cur.putmulti(rows, append=True)
-            rows = []
-    if rows:
-        cur.putmulti(rows, append=True)
+        nodes = frontier.completed([bytes(row_entry(value))])[0]
+        if value[_ROW - 1] != completes(seq):
+            raise IntegrityError(f"the row of seq {seq} names {value[_ROW - 1]} tree nodes where "
+                                 f"its leaf completes {completes(seq)}: it cannot be read "
+                                 "safely; restore the store from a backup", seq=seq)
+        end = _end(value)
+        if bytes(value[end - len(nodes):end]) != nodes:
+            fixed.append((bytes(key), bytes(value[:end - len(nodes)]) + nodes + bytes(value[end:])))
+    if fixed:
+        txn.cursor(log).putmulti(fixed, overwrite=True)
+    return len(fixed)

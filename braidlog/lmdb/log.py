@@ -39,8 +39,8 @@ from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
 from .format import (
     FORMAT_VERSION, MAX_KEY, TABLES, U64, copied, decode_keys, from_u64, id_digest, open_tables,
-    Before, Peaks, before, before_hashes, pack_row, put_tree, row_data, row_entry, split_row,
-    sweep, u64,
+    Before, Peaks, before, before_hashes, pack_row, row_data, row_entry, split_row, sweep,
+    tree_node, tree_nodes, u64,
 )
 from .format import create as create_store
 from .erase import LmdbErasure, bytes_of, delta_of
@@ -115,7 +115,7 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
         self.durable = durable
         self.readonly = readonly
         self._forked = False
-        self._peaks = Peaks()  # the tree's peaks after this log's last append (format.put_tree)
+        self._peaks = Peaks()  # the tree's peaks after this log's last append (format.tree_nodes)
         self._check_path(create and not readonly)
         if create and not readonly:
             if not (self.path / "data.mdb").exists():
@@ -341,9 +341,9 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
         keys = [s.seq.to_bytes(U64, "big") for s in staged]
         cur = txn.cursor(db["log"])
         consumed, added = cur.putmulti(
-            [(k, pack_row(s.hash, int.from_bytes(s.body[:U64], "big"), s.entry,
+            [(k, pack_row(s.hash, int.from_bytes(s.body[:U64], "big"), s.entry, nodes,
                           u64(s.erased_by) if s.erased_by else s.salt, s.body[U64:]))
-             for k, s in zip(keys, staged)],
+             for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged))],
             append=True, overwrite=False)
         if added != len(staged):
             raise StorageError("log append was refused: a seq already exists",
@@ -366,13 +366,12 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
         spaces = {d.vector.space.encode(): u64(d.vector.dim) for d in deltas if d.vector is not None}
         for space, dim in spaces.items():  # one dimension per space: stage checked it
             txn.put(space, dim, db=db["spaces"], overwrite=False)
-        self._put_tree(txn, staged)
 
-    def _put_tree(self, txn, staged: list[Staged]) -> None:
-        """Add the staged records' leaves (their committed forms) to the Merkle tree, in the
-        append's transaction."""
-        put_tree(txn, self._db, staged[0].seq - 1, [s.entry for s in staged], self._peaks,
-                 staged[-1].hash)
+    def _tree_nodes(self, txn, staged: list[Staged]) -> list[bytes]:
+        """The Merkle tree nodes each staged record's leaf (its committed form) completes, kept
+        in its row."""
+        return tree_nodes(txn, self._db, staged[0].seq - 1, [s.entry for s in staged],
+                          self._peaks, staged[-1].hash)
 
     def _head_in(self, txn) -> tuple[Head, int]:
         cur = txn.cursor(self._db["log"])
@@ -692,26 +691,14 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
         """The hash of each complete subtree (level, index), read in one transaction; a node
         past the head is an IndexError."""
         def fn(txn):
-            if self.format_version < 2:
-                raise StorageError(f"{self.path} predates the Merkle tree (format 1)",
-                                   hint="open it writable once (e.g. `braidlog init`) to build it")
-            log, tree = self._db["log"], self._db["tree"]
-            out = []
-            for level, index in nodes:
-                if level == 0:
-                    value = txn.get(u64(index + 1), db=log) if 0 <= index < 2**63 - 1 else None
-                    if value is None:
-                        raise IndexError(f"no leaf {index}: the log has no seq {index + 1}")
-                    out.append(merkle.leaf_hash(bytes(row_entry(value))))
-                    continue
-                value = txn.get(u64(merkle.position((level, index))), db=tree)
-                if value is None:
-                    end = (index + 1) << level
-                    if end > self._head_in(txn)[0].seq:
-                        raise IndexError(f"no tree node ({level}, {index}): it needs seq {end}")
-                    raise IntegrityError(f"the Merkle tree has no node ({level}, {index}) below "
-                                         "the head; run `braidlog verify`", seq=end)
-                out.append(bytes(value))
+            log, out = self._db["log"], []
+            for node in nodes:
+                found = tree_node(txn, log, node)
+                if found is None:
+                    level, index = node
+                    raise IndexError(f"no tree node ({level}, {index}): it needs seq "
+                                     f"{(index + 1) << level}")
+                out.append(found)
             return out
         return self._read(fn)
 
@@ -749,9 +736,10 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
 
     # -- operating -----------------------------------------------------------------------------
     def last_commit(self) -> int:
-        """A number that changes with every commit to the store, by any process, read without a
-        transaction: a cheap test that nothing was written since it was last read (a commit
-        that appended nothing changes it too)."""
+        """A number that changes with every commit to the store, by any process: the commit a
+        read begun now sees, so a read made after it sees at least that commit. A cheap test
+        that nothing was written since it was last read (a commit that appended nothing
+        changes it too)."""
         self._alive()
         return self._shared_env.last_commit()
 

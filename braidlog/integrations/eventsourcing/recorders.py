@@ -359,10 +359,7 @@ class BraidlogApplicationRecorder(BraidlogAggregateRecorder, ApplicationRecorder
 class BraidlogSubscription(Subscription[BraidlogApplicationRecorder]):
     """An application's notifications after ``gt``, then each new one as it is committed: by this
     process (woken at once) or by another (seen within ``POLL_INTERVAL``: the subscription reads
-    the store's head, a short read transaction, and selects again when it moved).
-
-    Not LMDB's commit counter (``LmdbLog.last_commit``): it moves a moment before a new read
-    transaction can see the commit, and a select in that moment would miss it for good."""
+    the store's head, a short read transaction, and selects again when it moved)."""
 
     def __init__(self, recorder: BraidlogApplicationRecorder, gt: int | None = None,
                  topics: Sequence[str] = ()) -> None:
