@@ -24,7 +24,7 @@ from msgspec import Struct
 from .chain import digest
 from .delta import Erasure
 from .errors import CheckpointWarning, DecodeError
-from .projection import Projection
+from .projection import REF_FIELDS, Projection
 from .store import HW_SIZE, LogStore, Progress
 
 __all__ = ["Checkpoint", "encode_state", "decode_state", "fold", "write_checkpoint",
@@ -178,23 +178,11 @@ def _ticking(items: Iterable[Any], tick: Progress) -> Iterator[Any]:
 
 def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[Any],
                active: list[int], start: int, stop: int, tick: Progress | None) -> None:
-    """The ``active`` states over seqs ``start..stop``, through a table built once per kind:
-    the projections that read every delta of the kind, and those that may read one by its
-    refs or provenance (tested per delta, and only when it has refs or such a provenance)."""
+    """The ``active`` states over seqs ``start..stop``, each delta through the step of its kind
+    (``_step``, made on the kind's first delta): the projections that read every delta of the
+    kind, and those that may read one by its refs or provenance (tested per delta)."""
     by_provenance = frozenset().union(*(projections[i].provenances for i in active))
-    table: dict[str, tuple[tuple, tuple]] = {}
-
-    def plan(kind: str) -> tuple[tuple, tuple]:
-        always, maybe = [], []
-        for i in active:
-            p = projections[i]
-            if p.kinds is None or kind in p.kinds:
-                always.append((i, p.evolve, p.positional))
-            elif p.refs or p.provenances:
-                maybe.append((i, p.evolve, p.positional, tuple(p.refs), p.provenances))
-        entry = table[kind] = (tuple(always), tuple(maybe))
-        return entry
-
+    steps: dict[str, Callable[[Any, int, list[Any]], None]] = {}
     n = 0
     for rec in store.scan(start, stop + 1):
         d = rec.delta
@@ -202,28 +190,58 @@ def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[
             for i in active:
                 if projections[i].reads(d):
                     states[i] = projections[i].apply(states[i], d, rec.seq)
-            continue
-        always, maybe = table.get(d.kind) or plan(d.kind)
-        for i, evolve, positional in always:
-            states[i] = evolve(states[i], d, rec.seq) if positional else evolve(states[i], d)
-        if maybe:
-            refs, source = d.refs, d.provenance.kind
-            if refs is not None or source in by_provenance:
-                for i, evolve, positional, fields, provenances in maybe:
-                    if source in provenances or (refs is not None and _any_ref(refs, fields)):
-                        states[i] = (evolve(states[i], d, rec.seq) if positional
-                                     else evolve(states[i], d))
+        else:
+            step = steps.get(d.kind)
+            if step is None:
+                step = steps[d.kind] = _step(d.kind, projections, active, by_provenance)
+            step(d, rec.seq, states)
         if tick is not None:
             n += 1
             if not n % _EVERY:
                 tick(n)
 
 
-def _any_ref(refs: Any, fields: tuple[str, ...]) -> bool:
-    for f in fields:
-        if getattr(refs, f):
-            return True
-    return False
+def _step(kind: str, projections: Sequence[Projection], active: list[int],
+          by_provenance: frozenset[str]) -> Callable[[Any, int, list[Any]], None]:
+    """``step(delta, seq, states)`` for the deltas of ``kind``: one straight run of evolve calls,
+    first of the projections that read every delta of the kind, then, tested per delta, of those
+    that may read one by its refs or provenance; each in ``active`` order, each in its own form
+    (``positional``). Written out as code, as dataclasses writes ``__init__``: a replay calls it
+    once per delta, and a loop over a table of (state, evolve, form) costs more than the calls."""
+    names: dict[str, Any] = {"by_provenance": by_provenance}
+    lines = ["def step(d, seq, S):"]
+
+    def call(i: int, indent: str) -> str:
+        p = projections[i]
+        names[f"f{i}"] = p.evolve
+        return f"{indent}S[{i}] = f{i}(S[{i}], d{', seq' if p.positional else ''})"
+
+    maybe = []
+    for i in active:
+        p = projections[i]
+        if p.kinds is None or kind in p.kinds:
+            lines.append(call(i, "    "))
+        elif p.refs or p.provenances:
+            maybe.append(i)
+    if maybe:
+        lines += ["    refs, source = d.refs, d.provenance.kind",
+                  "    if refs is not None or source in by_provenance:"]
+        for i in maybe:
+            p = projections[i]
+            tests = []
+            if p.provenances:
+                names[f"p{i}"] = p.provenances
+                tests.append(f"source in p{i}")
+            if p.refs:
+                fields = sorted(p.refs)
+                if not set(fields) <= set(REF_FIELDS):  # declared fields only: they become code
+                    raise ValueError(f"projection {p.name!r}: refs {fields} are not fields of Refs")
+                tests.append(f"(refs is not None and ({' or '.join(f'refs.{f}' for f in fields)}))")
+            lines += [f"        if {' or '.join(tests)}:", call(i, "            ")]
+    if len(lines) == 1:
+        lines.append("    pass")
+    exec("\n".join(lines), names)  # noqa: S102 (names: evolves and sets; fields: REF_FIELDS)
+    return names["step"]
 
 
 def write_checkpoint(store: LogStore, projection: Projection, seq: int, state: Any) -> None:

@@ -92,6 +92,40 @@ def test_states_standing_at_different_seqs_each_see_exactly_the_deltas_after_the
         assert states[i].at == expected_seen(deltas, stop=max(before[i], stop))
 
 
+def _seen_by_name(s: list, d: GenericDelta) -> list:
+    s.append(d.id)
+    return s
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_fold_of_many_shows_each_projection_exactly_what_it_reads(seed):
+    """Each declaration of reads (kinds, refs by field, provenance, all three, none) against
+    deltas with no refs, empty refs, each ref field alone or both, dream or not: the fold of
+    them all together shows each what it would see folded alone."""
+    rng = random.Random(seed)
+    bead = (BeadRef("bead-1", "used"),)
+    deltas = []
+    for i in range(120):
+        cited = (deltas[rng.randrange(len(deltas))].id,) if deltas else ()
+        refs = rng.choice([None, Refs(), Refs(beads=bead), Refs(deltas=cited),
+                           Refs(beads=bead, deltas=cited)])
+        deltas.append(delta(rng.choice(["tick", "message", "observation"]),
+                            rng.choice(["user", "dream", "tool"]), refs, i))
+    log = MemoryLog()
+    log.append_batch(deltas)
+    declared = [dict(kinds=None), dict(kinds={"tick"}), dict(kinds={"tick"}, refs={"beads"}),
+                dict(kinds=set(), refs={"deltas", "beads"}), dict(kinds={"observation"},
+                provenances={"dream"}), dict(kinds=set(), refs={"deltas"}, provenances={"dream"}),
+                dict(kinds=set())]
+    ps = [Projection(f"p{n}", 1, [], _seen_by_name, **reads) for n, reads in enumerate(declared)]
+    ps.append(SEEN)
+    states, seqs = [p.start() for p in ps], [0] * len(ps)
+    fold(log, ps, states, seqs, len(deltas))
+    for p, state in zip(ps, states):
+        assert encode_state(state) == encode_state(p.fold(deltas)), p.name
+    assert states[-1].at == expected_seen(deltas)
+
+
 def test_a_projection_added_later_catches_up_beside_checkpointed_ones(tmp_path):
     deltas = random_deltas(random.Random(11), 30)
     path = tmp_path / "store"

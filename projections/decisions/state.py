@@ -246,16 +246,16 @@ _APPLY = {kind: (READ[kind], apply) for kind, apply in {
 
 def evolve(state: State, d: GenericDelta) -> State:
     """Apply one delta in place: this module's kinds change records; any delta may cite one."""
-    ts = d.ts
-    if state.last_ts is None or ts > state.last_ts:
+    ts, last = d.ts, state.last_ts
+    if last is None or ts > last:
         state.last_ts = ts
-    kind = d.kind
-    if kind not in _APPLY:  # most deltas: an `in` test is cheaper than a .get() call
+    entry = _APPLY.get(d.kind)
+    if entry is None:  # most deltas: only the clock, or a citation
         refs = d.refs
         if refs is not None and refs.deltas and state.decisions:
             _cite(state, d, refs.deltas, None)
         return state
-    read, apply = _APPLY[kind]
+    read, apply = entry
     try:
         p = read(d)
     except (BraidlogError, msgspec.ValidationError):

@@ -68,10 +68,10 @@ def _evolve_message(state: State, d: GenericDelta) -> None:
     window = state.messages.get(d.braid_id)
     if window is None:
         window = state.messages[d.braid_id] = []
+    elif len(window) >= MESSAGE_WINDOW:  # full: the oldest make room (before the append, so the
+        del window[: len(window) - MESSAGE_WINDOW + 1]  # list never grows past the window)
     prov = d.provenance
     window.append(RecentMessage(d.id, d.ts, text[:MESSAGE_TEXT_LIMIT], prov.kind, prov.episode_id))
-    if len(window) > MESSAGE_WINDOW:
-        del window[: len(window) - MESSAGE_WINDOW]
 
 
 def _add_candidate(state: State, ep: Episode, quote: AnchorQuote) -> None:
@@ -198,21 +198,24 @@ def _evolve_own(state: State, d: GenericDelta) -> None:
             _resolve(state, ep, d.ts, "discarded", "discarded")
 
 
+#: kind -> how it folds (every other kind only moves the clock); built once, one lookup a delta
+_APPLY = {**{kind: _evolve_own for kind in KINDS},
+          "message": _evolve_message, "knot_lifecycle": _evolve_knot}
+
+
 def evolve(state: State, d: GenericDelta) -> State:
     """Fold one delta (the projection reads every delta, for its time): pending forks whose TTL
     ran out by its ts expire first; then episode and fork kinds, tied knots, and messages (a
     bounded window)."""
-    ts, braid = d.ts, d.braid_id
-    clock = state.clock.get(braid)
-    if clock is None or ts > clock:  # braids are independent partitions: each keeps its own time
-        state.clock[braid] = ts
-        due = state.next_expiry.get(braid)
-        if due is not None and ts >= due:
-            expire_due(state, braid, ts)
-    if d.kind == "message":
-        _evolve_message(state, d)
-    elif d.kind == "knot_lifecycle":
-        _evolve_knot(state, d)
-    elif d.kind in KINDS:
-        _evolve_own(state, d)
+    ts, braid, clock = d.ts, d.braid_id, state.clock
+    last = clock.get(braid)
+    if last is None or ts > last:  # braids are independent partitions: each keeps its own time
+        clock[braid] = ts
+        if state.next_expiry:  # no pending fork anywhere (the usual case): nothing can expire
+            due = state.next_expiry.get(braid)
+            if due is not None and ts >= due:
+                expire_due(state, braid, ts)
+    apply = _APPLY.get(d.kind)
+    if apply is not None:
+        apply(state, d)
     return state

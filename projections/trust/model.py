@@ -238,7 +238,8 @@ def evolve(state: State, d: GenericDelta) -> State:
     """
     kind, dream = d.kind, d.provenance.kind == "dream"
     if kind == "bead_write":
-        bead_id, version_id = _str(d.payload.get("bead_id")), _str(d.payload.get("bead_version_id"))
+        payload = d.payload
+        bead_id, version_id = _str(payload.get("bead_id")), _str(payload.get("bead_version_id"))
         if bead_id and version_id:
             state.active[bead_id] = version_id
     if dream and kind not in ("hypothesis", "trust"):
@@ -257,7 +258,7 @@ def evolve(state: State, d: GenericDelta) -> State:
                 ts=d.ts, delta_id=d.id, confidence=p.confidence,
                 braid_id=d.braid_id if p.scope == "braid" else None, decay=p.decay,
                 provenance=d.provenance.kind, reason=p.reason))
-    elif not dream and d.refs is not None:
+    elif not dream and d.refs is not None and state.subjects:  # no subject yet: none to cite
         for sid in _cited(state, d.refs):
             s = state.subjects.get(sid)
             if s is not None and s.subject_id != d.id:
