@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -181,13 +183,19 @@ def _memory_main(side: str, n: int, dim: int, seed: int, store: str, threads: in
         from ..recall import Recall
 
         log = LmdbLog(store, readonly=True)
+        # An index kept in a directory, as one beside a store is by default (its vectors in a
+        # file-backed map there), but a fresh one each run, and not saved: the build alone.
+        home = tempfile.mkdtemp(prefix="recall-memory-", dir=os.path.dirname(os.path.abspath(store)))
         _reset_peak()
         base = _status()
-        with _Sampler() as s:
-            t = time.perf_counter()
-            index = Recall(log, directory=False, M=M, ef_construction=EF_CONSTRUCTION, ef=EF,
-                           seed=SEED, threads=threads)
-            seconds = time.perf_counter() - t
+        try:
+            with _Sampler() as s:
+                t = time.perf_counter()
+                index = Recall(log, directory=home, M=M, ef_construction=EF_CONSTRUCTION, ef=EF,
+                               seed=SEED, threads=threads, save_every=1 << 62)
+                seconds = time.perf_counter() - t
+        finally:
+            shutil.rmtree(home, ignore_errors=True)  # the map outlives the name
         count = index.count
     import gc
 

@@ -19,7 +19,8 @@ its positions are eligible, and a part whose eligible positions are few is searc
 on first use; hybrid fuses both rankings by reciprocal rank (``query.RRF_K``).
 
 Memory (docs/recall.md): one hnswlib graph, one numpy copy of the vectors (exact search reads
-it), about 60 bytes of columns per vector; the as-of blocks only once an as-of query (or
+it; beside a store, a file-backed map: page cache, not the process's own memory), about 60 bytes
+of columns per vector; the as-of blocks only once an as-of query (or
 ``seal``) asks for them. Persistence: ``<store>/recall/<space>.<metric>/`` with the covered seq,
 chain hash and a blake3 digest of every file (``saved.py``, ``files.py``).
 """
@@ -237,7 +238,7 @@ class Recall(GraphSearch):
     def _add(self, seqs: list[int], bodies: list[Body]) -> None:
         if self.dim is None:
             self.dim = bodies[0].vector.dim  # type: ignore[union-attr]
-            self._rows = Rows(self.dim)
+            self._rows = Rows(self.dim, self.directory)
         block = np.frombuffer(b"".join(b.vector.data for b in bodies), dtype="<f4")  # type: ignore[union-attr]
         if block.size != len(bodies) * self.dim:
             raise ValidationError("vector", f"space {self.space!r} holds vectors of different dimensions "

@@ -114,7 +114,7 @@ def read_index(d: Path, *, space: str, metric: str, params: dict[str, int], stor
     rows = None
     if n:
         try:
-            rows = Rows.read(str(d / f"vectors-{gen}.f32"), meta.dim, n)
+            rows = Rows.read(d / f"vectors-{gen}.f32", meta.dim, n, home=d)
         except ValueError as e:
             return str(e)
     head = None

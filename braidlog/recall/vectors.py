@@ -6,43 +6,105 @@ and block builds read vectors from here: hnswlib's ``get_items`` copies through 
 once written, so growing the index never holds two copies (a doubling array would, briefly,
 for its whole size). ``CHUNK`` is a multiple of the default block (4,096), so an exact part of a
 query (shorter than a block and aligned to one) is one slice of one chunk, a view.
+
+An index kept in a directory (``home``) holds its chunks in file-backed maps, not in the
+process's anonymous memory: the chunks it writes in a scratch file there that has no name
+(``tempfile.TemporaryFile``: gone with the process, whatever way it ends), with its blocks
+reserved before a chunk is mapped (a full disk is an OSError then, not a SIGBUS on a write
+later); the full chunks of a saved index read-only from its vectors file. Their pages are the
+page cache's, which the kernel writes back and drops under pressure, as it does the log's and the
+keyword index's: the process's own memory is then the graphs and the columns. Where a file
+cannot be mapped (no room, no directory, not POSIX) the chunks are plain numpy arrays. A child
+of ``fork`` that appends moves the chunk it would write into its own memory first, so that it
+never writes into pages it shares with its parent.
 """
 
 from __future__ import annotations
 
 import ctypes
+import mmap
+import os
 import sys
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 __all__ = ["Rows", "CHUNK", "trim_heap"]
 
 CHUNK = 1 << 14  # 16,384 rows: at most one partly filled chunk (8 MB at 128 dimensions)
+_F32 = np.dtype("<f4")
 
 
 class Rows:
-    """Append-only float32 rows of one dimension."""
+    """Append-only float32 rows of one dimension; in file-backed maps in ``home`` when given."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, home: Path | None = None) -> None:
         self.dim = dim
         self.n = 0
         self._chunks: list[np.ndarray] = []
+        self._home = home if os.name == "posix" else None
+        self._scratch: Any = None  # the nameless file the chunks written here are mapped from
+        self._scratch_chunks = 0
+        self._pid = os.getpid()
 
     @property
     def nbytes(self) -> int:
         return sum(c.nbytes for c in self._chunks)
 
+    @property
+    def mapped(self) -> int:
+        """Bytes of the chunks that are file-backed maps (the page cache's), not anonymous memory."""
+        return sum(c.nbytes for c in self._chunks if _in_map(c))
+
     def append(self, block: np.ndarray) -> None:
         """Add ``block`` (shape (m, dim), float32) after the rows held."""
+        if self._pid != os.getpid():
+            self._forked()
         at = 0
         while at < len(block):
             i, off = divmod(self.n, CHUNK)
             if i == len(self._chunks):
-                self._chunks.append(np.empty((CHUNK, self.dim), dtype=np.float32))
+                self._chunks.append(self._new_chunk())
             take = min(CHUNK - off, len(block) - at)
             self._chunks[i][off:off + take] = block[at:at + take]
             self.n += take
             at += take
+
+    def _new_chunk(self) -> np.ndarray:
+        if self._home is not None:
+            try:
+                return self._mapped_chunk()
+            except (OSError, ValueError):  # no room, no directory, no map: plain memory from now on
+                self._home = None
+        return np.empty((CHUNK, self.dim), dtype=np.float32)
+
+    def _mapped_chunk(self) -> np.ndarray:
+        size = CHUNK * self.dim * 4
+        stride = -(-size // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
+        if self._scratch is None:
+            assert self._home is not None
+            self._home.mkdir(parents=True, exist_ok=True)
+            self._scratch = tempfile.TemporaryFile(prefix="rows-scratch-", dir=self._home)
+        fd = self._scratch.fileno()
+        at = self._scratch_chunks * stride
+        if hasattr(os, "posix_fallocate"):
+            os.posix_fallocate(fd, at, stride)
+        else:
+            os.ftruncate(fd, at + stride)
+        chunk = np.frombuffer(mmap.mmap(fd, size, offset=at), dtype=_F32).reshape(CHUNK, self.dim)
+        self._scratch_chunks += 1
+        return chunk
+
+    def _forked(self) -> None:
+        """In a child of fork: the partly filled chunk, if mapped, is shared with the parent;
+        copy it into this process's memory, and take new chunks from memory too."""
+        self._pid = os.getpid()
+        self._home, self._scratch = None, None
+        i = self.n // CHUNK
+        if i < len(self._chunks) and _in_map(self._chunks[i]):
+            self._chunks[i] = self._chunks[i].copy()
 
     def slice(self, lo: int, hi: int) -> np.ndarray:
         """Rows [lo, hi): a view when they lie in one chunk, else a copy."""
@@ -68,19 +130,37 @@ class Rows:
             f.write(memoryview(np.ascontiguousarray(self.slice(lo, min(lo + CHUNK, self.n)))).cast("B"))
 
     @classmethod
-    def read(cls, path: str, dim: int, n: int) -> Rows:
-        """``n`` rows of ``dim`` float32 from a file ``write`` made; ValueError if its size differs."""
-        r = cls(dim)
+    def read(cls, path: str | Path, dim: int, n: int, home: Path | None = None) -> Rows:
+        """``n`` rows of ``dim`` float32 from a file ``write`` made; ValueError if its size
+        differs. With ``home``, its full chunks are mapped read-only from the file (which must
+        then never change in place: saved files are only ever replaced) and later chunks are
+        mapped from a scratch file in ``home``."""
+        r = cls(dim, home)
         with open(path, "rb") as f:
-            for lo in range(0, n, CHUNK):
-                m = min(CHUNK, n - lo)
-                block = np.fromfile(f, dtype="<f4", count=m * dim)
-                if block.size != m * dim:
-                    raise ValueError("its vectors file is shorter than its meta says")
-                r.append(block.reshape(m, dim))
-            if f.read(1):
+            size = os.fstat(f.fileno()).st_size
+            if size < n * dim * 4:
+                raise ValueError("its vectors file is shorter than its meta says")
+            if size > n * dim * 4:
                 raise ValueError("its vectors file is longer than its meta says")
+            full = n // CHUNK if r._home is not None else 0
+            if full:
+                whole = mmap.mmap(f.fileno(), full * CHUNK * dim * 4, access=mmap.ACCESS_READ)
+                r._chunks = [np.frombuffer(whole, dtype=_F32, count=CHUNK * dim, offset=i * CHUNK * dim * 4)
+                             .reshape(CHUNK, dim) for i in range(full)]
+                r.n = full * CHUNK
+                f.seek(r.n * dim * 4)
+            for lo in range(r.n, n, CHUNK):
+                m = min(CHUNK, n - lo)
+                r.append(np.fromfile(f, dtype="<f4", count=m * dim).reshape(m, dim))
         return r
+
+
+def _in_map(a: np.ndarray) -> bool:
+    """Whether ``a`` is a view of a memory map."""
+    base: Any = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(getattr(base, "obj", base), mmap.mmap)  # frombuffer's base: a memoryview
 
 
 def _libc_trim():
