@@ -56,7 +56,11 @@ __all__ = ["Recall", "Metric", "METRICS", "FORMAT"]
 
 Metric = Literal["cosine", "ip"]
 METRICS = ("cosine", "ip")
-SCAN_CHUNK = 8192  # deltas decoded at a time while catching up: bounds the transient copies
+SCAN_CHUNK = 8192  # deltas read while catching up before the log's pages are let go
+# Vectored deltas decoded before they are added: bounds the Python objects alive at once, and so
+# what Python's allocator keeps after the scan (its arenas are given back only once empty): at
+# 20,000 x 128, 3.8 MB with 1,024 against 7.6 MB with 8,192.
+ADD_CHUNK = 1024
 
 _body_decoder = msgspec.msgpack.Decoder(Body)
 
@@ -214,7 +218,7 @@ class Recall(GraphSearch):
             if b.vector is not None and b.vector.space == self.space:
                 seqs.append(seq)
                 bodies.append(b)
-                if len(bodies) == SCAN_CHUNK:
+                if len(bodies) == ADD_CHUNK:
                     self._add(seqs, bodies)
                     seqs, bodies, added = [], [], True
             if n % SCAN_CHUNK == 0:
