@@ -7,10 +7,10 @@
 ``golang.org/x/mod/sumdb/tlog`` and every transparency-log client check braidlog's proofs.
 
 A store keeps the hash of every *complete* subtree: node ``(level, index)`` covers leaves
-``[index << level, (index + 1) << level)``. Nodes are immutable once written, and are numbered in
-the order an append completes them (the post-order of a Merkle mountain range), so a store
-appends them at the end of its table. Level 0 is the leaf hash, which a store computes from the
-record instead of storing it. Every tree hash RFC 9162 asks for, ``MTH(D[lo:hi])`` for a range of
+``[index << level, (index + 1) << level)``. Nodes are immutable once written; the leaf of seq
+``(index + 1) << level`` completes the node, so a store keeps it with that record (an append
+writes the nodes its leaves complete, ``Frontier.completed``). Level 0 is the leaf hash, which a
+store computes from the record instead of storing it. Every tree hash RFC 9162 asks for, ``MTH(D[lo:hi])`` for a range of
 the RFC's tree, is a right fold of at most log2(n) complete subtrees (``subtrees``), so the root
 of any size and every proof take O(log n) reads.
 """
@@ -23,7 +23,7 @@ from hashlib import sha256
 
 __all__ = [
     "EMPTY_ROOT", "leaf_hash", "node_hash", "Node", "peaks", "subtrees", "fold",
-    "inclusion_ranges", "consistency_ranges", "position", "last_position", "Frontier",
+    "inclusion_ranges", "consistency_ranges", "Frontier",
 ]
 
 Node = tuple[int, int]
@@ -114,23 +114,6 @@ def consistency_ranges(old: int, new: int) -> list[tuple[int, int]]:
         out.append((lo, hi))
     out.reverse()
     return out
-
-
-def position(node: Node) -> int:
-    """A node's number in the order appends complete them (its post-order position)."""
-    level, index = node
-    last = ((index + 1) << level) - 1  # the leaf whose append completes the node
-    return 2 * last - last.bit_count() + level
-
-
-def last_position(size: int) -> int:
-    """The number of the newest node of level 1 or more in a tree of ``size`` leaves, or -1.
-
-    A tree of n leaves has 2n - popcount(n) nodes, numbered from 0; the newest is the last leaf
-    when n is odd (that leaf completed nothing), so the newest inner node is the one before it.
-    """
-    total = 2 * size - size.bit_count()
-    return total - 1 - (size & 1)
 
 
 class Frontier:

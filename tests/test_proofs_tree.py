@@ -155,14 +155,14 @@ def test_equal_sizes_are_consistent_only_with_equal_roots_and_an_empty_path():
         verify_consistency(5, 5, ref.root(5), ref.root(5), [ref.root(5)])
 
 
-def test_nodes_are_numbered_in_the_order_appends_complete_them():
+def test_a_leaf_completes_one_node_per_trailing_zero_of_its_seq():
+    from braidlog.lmdb.format import completes
     f = merkle.Frontier()
-    positions = []
-    for size in range(1, 600):
-        positions += [merkle.position((lv, ix)) for lv, ix, _ in f.push(bytes(32))]
-        assert (positions[-1] if positions else -1) == merkle.last_position(size)
-    assert positions == sorted(set(positions))
-    assert max(len(f.push(bytes(32))) for _ in range(1024)) <= 11  # at most log2(n) a leaf
+    for seq in range(1, 2000):
+        made = f.push(bytes(32))
+        assert len(made) == completes(seq)
+        assert all(((index + 1) << level) == seq for level, index, _ in made)
+        assert [level for level, _, _ in made] == list(range(1, len(made) + 1))
 
 
 # -- through the stores ------------------------------------------------------------------------
