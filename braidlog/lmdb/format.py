@@ -5,8 +5,8 @@ nodes, kept in the rows of the records that complete them.
 Tables (all in one LMDB environment): ``log`` (seq -> the record's row, ``pack_row``), the indexes
 ``ids`` (id -> seq), ``idh`` (a digest of the id -> seq: the id index kept a second time, in a
 tree of another shape), ``braid``, ``kind`` and ``refs`` (key -> seqs, DUPSORT), ``spaces``
-(vector space -> dimension), ``notes`` (issued checkpoint notes), ``ckpt`` (projection checkpoints) and ``meta`` (format, engine,
-projections used). Seqs are big-endian u64 keys, so LMDB's order is the log's.
+(vector space -> dimension), ``notes`` (issued checkpoint notes), ``ckpt`` (projection
+checkpoints) and ``meta`` (format, engine, projections used). Seqs are big-endian u64 keys, so LMDB's order is the log's.
 """
 
 from __future__ import annotations
@@ -30,16 +30,15 @@ from ..store import Row
 from .env import Env
 
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
-           "Peaks", "tree_node", "tree_nodes", "fill_nodes", "pack_row", "split_row", "create", "BEFORE",
-           "erased_row", "row_erased_by"]
+           "Peaks", "tree_node", "tree_nodes", "fill_nodes", "completes", "pack_row", "split_row",
+           "create", "BEFORE", "erased_row", "row_erased_by", "row_node"]
 
 FORMAT_VERSION = 4  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
 #                    3: the id-digest index ("idh"); 4: the committed form (rows hold it and a
-#                    salt and the tree nodes its leaf completes, so an append writes no
-#                    table of its own for the tree), the chain over it and the tree in SHA-256
-#                    (RFC 6962). An older store
-#                    is upgraded on its first writable open, in one transaction; read-only it
-#                    is refused until then.
+#                    salt and the tree nodes its leaf completes, so the tree has no table of
+#                    its own), the chain over it and the tree in SHA-256 (RFC 6962). An older
+#                    store is upgraded on its first writable open, in one transaction;
+#                    read-only it is refused until then.
 BEFORE = b"before-4"  # meta: the chain's head and tree root as they stood before the upgrade to 4
 MAX_KEY = 511  # LMDB's longest key
 U64 = 8
@@ -94,9 +93,10 @@ def split_row(seq: int, value: Any) -> Row:
     end = _end(value) if len(value) >= _ROW else len(value) + 1
     rest = len(value) - end
     if rest < 0 or (0 < rest <= SALT_SIZE and rest != U64) or value[_ROW - 1] != completes(seq):
-        raise IntegrityError(f"the row of seq {seq} is {len(value)} bytes, which no record is "
-                             f"(it was cut or changed after it was written); run `braidlog "
-                             "verify`", seq=seq, expected=b"", found=value[HASH_SIZE + U64:_ROW])
+        raise IntegrityError(f"the row of seq {seq} is {len(value)} bytes, which no record of "
+                             "that seq is (its lengths were cut or changed after it was "
+                             "written); run `braidlog verify`", seq=seq, expected=b"",
+                             found=value[HASH_SIZE + U64:_ROW])
     n = end - NODE * value[_ROW - 1]
     if rest == U64:  # erased: the salt and the delta bytes are gone
         return Row(seq, value[:HASH_SIZE], int.from_bytes(value[HASH_SIZE:HASH_SIZE + U64], "big"),
