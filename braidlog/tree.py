@@ -10,9 +10,9 @@ A store keeps the hash of every *complete* subtree: node ``(level, index)`` cove
 ``[index << level, (index + 1) << level)``. Nodes are immutable once written; the leaf of seq
 ``(index + 1) << level`` completes the node, so a store keeps it with that record (an append
 writes the nodes its leaves complete, ``Frontier.completed``). Level 0 is the leaf hash, which a
-store computes from the record instead of storing it. Every tree hash RFC 9162 asks for, ``MTH(D[lo:hi])`` for a range of
-the RFC's tree, is a right fold of at most log2(n) complete subtrees (``subtrees``), so the root
-of any size and every proof take O(log n) reads.
+store computes from the record instead of storing it. Every tree hash RFC 9162 asks for,
+``MTH(D[lo:hi])`` for a range of the RFC's tree, is a right fold of at most log2(n) complete
+subtrees (``subtrees``), so the root of any size and every proof take O(log n) reads.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ Tables (all in one LMDB environment): ``log`` (seq -> the record's row, ``pack_r
 ``ids`` (id -> seq), ``idh`` (a digest of the id -> seq: the id index kept a second time, in a
 tree of another shape), ``braid``, ``kind`` and ``refs`` (key -> seqs, DUPSORT), ``spaces``
 (vector space -> dimension), ``notes`` (issued checkpoint notes), ``ckpt`` (projection
-checkpoints) and ``meta`` (format, engine, projections used). Seqs are big-endian u64 keys, so LMDB's order is the log's.
+checkpoints) and ``meta`` (format, engine, projections used). Seqs are big-endian u64 keys, so
+LMDB's order is the log's.
 """
 
 from __future__ import annotations
