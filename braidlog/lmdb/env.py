@@ -322,6 +322,16 @@ class Env:
         every commit of any process. Taken from a read transaction, not from the meta page: a
         writer stamps the meta page a moment before new readers are given its commit, and a
         caller that saw the new id then read the old snapshot would take it for the new one."""
+        with self.gate.shared():
+            try:
+                txn = self.env.begin()
+            except lmdb.Error:  # another process grew the map, or worse: read() deals with it
+                txn = None
+            if txn is not None:
+                try:
+                    return txn.id()
+                finally:
+                    txn.abort()
         return self.read(lambda txn: txn.id())
 
     def release_pages(self) -> None:
