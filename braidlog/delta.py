@@ -698,9 +698,19 @@ def decode_entry(entry: bytes | memoryview) -> Entry:
         raise DecodeError(f"not a braidlog committed form: {e}") from None
 
 
-def check_entry_size(d: GenericDelta, *, index: int | None = None) -> None:
+#: What a committed form can hold beyond the canonical bytes of its delta: the ``seq`` and
+#: ``commitment`` fields (58 bytes at most), with room to spare for a larger map header and the
+#: envelope fields a delta's bytes leave out at their defaults.
+_ENTRY_OVER_DATA = 128
+
+
+def check_entry_size(d: GenericDelta, data: bytes | None = None, *,
+                     index: int | None = None) -> None:
     """ValidationError unless the committed form of ``d`` fits a C2SP entry at any seq,
-    naming the field that takes the most of it."""
+    naming the field that takes the most of it. ``data``, the delta's canonical bytes, spares
+    building the form when they are short enough that it cannot be too long."""
+    if data is not None and len(data) + _ENTRY_OVER_DATA <= ENTRY_MAX:
+        return
     size = len(committed_form(2**64 - 1, d, bytes(SALT_SIZE), b""))
     if size <= ENTRY_MAX:
         return

@@ -306,7 +306,7 @@ def check_batch(deltas: Iterable[GenericDelta], registry: Registry, *,
             kinds = admit_declaration(kinds, registry, typed, i)
         if stored.id in seen:
             raise ValidationError("id", f"{stored.id} appears twice in the batch", index=i)
-        check_entry_size(stored, index=i)
+        check_entry_size(stored, data, index=i)
         seen.add(stored.id)
         try:
             refs = referenced_ids(stored, kinds, typed)

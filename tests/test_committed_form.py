@@ -7,6 +7,8 @@ import hashlib
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from braidlog import DecodeError
 from braidlog.delta import (
@@ -63,3 +65,27 @@ def test_bytes_that_are_not_a_committed_form_are_refused():
             decode_entry(bad)
         with pytest.raises(v.VerificationError):
             v.read_entry(bad)
+
+
+text = st.text(max_size=130)
+envelopes = st.builds(
+    GenericDelta, id=text, braid_id=text, kind=text,
+    ts=st.datetimes(timezones=st.just(timezone.utc)),
+    provenance=st.builds(Provenance, kind=st.sampled_from(["user", "tool", "dream", "system"]),
+                         source=st.none() | text, model=st.none() | text, tool=st.none() | text,
+                         episode_id=st.none() | text, knot_id=st.none() | text),
+    confidence=st.floats(0, 1),
+    refs=st.none() | st.builds(Refs, knots=st.lists(text, max_size=3).map(tuple),
+                               deltas=st.lists(text, max_size=3).map(tuple),
+                               beads=st.lists(st.builds(BeadRef, bead_id=text),
+                                              max_size=2).map(tuple)),
+    tags=st.lists(text, max_size=3).map(tuple), payload=st.just({}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(d=envelopes)
+def test_a_committed_form_is_never_much_longer_than_its_delta(d):
+    """check_entry_size builds the form only when the delta's bytes are long: the bound it
+    relies on holds for any envelope, at the longest seq, with an empty payload."""
+    from braidlog.delta import _ENTRY_OVER_DATA
+    assert len(committed_form(2**64 - 1, d, bytes(16), b"")) <= len(encode(d)) + _ENTRY_OVER_DATA
