@@ -183,22 +183,20 @@ def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[
     kind, and those that may read one by its refs or provenance (tested per delta)."""
     by_provenance = frozenset().union(*(projections[i].provenances for i in active))
     steps: dict[str, Callable[[Any, int, list[Any]], None]] = {}
-    n = 0
-    for rec in store.scan(start, stop + 1):
+    records: Iterable[Any] = store.scan(start, stop + 1)
+    if tick is not None:
+        records = _ticking(records, tick)
+    for rec in records:
         d = rec.delta
-        if d.erased is not None:  # each projection that reads it folds it its own way
-            for i in active:
-                if projections[i].reads(d):
-                    states[i] = projections[i].apply(states[i], d, rec.seq)
-        else:
+        if d.erased is None:
             step = steps.get(d.kind)
             if step is None:
                 step = steps[d.kind] = _step(d.kind, projections, active, by_provenance)
             step(d, rec.seq, states)
-        if tick is not None:
-            n += 1
-            if not n % _EVERY:
-                tick(n)
+        else:  # each projection that reads it folds it its own way
+            for i in active:
+                if projections[i].reads(d):
+                    states[i] = projections[i].apply(states[i], d, rec.seq)
 
 
 def _step(kind: str, projections: Sequence[Projection], active: list[int],
