@@ -19,6 +19,7 @@ from .model import (
     HypothesisRejected, HypothesisTested, State, TrustAssessed, TrustPolicy, Ulid,
 )
 from .queries import PROMOTION_THRESHOLD, _latest, hypothesis_trust, missing_tests
+from .rules import test_rules
 
 __all__ = ["ProposeHypothesis", "RecordTest", "PromoteHypothesis", "RejectHypothesis", "AssessTrust",
            "decide", "dream_confidence"]
@@ -169,17 +170,7 @@ def _record_test(c: RecordTest, state: State, ctx: Context) -> list[GenericDelta
                        "propose a new hypothesis to test it again")
     if c.test not in TESTS:
         raise ValidationError("test", f"must be one of {', '.join(TESTS)}, got {c.test!r}")
-    if c.test == "consistency" and c.passed and c.contradicted_by:
-        raise ValidationError("passed", "a consistency test cannot pass while contradicted_by names "
-                              "high-confidence semantic memory it contradicts; record passed=False")
-    if c.test in ("rederivation", "grounding") and c.passed and not c.evidence:
-        raise ValidationError("evidence", f"a passed {c.test} test must name its evidence: the "
-                              "microagent or tool deltas/beads that reproduced the hypothesis")
-    if c.test == "outcome":
-        if c.reward is None and not c.feedback:
-            raise ValidationError("reward", "an outcome test needs a reward in [-1, 1] or user feedback")
-        if c.passed and c.reward is not None and c.reward < 0:
-            raise ValidationError("passed", f"an outcome test with negative reward {c.reward} cannot pass")
+    test_rules(c, field="")
     tid = _ulid(c.test_id, "test_id", ctx)
     payload = check_payload("hypothesis", msgspec.to_builtins(HypothesisTested(
         hypothesis_id=h.hypothesis_id, test_id=tid, test=c.test, passed=c.passed,  # type: ignore[arg-type]

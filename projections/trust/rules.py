@@ -90,21 +90,25 @@ def dream_never_validates(d: GenericDelta, verb: str) -> None:
                                               "provenance (tool, user, system ...)")
 
 
-def test_rules(p: HypothesisTested) -> None:
+def test_rules(p: Any, field: str = "payload.") -> None:
     """Consistency cannot pass while contradicted; re-derivation and grounding name their
-    evidence to pass; outcome needs a reward or feedback, and cannot pass with a negative reward."""
+    evidence to pass; outcome needs a reward or feedback, and cannot pass with a negative reward.
+
+    ``p`` is a HypothesisTested payload at the boundary, or the command a decider is given
+    (``field=""``: its fields are named as the command names them, without the rule's name)."""
+    rule = "test_rules: " if field else ""
     if p.test == "consistency" and p.passed and p.contradicted_by:
-        raise ValidationError("payload.passed", "test_rules: a consistency test cannot pass while "
+        raise ValidationError(f"{field}passed", f"{rule}a consistency test cannot pass while "
                                                 "contradicted_by names memory it contradicts")
     if p.test in ("rederivation", "grounding") and p.passed and not p.evidence:
-        raise ValidationError("payload.evidence", f"test_rules: a passed {p.test} test must name its "
+        raise ValidationError(f"{field}evidence", f"{rule}a passed {p.test} test must name its "
                                                   "evidence (the microagent or tool deltas/beads)")
     if p.test == "outcome":
         if p.reward is None and not p.feedback:
-            raise ValidationError("payload.reward", "test_rules: an outcome test needs a reward in "
+            raise ValidationError(f"{field}reward", f"{rule}an outcome test needs a reward in "
                                                     "[-1, 1] or user feedback")
         if p.passed and p.reward is not None and p.reward < 0:
-            raise ValidationError("payload.passed", f"test_rules: an outcome test with negative reward "
+            raise ValidationError(f"{field}passed", f"{rule}an outcome test with negative reward "
                                                     f"{p.reward} cannot pass")
 
 

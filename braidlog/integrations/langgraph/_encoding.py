@@ -134,27 +134,24 @@ def load_any(serde: Any, enc: Mapping[str, Any]) -> Any:
 def _prefix(a: bytes, i: int, b: bytes, j: int) -> int:
     """Length of the common prefix of ``a[i:]`` and ``b[j:]``: chunks compared by memcmp,
     doubling while they match, halving to find the first difference."""
-    n = min(len(a) - i, len(b) - j)
-    done, step = 0, 256
-    while done < n:
-        m = min(step, n - done)
-        if a[i + done:i + done + m] == b[j + done:j + done + m]:
-            done += m
-            step *= 2
-        elif m == 1:
-            break
-        else:
-            step = m // 2
-    return done
+    return _common(min(len(a) - i, len(b) - j),
+                   lambda done, m: a[i + done:i + done + m] == b[j + done:j + done + m])
 
 
 def _suffix(a: bytes, i: int, b: bytes, j: int) -> int:
     """Length of the common suffix of ``a[i:]`` and ``b[j:]``."""
-    n = min(len(a) - i, len(b) - j)
-    done, step, ea, eb = 0, 256, len(a), len(b)
+    ea, eb = len(a), len(b)
+    return _common(min(ea - i, eb - j),
+                   lambda done, m: a[ea - done - m:ea - done] == b[eb - done - m:eb - done])
+
+
+def _common(n: int, same: Any) -> int:
+    """How many of ``n`` bytes match, ``same(done, m)`` comparing the next ``m`` after the first
+    ``done``: chunks doubling while they match, halving to find the first difference."""
+    done, step = 0, 256
     while done < n:
         m = min(step, n - done)
-        if a[ea - done - m:ea - done] == b[eb - done - m:eb - done]:
+        if same(done, m):
             done += m
             step *= 2
         elif m == 1:
