@@ -339,23 +339,11 @@ class BraidlogStore(_Reader, BaseStore):
         return datetime.now(timezone.utc)
 
     def _items(self, namespace: tuple[str, ...]) -> Items:
-        braid = braid_of_namespace(namespace)
-        items = self._spaces.get(braid)
-        if items is None:
-            items = self._spaces[braid] = Items(braid)
-        items.catch_up(self._log)
-        return items
+        return _space(self._spaces, self._log, braid_of_namespace(namespace), follow=True)
 
     def _namespaces(self) -> list[Items]:
-        out = []
-        for braid in self._log.braids():
-            if braid.startswith(STORE_PREFIX):
-                items = self._spaces.get(braid)
-                if items is None:
-                    items = self._spaces[braid] = Items(braid)
-                items.catch_up(self._log)
-                out.append(items)
-        return out
+        return [_space(self._spaces, self._log, braid, follow=True)
+                for braid in self._log.braids() if braid.startswith(STORE_PREFIX)]
 
     def history(self, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
         """Every version of the item, oldest first: each put (``value``), delete (``value``
@@ -648,23 +636,11 @@ class StoreAt(_Reader, BaseStore):
         return self.seq
 
     def _items(self, namespace: tuple[str, ...]) -> Items:
-        braid = braid_of_namespace(namespace)
-        items = self._spaces.get(braid)
-        if items is None:
-            items = self._spaces[braid] = Items(braid)
-            items.catch_up(self._log)
-        return items
+        return _space(self._spaces, self._log, braid_of_namespace(namespace), follow=False)
 
     def _namespaces(self) -> list[Items]:
-        out = []
-        for braid in self._store._log.braids():
-            if braid.startswith(STORE_PREFIX):
-                items = self._spaces.get(braid)
-                if items is None:
-                    items = self._spaces[braid] = Items(braid)
-                    items.catch_up(self._log)
-                out.append(items)
-        return out
+        return [_space(self._spaces, self._log, braid, follow=False)
+                for braid in self._store._log.braids() if braid.startswith(STORE_PREFIX)]
 
     def history(self, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
         """The item's versions up to this seq, oldest first."""
@@ -701,3 +677,16 @@ class StoreAt(_Reader, BaseStore):
 
     async def abatch(self, ops: Iterable[Any]) -> list[Any]:
         return await asyncio.to_thread(self.batch, ops)
+
+
+def _space(spaces: dict[str, Items], log: Any, braid: str, *, follow: bool) -> Items:
+    """The items of the namespace kept in ``braid``, made and caught up on first use; with
+    ``follow`` (the live store) caught up with the log at every read, else (a view as of a
+    seq, whose log does not move) never again."""
+    items = spaces.get(braid)
+    if items is None:
+        items = spaces[braid] = Items(braid)
+        items.catch_up(log)
+    elif follow:
+        items.catch_up(log)
+    return items
