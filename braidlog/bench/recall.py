@@ -202,9 +202,13 @@ def _memory_main(side: str, n: int, dim: int, seed: int, store: str, threads: in
     gc.collect()  # what stays once the build is over: the index, not what the build dropped
     end = _status()
     mb = 1 / (1 << 20)
+    # What the build left in anonymous memory. A small index whose vectors are mapped from a file
+    # can leave less than the heap gave back meanwhile: that reads as one page, the least
+    # /proc/self/status resolves, not as nothing or less than nothing.
+    steady = max(end.get("RssAnon", 0) - base.get("RssAnon", 0), os.sysconf("SC_PAGE_SIZE"))
     return {"count": count, "seconds": seconds, "peak_rss_mb": max(end["VmHWM"], s.peak_rss) * mb,
             "peak_anon_mb": s.peak_anon * mb, "file_mb": end.get("RssFile", 0) * mb,
-            "steady_anon_mb": (end.get("RssAnon", 0) - base.get("RssAnon", 0)) * mb,
+            "steady_anon_mb": steady * mb,
             "baseline_rss_mb": base["VmRSS"] * mb, "baseline_anon_mb": base.get("RssAnon", 0) * mb}
 
 
