@@ -218,10 +218,11 @@ def fresh(run: Run, label: str, name: str, make: Callable[[str], Any]) -> Iterat
         remove(path)
 
 
-def launch(argv: list[str]) -> float:
-    """Seconds from spawning ``argv`` to its exit (it must succeed)."""
+def launch(argv: list[str], env: dict[str, str] | None = None) -> float:
+    """Seconds from spawning ``argv`` (in ``env``, default this process's) to its exit (it must
+    succeed)."""
     t = time.perf_counter()
-    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
     return time.perf_counter() - t
 
 
