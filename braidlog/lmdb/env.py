@@ -155,6 +155,10 @@ class _Shared:
 DISK_FULL_BYTES = 16 << 20
 
 
+def _commit_id(txn: Any) -> int:
+    return txn.id()
+
+
 def disk_full(path: Path, e: BaseException) -> int | None:
     """The bytes free on ``path``'s filesystem if error ``e`` there means the disk is full (not
     LMDB's map: that is MDB_MAP_FULL, which braidlog meets by growing the map), else None."""
@@ -238,8 +242,12 @@ class Env:
         """``fn(txn)`` in a read transaction, run again if another process grew the map."""
         while True:
             try:
-                with self.gate.shared(), self.env.begin(buffers=buffers) as txn:
-                    return fn(txn)
+                with self.gate.shared():
+                    txn = self.env.begin(buffers=buffers)
+                    try:
+                        return fn(txn)
+                    finally:
+                        txn.abort()  # a read commits nothing: cheaper than the context manager
             except lmdb.MapResizedError:
                 self.adopt_map()
             except lmdb.Error as e:
@@ -322,17 +330,7 @@ class Env:
         every commit of any process. Taken from a read transaction, not from the meta page: a
         writer stamps the meta page a moment before new readers are given its commit, and a
         caller that saw the new id then read the old snapshot would take it for the new one."""
-        with self.gate.shared():
-            try:
-                txn = self.env.begin()
-            except lmdb.Error:  # another process grew the map, or worse: read() deals with it
-                txn = None
-            if txn is not None:
-                try:
-                    return txn.id()
-                finally:
-                    txn.abort()
-        return self.read(lambda txn: txn.id())
+        return self.read(_commit_id)
 
     def release_pages(self) -> None:
         """Drop the store's file pages from this process's resident set (Linux; elsewhere
