@@ -230,10 +230,8 @@ def _step(kind: str, projections: Sequence[Projection], active: list[int],
             if p.provenances:
                 names[f"p{i}"] = p.provenances
                 tests.append(f"source in p{i}")
-            if p.refs:
-                fields = sorted(p.refs)
-                if not set(fields) <= set(REF_FIELDS):  # declared fields only: they become code
-                    raise ValueError(f"projection {p.name!r}: refs {fields} are not fields of Refs")
+            if p.refs:  # Projection admits REF_FIELDS only; code is written from that tuple alone
+                fields = [f for f in REF_FIELDS if f in p.refs]
                 tests.append(f"(refs is not None and ({' or '.join(f'refs.{f}' for f in fields)}))")
             lines += [f"        if {' or '.join(tests)}:", call(i, "            ")]
     if len(lines) == 1:
