@@ -148,7 +148,7 @@ class Columns:
 
     def count_upto(self, seq: int) -> int:
         """How many positions hold deltas at or before ``seq``."""
-        return int(np.searchsorted(self.seqs, seq, side="right"))
+        return int(self._seqs[:self.n].searchsorted(seq, "right"))
 
     def braid_code(self, braid_id: str) -> int | None:
         """The code of a braid among the positions held, or None if none holds it."""

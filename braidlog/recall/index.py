@@ -44,7 +44,7 @@ from ..errors import RecallWarning, ValidationError
 from ..store import HW_SIZE, LogStore, OnDisk, Progress, resolve_point
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
-from .columns import UNFILTERED, Body, Columns, Filter, Where, make_filter
+from .columns import NO_FILTER, UNFILTERED, Body, Columns, Filter, Where, make_filter
 from .embedder import Embedder
 from .files import index_directory
 from .saved import FORMAT, Saved, read_index, write_index
@@ -479,7 +479,8 @@ class Recall(GraphSearch):
 
     def _query(self, query: Any, k: int, as_of: Any, flt: tuple[Filter, Callable[[str], bool] | None],
                reproducible: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        k = _check_k(k)
+        if type(k) is not int or k < 1:
+            k = _check_k(k)
         if as_of is None:
             seq = None
             if self.follow:  # the head is read only when the store saw a commit since last time
@@ -488,6 +489,8 @@ class Recall(GraphSearch):
                     if self.store.head().seq != self.covered_seq:
                         self.catch_up()
                     self._seen_commit = mark
+        elif type(as_of) is int and 0 <= as_of <= self.covered_seq:
+            seq = as_of  # a seq the index covers is in the log (which never shrinks): no read
         else:
             seq = self.resolve(as_of)
             if seq > self.covered_seq:
@@ -509,6 +512,10 @@ class Recall(GraphSearch):
                     return self._search(q, k, self.count, None, *flt)
                 m = self._cols.count_upto(seq)
                 if not reproducible:  # the head graph, its positions below m alone eligible
+                    head = self._head
+                    if flt is UNFILTERED and head is not None and 0 < m < self._head_count:
+                        # the common as-of query, as _search would answer it, with no step between
+                        return self._part(head, 0, m, self._ef, q, k, None, None, NO_FILTER)
                     return self._search(q, k, m, None, *flt)
                 blocks = self._blocks.cover(m)[0]
                 if all(b in self._blocks.graphs for b in blocks):

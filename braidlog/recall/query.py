@@ -68,7 +68,8 @@ def query_vector(query: Any, *, dim: int | None, metric: str, space: str,
         # the common query, a float32 vector of the space: the same answer with fewer steps
         sq = float(query.dot(query))
         if 0.0 < sq < math.inf:
-            return query * np.float32(1.0 / math.sqrt(sq)) if metric == "cosine" else np.ascontiguousarray(query)
+            # a Python float scales a float32 array in float32 (the same bits as np.float32(...))
+            return query * (1.0 / math.sqrt(sq)) if metric == "cosine" else np.ascontiguousarray(query)
     if isinstance(query, str):
         if not query.strip():
             raise ValidationError("query", "is empty; give some text or a vector")

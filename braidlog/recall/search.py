@@ -181,10 +181,10 @@ class GraphSearch:
                 rows = got[0]
             scores = dots(rows, q)
             pos = sub
-        if pred is None:
+        if pred is None:  # the k best, best first (ties by position), as every answer is
             n = len(scores)
             idx = np.arange(n) if n <= k else np.argpartition(-scores, k - 1)[:k]
-            return (idx + lo if pos is None else pos[idx]), scores[idx]
+            return top(idx + lo if pos is None else pos[idx], scores[idx], k)
         order = np.argsort(-scores, kind="stable")
         keep: list[int] = []
         for i in order.tolist():
@@ -217,5 +217,4 @@ def knn(g: Any, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray] | No
         return None
     # Both arrays are fresh (hnswlib's own): read the labels (uint64, below 2**63) as int64 and
     # turn distances into similarities in place, float32 as hnswlib's, with no further copy.
-    d = dist[0]
-    return labels[0].view(np.int64), np.subtract(1.0, d, out=d)
+    return labels[0].view(np.int64), np.subtract(1.0, dist, dist)[0]
