@@ -10,7 +10,7 @@ import lmdb
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from braidlog import IntegrityError, LmdbLog, StorageError
+from braidlog import DecodeError, IntegrityError, LmdbLog, StorageError
 from braidlog.lmdb.log import FORMAT_VERSION
 
 from .conftest import in_child, make_delta
@@ -176,6 +176,57 @@ def test_a_missing_record_is_named(lmdb_path):
         with pytest.raises(IntegrityError, match="seq 3 is missing") as e:
             log.verify()
         assert e.value.seq == 3
+
+
+def _edit_log_table(path, edit) -> None:
+    env = lmdb.open(str(path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        edit(txn, env.open_db(b"log", txn=txn))
+    env.close()
+
+
+def test_scans_of_a_log_with_a_gap_name_each_record_by_its_own_key(lmdb_path):
+    """Scans read a run of rows without their keys when the run's first and last keys and its
+    length give the seqs it holds: in a run with a missing row, each record keeps its own key
+    (a key that is no seq, here nine bytes, read as a number, as reads always named it); in a
+    run whose ends and length are those of seqs 5..12, the row between 6 and 8 is named 7. Only
+    damage makes either (verify names it), and a scan raised nothing for it before either."""
+    with LmdbLog(lmdb_path) as log:
+        log.append_batch([make_delta(i) for i in range(12)])
+        rows = {r.seq: r for r in log.scan()}
+
+    def damage(txn, db):
+        moved = txn.get((7).to_bytes(8, "big"), db=db)
+        txn.delete((3).to_bytes(8, "big"), db=db)
+        txn.delete((7).to_bytes(8, "big"), db=db)
+        txn.put((6).to_bytes(8, "big") + b"\x00", moved, db=db)  # sorts between 6 and 8
+    _edit_log_table(lmdb_path, damage)
+    odd = 6 << 8  # the nine-byte key read as a number, as a keyed read names it
+    with LmdbLog(lmdb_path, readonly=True, check_head=False) as log:
+        want = [1, 2, 4, 5, 6, odd, 8, 9, 10, 11, 12]
+        assert [r.seq for r in log.scan()] == want
+        assert [r.seq for r in log.scan(reverse=True)] == want[::-1]
+        assert [r.seq for r in log.scan(2, 9)] == [2, 4, 5, 6, odd, 8]
+        assert [r.seq for r in log.scan(4, limit=3)] == [4, 5, 6]
+        assert [row.seq for row in log.scan_rows(1, 6)] == [1, 2, 4, 5]
+        assert [seq for seq, _, _ in log.scan_bodies(5, 13)] == [5, 6, 7, 8, 9, 10, 11, 12]
+        with pytest.raises(IntegrityError, match="seq 3 is missing"):
+            log.verify()
+        for r in log.scan():
+            want_rec = rows[7] if r.seq == odd else rows[r.seq]
+            assert (r.hash, r.delta) == (want_rec.hash, want_rec.delta)
+
+
+def test_a_row_shorter_than_a_rows_head_is_not_a_delta(lmdb_path):
+    with LmdbLog(lmdb_path) as log:
+        log.append_batch([make_delta(i) for i in range(4)])
+    _edit_log_table(lmdb_path, lambda txn, db: txn.put((2).to_bytes(8, "big"), b"short", db=db))
+    with LmdbLog(lmdb_path, readonly=True, check_head=False) as log:
+        for read in (lambda: list(log.scan()), lambda: list(log.scan(reverse=True)),
+                     lambda: log.read(2)):
+            with pytest.raises(DecodeError, match="the record at seq 2 is not a delta"):
+                read()
+        assert [r.seq for r in log.scan(3)] == [3, 4]
 
 
 def test_second_writer_process_waits_for_the_first(lmdb_path):

@@ -21,25 +21,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
-
-from ..delta import GenericDelta, _decoder, decode_entry
-from ..erasure import erased_bytes, erased_delta, payload_refs
-from ..errors import DecodeError, StorageError, ValidationError
+from ..delta import GenericDelta, decode_entry
+from ..erasure import payload_refs
+from ..errors import StorageError, ValidationError
 from ..store import Record, check_batch
 from .format import (
-    U64, erased_row, from_u64, open_tables, row_data, row_entry, row_erased_by, u64,
+    U64, delta_of, erased_row, from_u64, open_tables, row_data, row_entry, row_erased_by, u64,
 )
 
 LmdbLog = Any  # the store this module erases in (lmdb/log.py imports this module, not back)
 
-__all__ = ["LmdbErasure", "WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "apply_erasures",
-           "delta_of", "bytes_of"]
+__all__ = ["LmdbErasure", "WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "apply_erasures"]
 
 #: The directory inside the store where an erasure builds the new file (removed when it ends).
 WORKDIR = ".erasing"
 T = TypeVar("T")
-_decode = _decoder.decode
 
 
 class LmdbErasure:
@@ -56,30 +52,6 @@ class LmdbErasure:
         ``append(store)`` (the batch that holds those erased deltas, written elsewhere: an
         import, a replica's) in one step; what ``append`` returned and the commitments."""
         return apply_erasures(self, dict(erase), append)  # type: ignore[arg-type]
-
-
-def delta_of(seq: int, value: Any) -> GenericDelta:
-    """The delta a row holds: its canonical bytes decoded, or, once erased, the envelope its
-    committed form keeps, marked erased (braidlog.erasure)."""
-    data = row_data(value)
-    if not data:
-        by = row_erased_by(value)
-        if by:
-            return erased_delta(bytes(row_entry(value)), by)
-    try:
-        return _decode(data)
-    except msgspec.MsgspecError as e:
-        raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
-
-
-def bytes_of(value: Any) -> bytes:
-    """The delta bytes of a row, those of its erased form once erased."""
-    data = row_data(value)
-    if not data:
-        by = row_erased_by(value)
-        if by:
-            return erased_bytes(bytes(row_entry(value)), by)
-    return data
 
 
 def erase_records(log: LmdbLog, seqs: Any, delta: GenericDelta) -> tuple[Record, list[bytes]]:

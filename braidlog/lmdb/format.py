@@ -18,6 +18,8 @@ import secrets
 import shutil
 import sys
 from pathlib import Path
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Any, NamedTuple
 
 import msgspec
@@ -25,14 +27,16 @@ from blake3 import blake3
 
 from .. import tree as merkle
 from ..chain import GENESIS, HASH_SIZE, link
-from ..delta import SALT_SIZE, _decoder, committed_form
-from ..errors import IntegrityError, StorageError
-from ..store import Row
+from ..delta import SALT_SIZE, GenericDelta, _decoder, committed_form
+from ..erasure import erased_bytes, erased_delta
+from ..errors import DecodeError, IntegrityError, StorageError
+from ..store import Record, Row
 from .env import Env
 
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
            "Peaks", "tree_node", "tree_nodes", "fill_nodes", "completes", "pack_row", "split_row",
-           "create", "BEFORE", "erased_row", "row_erased_by", "row_node"]
+           "create", "BEFORE", "erased_row", "row_erased_by", "row_node", "delta_of", "bytes_of",
+           "records"]
 
 FORMAT_VERSION = 4  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
 #                    3: the id-digest index ("idh"); 4: the committed form (rows hold it and a
@@ -115,6 +119,86 @@ def row_entry(value: Any) -> Any:
 def row_data(value: Any) -> Any:
     """The canonical delta bytes in a row (empty once erased)."""
     return value[_end(value) + SALT_SIZE:]
+
+
+def delta_of(seq: int, value: Any) -> GenericDelta:
+    """The delta a row holds: its canonical bytes decoded, or, once erased, the envelope its
+    committed form keeps, marked erased (braidlog.erasure)."""
+    if len(value) < _ROW:
+        raise DecodeError(f"the record at seq {seq} is not a delta (its row is {len(value)} "
+                          f"bytes, shorter than a row's {_ROW}-byte head)")
+    data = row_data(value)
+    if not data:
+        by = row_erased_by(value)
+        if by:
+            return erased_delta(bytes(row_entry(value)), by)
+    try:
+        return _decoder.decode(data)
+    except msgspec.MsgspecError as e:
+        raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
+
+
+def bytes_of(value: Any) -> bytes:
+    """The delta bytes of a row, those of its erased form once erased."""
+    data = row_data(value)
+    if not data:
+        by = row_erased_by(value)
+        if by:
+            return erased_bytes(bytes(row_entry(value)), by)
+    return data
+
+
+def log_rows(txn: Any, db: Any, lo: int, hi: int, n: int, reverse: bool
+             ) -> tuple[Sequence[int], list[bytes]]:
+    """At most ``n`` rows of the ``log`` table ``db`` with seq in [lo, hi), from ``lo`` up (from
+    ``hi`` down when ``reverse``), copied (a transaction without buffers): their seqs and values.
+
+    Forward, the rows are read without their keys: a run whose first and last keys are u64
+    seqs ``a`` and ``b`` and that holds ``b - a + 1`` rows holds those of ``a..b`` (LMDB's keys
+    are unique and sorted, and u64 big-endian sorts as the numbers do). A run that is not so
+    (only in a damaged log: a gap, a key that is no seq) is read again with its keys."""
+    cur = txn.cursor(db)
+    if reverse:
+        if not cur.set_range(u64(hi)):
+            if not cur.last():
+                return (), []
+        elif not cur.prev():
+            return (), []
+        lo_key = u64(lo)
+        rows = [r for r in islice(cur.iterprev(), n) if r[0] >= lo_key]
+    else:
+        if not cur.set_range(u64(lo)):
+            return (), []
+        first = cur.key()
+        values = list(islice(cur.iternext(keys=False), max(0, min(n, hi - from_u64(first)))))
+        last = cur.key() or (cur.last() and cur.key())
+        if len(first) == len(last) == U64 and from_u64(last) - from_u64(first) + 1 == len(values):
+            return range(from_u64(first), from_u64(last) + 1), values
+        cur.set_range(u64(lo))
+        hi_key = u64(hi) if hi < 2**63 else None
+        rows = [r for r in islice(cur.iternext(), n) if hi_key is None or r[0] < hi_key]
+    return [from_u64(k) for k, _ in rows], [v for _, v in rows]
+
+
+def records(chunks: Iterable[tuple[Iterable[int], list[bytes]]]) -> Iterator[Record]:
+    """The records of log rows read a chunk at a time (each chunk: the rows' seqs and their
+    values, copied out of their transaction), decoded as the caller pulls them.
+
+    Each is ``Record(seq, chain hash, delta_of(seq, row))``, with ``row_data``'s arithmetic
+    written out in the loop: a scan's time a record beyond msgspec's decode is Python's calls.
+    A row that is erased, or is not what its lengths say, goes through ``delta_of`` itself."""
+    decode, slow, record = _decoder.decode, delta_of, Record
+    # pack_row's layout: the hash, hw, the entry's length (u16) at `lengths`, the node count
+    # (u8) at `k`, then the entry, the nodes and the salt; the delta bytes from there on
+    h, lengths, k, node, data_at = HASH_SIZE, HASH_SIZE + U64, _ROW - 1, NODE, _ROW + SALT_SIZE
+    for seqs, values in chunks:
+        for seq, value in zip(seqs, values):
+            try:
+                data = value[data_at + (value[lengths] << 8 | value[lengths + 1]) + node * value[k]:]
+                delta = decode(data) if data else slow(seq, value)
+            except (IndexError, msgspec.MsgspecError):
+                delta = slow(seq, value)  # raises what the row deserves
+            yield record(seq, value[:h], delta)
 
 
 def row_node(value: Any, level: int) -> bytes | None:

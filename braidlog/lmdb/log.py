@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from itertools import islice
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,11 +38,11 @@ from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
 from .format import (
     FORMAT_VERSION, MAX_KEY, TABLES, U64, copied, decode_keys, from_u64, id_digest, open_tables,
-    Before, Peaks, before, before_hashes, pack_row, row_data, row_entry, split_row, sweep,
-    tree_node, tree_nodes, u64,
+    Before, Peaks, before, before_hashes, bytes_of, delta_of, log_rows, pack_row, records,
+    row_data, row_entry, split_row, sweep, tree_node, tree_nodes, u64,
 )
 from .format import create as create_store
-from .erase import LmdbErasure, bytes_of, delta_of
+from .erase import LmdbErasure
 from .file import edge_findings
 from ..store import (
     Admit, BraidHead, Head, IndexScans, LogStore, OnDisk, Progress, Record, Row, Staged,
@@ -456,43 +455,29 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
     def scan_rows(self, start: int = 1, stop: int | None = None) -> Iterator[Row]:
         """The records with seq in [start, stop) as stored (Row: hash, hw, committed form,
         salt, delta bytes), for verification, export and replication."""
-        for key, value in self._raw_rows(start, stop, False, None):
-            yield split_row(from_u64(key), value)
+        for seqs, values in self._rows(start, stop, False, None):
+            for seq, value in zip(seqs, values):
+                yield split_row(seq, value)
 
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
              limit: int | None = None) -> Iterator[Record]:
         """Records with seq in [start, stop), forward or reverse, at most ``limit``."""
-        for key, value in self._raw_rows(start, stop, reverse, limit):
-            yield Record(from_u64(key), value[:HASH_SIZE], delta_of(from_u64(key), value))
+        return records(self._rows(start, stop, reverse, limit))
 
     def scan_bodies(self, start: int = 1, stop: int | None = None
                     ) -> Iterator[tuple[int, bytes, bytes]]:
         """(seq, hash, body) for seqs in [start, stop): body is hw || delta bytes."""
-        for key, value in self._raw_rows(start, stop, False, None):
-            yield from_u64(key), value[:HASH_SIZE], value[HASH_SIZE:HASH_SIZE + U64] + bytes_of(value)
+        for seqs, values in self._rows(start, stop, False, None):
+            for seq, value in zip(seqs, values):
+                yield seq, value[:HASH_SIZE], value[HASH_SIZE:HASH_SIZE + U64] + bytes_of(value)
 
-    def _raw_rows(self, start: int, stop: int | None, reverse: bool, limit: int | None
-                  ) -> Iterator[tuple[bytes, bytes]]:
-        """(key, value) copies of log rows, read a chunk per short transaction and decoded
-        only as the caller pulls them (no buffer outlives its transaction)."""
-        def chunk(txn, lo, hi, n):
-            cur = txn.cursor(self._db["log"])
-            if reverse:
-                if not cur.set_range(u64(hi)):
-                    if not cur.last():
-                        return []
-                elif not cur.prev():
-                    return []
-                rows = list(islice(cur.iterprev(), n))
-                lo_key = u64(lo)
-                return [r for r in rows if r[0] >= lo_key]
-            if not cur.set_range(u64(lo)):
-                return []
-            hi_key = u64(hi) if hi < 2**63 else None
-            rows = list(islice(cur.iternext(), n))
-            return rows if hi_key is None else [r for r in rows if r[0] < hi_key]
-        return self._chunks(chunk, start, stop, reverse, limit, key=lambda row: from_u64(row[0]),
-                            buffers=False)
+    def _rows(self, start: int, stop: int | None, reverse: bool, limit: int | None
+              ) -> Iterator[tuple[Sequence[int], list[bytes]]]:
+        """Log rows copied out a chunk per short transaction (``format.log_rows``), read only
+        as the caller pulls them (no buffer outlives its transaction): (seqs, rows) each."""
+        log = self._db["log"]
+        return self._chunk_lists(lambda txn, lo, hi, n: log_rows(txn, log, lo, hi, n, reverse),
+                                 start, stop, reverse, limit, buffers=False)
 
     def _scan_index(self, index: str, key: str, start: int, stop: int | None, reverse: bool,
                     limit: int | None) -> Iterator[Record]:
@@ -521,22 +506,26 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
                     out.append(seq)
                     ok = cur.next_dup()
             name = _INDEX[index]
-            return [self._decoded(seq, self._landed(txn, name, key, seq)) for seq in out]
-        return self._chunks(chunk, start, stop, reverse, limit)
+            return out, [self._decoded(seq, self._landed(txn, name, key, seq)) for seq in out]
+        for _, got in self._chunk_lists(chunk, start, stop, reverse, limit):
+            yield from got
 
-    def _chunks(self, chunk, start, stop, reverse, limit, key=lambda r: r.seq, buffers=True):
+    def _chunk_lists(self, chunk, start, stop, reverse, limit, buffers=True):
+        """``chunk(txn, lo, hi, n)``'s (seqs, items) for [start, stop), one short read
+        transaction each, until ``limit`` items or none is left."""
         lo, hi = max(start, 1), stop if stop is not None else 2**63
         left = limit if limit is not None else 2**63
         while left > 0 and lo < hi:
-            rows = self._read(lambda txn: chunk(txn, lo, hi, min(CHUNK, left)), buffers=buffers)
-            if not rows:
+            seqs, got = self._read(lambda txn: chunk(txn, lo, hi, min(CHUNK, left)),
+                                   buffers=buffers)
+            if not seqs:
                 return
-            yield from rows
-            left -= len(rows)
+            yield seqs, got
+            left -= len(seqs)
             if reverse:
-                hi = key(rows[-1])
+                hi = seqs[-1]
             else:
-                lo = key(rows[-1]) + 1
+                lo = seqs[-1] + 1
 
     def head(self) -> Head:
         return self._read(lambda txn: self._head_in(txn)[0])
