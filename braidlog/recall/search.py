@@ -22,6 +22,8 @@ __all__ = ["GraphSearch", "EMPTY", "knn"]
 _EMPTY_POS = np.zeros(0, dtype=np.int64)
 _EMPTY_SCORE = np.zeros(0, dtype=np.float32)
 EMPTY = (_EMPTY_POS, _EMPTY_SCORE)
+_I64 = np.dtype(np.int64)
+_ONE = np.float32(1.0)  # a float32 scalar: no conversion of a Python float on every query
 
 
 class GraphSearch:
@@ -217,4 +219,4 @@ def knn(g: Any, q: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray] | No
         return None
     # Both arrays are fresh (hnswlib's own): read the labels (uint64, below 2**63) as int64 and
     # turn distances into similarities in place, float32 as hnswlib's, with no further copy.
-    return labels[0].view(np.int64), np.subtract(1.0, dist, dist)[0]
+    return labels.view(_I64)[0], np.subtract(_ONE, dist, dist)[0]
