@@ -244,14 +244,18 @@ class Filter(Struct, frozen=True):
     ids: frozenset[str] | None = None
 
     def empty(self) -> bool:
-        return all(v is None for v in self.key())
+        return self.braid is None and self._no_other()
 
     def one_braid(self) -> str | None:
         """The braid when the filter is exactly one braid and nothing else, else None."""
-        if self.braid is None or len(self.braid) != 1 or any(
-                v is not None for v in (self.kinds, self.tags, self.namespace, self.workspace, self.ids)):
+        if self.braid is None or len(self.braid) != 1 or not self._no_other():
             return None
         return next(iter(self.braid))
+
+    def _no_other(self) -> bool:
+        """No filter but the braid's."""
+        return (self.kinds is None and self.tags is None and self.namespace is None
+                and self.workspace is None and self.ids is None)
 
     def key(self) -> tuple:
         return (self.braid, self.kinds, self.tags, self.namespace, self.workspace, self.ids)

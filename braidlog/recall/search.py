@@ -73,12 +73,12 @@ class GraphSearch:
             return self._exact(q, k, 0, m, None, None, flt) if found is None else found
         elig = None if flt is NO_FILTER else self._eligible(flt)
         if elig is not None:
-            elig = elig[: int(np.searchsorted(elig, m))]
+            elig = elig[: int(elig.searchsorted(m))]
             if not len(elig):
                 return _EMPTY_POS, _EMPTY_SCORE
             braid = flt.one_braid() if self.braid_graphs and blocks is None and pred is None else None
             if braid is not None and head is not None and len(elig) > self.exact_max:
-                return self._in_braid(q, k, m, elig, flt)
+                return self._in_braid(q, k, m, elig, flt, braid)
         parts = self._parts(m, blocks)
         if len(parts) == 1 and elig is None and pred is None and parts[0][0] is not None \
                 and (blocks is not None or parts[0][2] >= self._head_count):
@@ -92,13 +92,13 @@ class GraphSearch:
         scores = np.concatenate([f[1] for f in found])
         return top(pos, scores, k)
 
-    def _in_braid(self, q: np.ndarray, k: int, m: int, elig: np.ndarray, flt: Filter
+    def _in_braid(self, q: np.ndarray, k: int, m: int, elig: np.ndarray, flt: Filter, braid: str
                   ) -> tuple[np.ndarray, np.ndarray]:
         """The best of one braid's positions below ``m`` (``elig``): its graph, over-fetched when
         ``m`` leaves out some of its positions, and the tail not yet in the head graph exactly."""
-        g, nodes = self._braid_graph(self._cols.braid_code(flt.one_braid()))  # type: ignore[arg-type]
+        g, nodes = self._braid_graph(self._cols.braid_code(braid))  # type: ignore[arg-type]
         h = min(m, self._head_count)
-        e = int(np.searchsorted(elig, h))  # the eligible positions the braid graph holds
+        e = int(elig.searchsorted(h))  # the eligible positions the braid graph holds
         found = []
         if e:
             fetch = k if e == nodes else max(k, math.ceil(2 * k * nodes / e))
@@ -130,7 +130,7 @@ class GraphSearch:
         head = g is self._head
         nodes = self._head_count if head else size  # what the graph holds
         if elig is not None:
-            sub = elig[int(np.searchsorted(elig, lo)):int(np.searchsorted(elig, hi))]
+            sub = elig[int(elig.searchsorted(lo)):int(elig.searchsorted(hi))]
             e = len(sub)
             if not e:
                 return _EMPTY_POS, _EMPTY_SCORE
