@@ -5,7 +5,7 @@ from braidlog.bench.pages import INDEXES, table
 
 
 def test_each_index_table_costs_pages_and_the_log_alone_costs_least():
-    got = {name: pages for name, pages, calls, p50 in table(n=200, warm=1000)}
+    got = {name: pages for name, pages, calls, p50 in table(n=200, size=1000)}
     shipped = got["braidlog"]
     for t in INDEXES:
         assert got[f"braidlog without {t}"] < shipped, t

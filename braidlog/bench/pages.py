@@ -1,8 +1,9 @@
-"""What one durable append writes, table by table: ``python -m braidlog.bench.pages [N]``.
+"""What one durable append writes, table by table: ``python -m braidlog.bench.pages [N] [--size SIZE]``.
 
 Counts, with the kernel's own counters (``wchar`` and ``syscw`` of ``/proc/self/io``: exact, and
 the same under any load), the bytes and write calls of ``N`` single durable appends (default
-2,000, after 1,000 on a new store), and their p50 latency (which load does change):
+2,000) to a store first filled with ``--size`` records (default 1,000, as ``braidlog bench``'s
+single workload starts from a new store), and their p50 latency (which load does change):
 
 - braidlog as it ships, and with each of its index tables left out (what each one costs);
 - braidlog with ``braid``, ``kind`` and ``refs`` as one table of composite keys (tag, name, seq),
@@ -67,18 +68,24 @@ def _io() -> dict[str, int]:
         return {k: int(v) for k, v in (line.split(":") for line in f)}
 
 
-def measure(make: Callable[[str], Any], append: Callable[[Any, int], None], n: int,
-            warm: int = 1000) -> tuple[float, float, float]:
-    """(pages written a commit, write calls a commit, p50 ms) over ``n`` appends after ``warm``."""
+#: One layout: its name, how to open it at a path, how to append record ``i`` alone in a durable
+#: commit, and how to append records ``lo..hi`` in batches (to fill the store first).
+Variant = tuple[str, Callable[[str], Any], Callable[[Any, int], None], Callable[[Any, int, int], None]]
+
+
+def measure(make: Callable[[str], Any], one: Callable[[Any, int], None],
+            many: Callable[[Any, int, int], None], n: int, size: int
+            ) -> tuple[float, float, float]:
+    """(pages written a commit, write calls a commit, p50 ms) over ``n`` single appends to a
+    store ``many`` first filled with ``size`` records."""
     d = tempfile.mkdtemp(prefix="braidlog-pages-")
     try:
         store = make(d + "/s")
-        for i in range(warm):
-            append(store, i)
+        many(store, 0, size)
         before, lat = _io(), []
-        for i in range(warm, warm + n):
+        for i in range(size, size + n):
             t = time.perf_counter()
-            append(store, i)
+            one(store, i)
             lat.append(time.perf_counter() - t)
         after = _io()
         getattr(store, "close", lambda: None)()
@@ -89,35 +96,51 @@ def measure(make: Callable[[str], Any], append: Callable[[Any, int], None], n: i
             lat[n // 2] * 1e3)
 
 
-def table(n: int = 2000, warm: int = 1000) -> list[tuple[str, float, float, float]]:
-    """(layout, pages a commit, write calls a commit, p50 ms) of every layout above."""
-    ds = AgentSession(7).deltas(n + warm, offset=10_000_000)
+def table(n: int = 2000, size: int = 1000) -> list[tuple[str, float, float, float]]:
+    """(layout, pages a commit, write calls a commit, p50 ms) of every layout above, each on a
+    store of ``size`` records."""
+    ds = AgentSession(7).deltas(n + size, offset=10_000_000)
     bodies, keys = [encode(d) for d in ds], index_keys(ds, offset=10_000_000)
 
-    def durable(cls: type[LmdbLog]) -> Callable[[str], LmdbLog]:
-        return lambda path: cls(path, durable=True)
+    def braidlog(name: str, cls: type[LmdbLog]) -> Variant:
+        def many(s: LmdbLog, lo: int, hi: int) -> None:
+            for i in range(lo, hi, 1000):
+                s.append_batch(ds[i:min(hi, i + 1000)])
+        return (name, lambda path: cls(path, durable=True), lambda s, i: s.append(ds[i]), many)
 
-    rows: list[tuple[str, Callable[[str], Any], Callable[[Any, int], None]]] = [
-        ("braidlog", durable(LmdbLog), lambda s, i: s.append(ds[i]))]
-    rows += [(f"braidlog without {t}", durable(layout(skip=(t,))), lambda s, i: s.append(ds[i]))
-             for t in INDEXES]
-    rows += [("braidlog, log only", durable(layout(skip=INDEXES)), lambda s, i: s.append(ds[i])),
-             ("braidlog, braid+kind+refs as one composite-key table",
-              durable(layout(composite=True)), lambda s, i: s.append(ds[i])),
-             ("raw LMDB, one put", RawLmdb, lambda s, i: s.put_one(bodies[i])),
+    def raw_many(s: RawLmdb, lo: int, hi: int) -> None:
+        for i in range(lo, hi, 1000):
+            s.put_batch(bodies[i:min(hi, i + 1000)], keys[i:min(hi, i + 1000)] if s.indexes else ())
+
+    def es_many(s: EventsourcingApp, lo: int, hi: int) -> None:
+        for i in range(lo, hi, 100):
+            s.save(ds[i:min(hi, i + 100)])
+
+    rows = [braidlog("braidlog", LmdbLog)]
+    rows += [braidlog(f"braidlog without {t}", layout(skip=(t,))) for t in INDEXES]
+    rows += [braidlog("braidlog, log only", layout(skip=INDEXES)),
+             braidlog("braidlog, braid+kind+refs as one composite-key table",
+                      layout(composite=True)),
+             ("raw LMDB, one put", RawLmdb, lambda s, i: s.put_one(bodies[i]), raw_many),
              ("raw LMDB, log + 4 indexes", lambda p: RawLmdb(p, indexed=True),
-              lambda s, i: s.put_one(bodies[i], keys[i]))]
+              lambda s, i: s.put_one(bodies[i], keys[i]), raw_many)]
     if eventsourcing_installed():
         rows.append(("eventsourcing on SQLite (1/save)", lambda p: EventsourcingApp("sqlite", p),
-                     lambda s, i: s.save((ds[i],))))
-    return [(name, *measure(make, append, n, warm)) for name, make, append in rows]
+                     lambda s, i: s.save((ds[i],)), es_many))
+    return [(name, *measure(make, one, many, n, size)) for name, make, one, many in rows]
 
 
-def main(n: int = 2000) -> None:
+def main(argv: Sequence[str]) -> None:
+    """``python -m braidlog.bench.pages [N] [--size SIZE]``."""
+    args = list(argv)
+    size = int(args.pop(args.index("--size") + 1)) if "--size" in args else 1000
+    args = [a for a in args if a != "--size"]
+    n = int(args[0]) if args else 2000
+    print(f"{n:,} single durable appends to a store of {size:,} records")
     print(f"{'one delta, one durable commit':54s} {'pages':>6s} {'writes':>6s} {'p50 ms':>7s}")
-    for name, pages, calls, p50 in table(n):
-        print(f"{name:54s} {pages:6.1f} {calls:6.1f} {p50:7.3f}")
+    for name, pages, calls, p50 in table(n, size):
+        print(f"{name:54s} {pages:6.1f} {calls:6.1f} {p50:7.3f}", flush=True)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)
+    main(sys.argv[1:])
