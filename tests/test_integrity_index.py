@@ -7,7 +7,7 @@ from __future__ import annotations
 import lmdb
 import pytest
 
-from braidlog import IntegrityError, LmdbLog, Refs
+from braidlog import IntegrityError, LmdbLog, Refs, StorageError
 from braidlog.cli import main
 from braidlog.lmdb.log import FORMAT_VERSION, id_digest
 
@@ -136,3 +136,47 @@ def test_show_an_id_no_store_can_hold_is_a_clear_error(lmdb_path, capsys, ref):
     assert main(["--store", str(lmdb_path), "show", ref]) == 1
     err = capsys.readouterr().err
     assert err.startswith("braidlog: error: ") and "MDB_" not in err
+
+
+def test_id_digest_keys_follow_the_ids_time_so_appends_in_time_order_add_at_the_right_edge():
+    from ulid import ULID
+    ids = [str(ULID.from_timestamp(1_700_000_000 + i / 1000)) for i in range(200)]
+    assert sorted(ids, key=id_digest) == ids  # one id a millisecond: time order is key order
+    assert len({id_digest(i)[10:] for i in ids}) == 200  # and the digest part tells them apart
+
+
+def _old_keyed(path):
+    """The store as a development build of format 4 wrote it: the id-digest index keyed by
+    BLAKE2b-128 of the id alone, and no key scheme in meta."""
+    import hashlib
+
+    from braidlog.lmdb.format import IDH_KEYS
+
+    def fn(env, txn):
+        idh, id_of = _db(env, txn, "idh"), {bytes(v): bytes(k) for k, v in txn.cursor(_db(env, txn, "ids"))}
+        rows = [(hashlib.blake2b(id_of[bytes(v)], digest_size=16).digest(), bytes(v))
+                for v in txn.cursor(idh).iternext(keys=False)]
+        txn.drop(idh, delete=False)
+        txn.cursor(idh).putmulti(rows)
+        assert txn.delete(IDH_KEYS, db=_db(env, txn, "meta"))
+    _damage(path, fn)
+
+
+def test_a_store_written_before_the_id_digest_keys_led_with_time_is_rekeyed_on_its_first_writable_open(
+        lmdb_path):
+    deltas, head = _store(lmdb_path)
+    _old_keyed(lmdb_path)
+    with pytest.raises(StorageError, match="id-digest index is keyed the old way") as e:
+        LmdbLog(lmdb_path, readonly=True)
+    assert f"`braidlog --store {lmdb_path} init`" in e.value.hint
+    with LmdbLog(lmdb_path) as log:
+        assert log.verify() == head  # every index checked both ways, the rebuilt one too
+        assert log.append(deltas[5]) == 6  # an idempotent retry, checked by both indexes
+        assert log.head() == head
+    with LmdbLog(lmdb_path, readonly=True) as log:
+        assert log.get(deltas[7].id).seq == 8
+    env = lmdb.open(str(lmdb_path), max_dbs=16, readonly=True)
+    with env.begin() as txn:
+        idh = dict(txn.cursor(_db(env, txn, "idh")))
+    env.close()
+    assert idh == {id_digest(d.id): (i + 1).to_bytes(8, "big") for i, d in enumerate(deltas)}
