@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 import msgspec
 from blake3 import blake3
 
 from . import tree as merkle
-from .delta import _decoder, committed_form, decode_entry
+from .delta import _decoder, committed_form, decode_entry, ts_micros
 from .errors import IntegrityError
 
 __all__ = ["GENESIS", "HASH_SIZE", "link", "links", "first_mismatch", "digest", "Row",
@@ -72,15 +71,6 @@ def first_mismatch(prev: bytes, records: Iterable[tuple[int, bytes, bytes]]
             return seq, expected, found
         prev = found
     return None
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def ts_micros(ts: datetime) -> int:
-    """A UTC datetime as whole microseconds since the epoch (exact integer arithmetic)."""
-    return (ts - _EPOCH) // _MICROSECOND
 
 
 class Row(NamedTuple):

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import braidlog
 from braidlog import (
-    Braid, Decider, GenericDelta, LmdbLog, MemoryLog, Projection, Provenance, Refs, Rejected,
+    Braid, Decider, GenericDelta, LmdbLog, MemoryLog, Provenance, Refs, Rejected,
     ValidationError, refuse,
 )
 from braidlog.replay import encode_state

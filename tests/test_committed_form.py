@@ -89,3 +89,13 @@ def test_a_committed_form_is_never_much_longer_than_its_delta(d):
     relies on holds for any envelope, at the longest seq, with an empty payload."""
     from braidlog.delta import _ENTRY_OVER_DATA
     assert len(committed_form(2**64 - 1, d, bytes(16), b"")) <= len(encode(d)) + _ENTRY_OVER_DATA
+
+
+@settings(max_examples=300, deadline=None)
+@given(ts=st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+                       timezones=st.timezones()))
+def test_ts_micros_is_the_exact_count_of_microseconds_since_the_epoch(ts):
+    from datetime import timedelta
+
+    from braidlog.delta import EPOCH, ts_micros
+    assert ts_micros(ts) == (ts - EPOCH) // timedelta(microseconds=1)

@@ -40,7 +40,7 @@ def open_store(path, n):
 
 
 def policy_text(log_key, witnesses, k="2"):
-    lines = [f"# two of three replicas", f"log {log_key.verifier()}"]
+    lines = ["# two of three replicas", f"log {log_key.verifier()}"]
     lines += [f"witness r{i} {c.witness_key(w)} https://w{i}.example" for i, w in enumerate(witnesses)]
     lines += [f"group replicas {k} r0 r1 r2", "quorum replicas"]
     return "\n".join(lines) + "\n"
@@ -95,7 +95,7 @@ def test_an_altered_byte_of_a_cosignature_or_note_is_refused(tmp_path, log_key, 
             c.verify_cosignature(bad, wk)
         refused += 1
     assert refused > 90
-    bad_note = full.replace(f"\n5\n", "\n6\n", 1)
+    bad_note = full.replace("\n5\n", "\n6\n", 1)
     with pytest.raises(IntegrityError, match="does not verify"):
         c.verify_cosignature(bad_note, wk)
     with pytest.raises(IntegrityError, match="no cosignature of w1.example"):

@@ -16,7 +16,7 @@ import braidlog
 from braidlog import ValidationError, Vector
 from braidlog.cli import main
 from braidlog.erasure import ERASED, ERASURES_BRAID
-from braidlog.errors import IntegrityError, StorageError
+from braidlog.errors import StorageError
 
 from .conftest import T0, make_delta
 from .forgetting import files_holding

@@ -8,7 +8,6 @@ import sys
 import pytest
 
 import braidlog
-from braidlog import StorageError
 from braidlog.cli import main
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from msgspec import Meta, Struct
 
 from ..delta import (
-    EPOCH, Entry, Erasure, GenericDelta, Provenance, _encoder, decode_entry, encode, new_id,
+    EPOCH, Erasure, GenericDelta, Provenance, decode_entry, encode, form_of, new_id,
     referenced_ids,
 )
 from ..errors import ValidationError
@@ -63,9 +63,6 @@ def erasure_delta(seqs: Iterable[int], reason: str, *, now: datetime | None = No
         payload={"seqs": seqs, "reason": reason, "reason_sha256": reason_hash(reason)})
 
 
-_MICROSECOND = timedelta(microseconds=1)
-
-
 def erased_delta(entry: bytes, by: int) -> GenericDelta:
     """What a read of an erased record gives: the envelope its committed form ``entry`` keeps,
     payload {}, no vector, and ``erased`` (the seq ``by`` of the erasure, the commitment)."""
@@ -84,10 +81,7 @@ def erased_bytes(entry: bytes, by: int) -> bytes:
 def erased_entry(seq: int, d: GenericDelta) -> bytes:
     """The committed form of the erased delta ``d`` at ``seq``: its envelope and its commitment
     (what an export or a replica carries of an erased record is enough to rebuild it)."""
-    return _encoder.encode(Entry(
-        seq=seq, id=d.id, braid_id=d.braid_id, kind=d.kind, ts=(d.ts - EPOCH) // _MICROSECOND,
-        provenance=d.provenance, confidence=float(d.confidence), refs=d.refs, tags=d.tags,
-        commitment=d.erased.commitment))
+    return form_of(seq, d, d.erased.commitment)
 
 
 def reproduced(d: GenericDelta, index: int) -> tuple[frozenset[str], int]:
