@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from msgspec import Struct
 
 from .command import command_fault
 from .delta import PROVENANCE_KINDS, GenericDelta, Provenance
@@ -43,8 +44,8 @@ from .errors import (
 from .kinds import REGISTRY, Registry
 from .projection import Boundary, Context, Decider, Projection
 from .replay import (
-    collector_paused, decode_state, encode_state, fold, load_checkpoint, stale_checkpoints, state_at,
-    write_encoded_checkpoint,
+    check_step, collector_paused, decode_state, encode_state, fold, fold_step, load_checkpoint,
+    stale_checkpoints, state_at, write_encoded_checkpoint,
 )
 from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, Staged, resolve_point
 
@@ -127,6 +128,7 @@ class Braid:
         if self._order and not store.readonly:
             store.use_projections(self._projections)
         self._checked = [i for i, p in enumerate(self._order) if p.check is not None]
+        self._steps: dict[str, tuple[Any, Any]] = {}  # kind -> the boundary's steps (_steps_of)
         for msg in stale_checkpoints(store, self._order):
             self._notice(msg)
         self._states: list[Any] = []
@@ -313,45 +315,44 @@ class Braid:
 
     def _check_and_fold(self, head: Head, staged: list[Staged]) -> None:
         """``_admit``'s loop: each delta checked by the projections that read it, then folded
-        into their states. Who reads a delta without refs depends on its kind and provenance
-        alone, so that plan (each reader's check, evolve and form) is made once per pair."""
-        order, states = self._order, self._states
-        view = BatchView(self.log, head.seq, staged)
-        plans: dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
-
-        def plan(d: GenericDelta) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-            who = [i for i, p in enumerate(order) if p.reads(d)]
-            return (tuple((i, order[i].check) for i in who if order[i].check is not None),
-                    tuple((i, order[i].evolve, order[i].positional) for i in who))
-
-        every = self.checkpoint_every
+        into their states, through two steps made on each kind's first delta: its checks in
+        the projections' order (``replay.check_step``) and its evolve calls
+        (``replay.fold_step``, as a replay folds)."""
+        order, states, every = self._order, self._states, self.checkpoint_every
+        store, seq, ids, steps = self.log, head.seq, {}, self._steps
         for n, s in enumerate(staged):
             d = s.delta
-            if d.refs is None:
-                key = (d.kind, d.provenance.kind)  # what decides `reads` when a delta has no refs
-                checks, folds = plans.get(key) or plans.setdefault(key, plan(d))
+            if d.erased is not None:  # reproduced erased: no check; each projection its own way
+                for i, p in enumerate(order):
+                    if p.reads(d):
+                        self._folded = True
+                        states[i] = p.apply(states[i], d, s.seq)
             else:
-                checks, folds = plan(d)
-            if checks and d.erased is None:  # an erased record checks nothing
-                at = Boundary(seq=s.seq, index=n, log=view.before(n))
-                for i, check in checks:
+                check, step = steps.get(d.kind) or self._steps_of(d.kind)
+                if check is not None:
                     try:
-                        check(states[i], d, at)
+                        check(d, states, Boundary(s.seq, n, BatchView(store, seq, staged, n, ids)))
                     except Rejected as e:
                         raise Rejected(f"delta {n}: {e.reason}") from None
                     except ValidationError as e:
                         raise ValidationError(e.field, e.rule, index=n) from None
-            if folds and d.erased is not None:  # reproduced erased: each projection's own way
-                self._folded = True
-                for i, _, _ in folds:
-                    states[i] = order[i].apply(states[i], d, s.seq)
-            elif folds:
-                self._folded = True
-                seq = s.seq
-                for i, evolve, positional in folds:
-                    states[i] = evolve(states[i], d, seq) if positional else evolve(states[i], d)
+                if step:
+                    self._folded = True
+                    step(d, s.seq, states)
             if s.seq % every == 0:  # a checkpoint boundary: written if it commits
                 self._snapshots.append((s.seq, [(p, encode_state(st)) for p, st in zip(order, states)]))
+
+    def _steps_of(self, kind: str) -> tuple[Any, Any]:
+        """The boundary's two steps for the deltas of ``kind`` (kept for the braid's life): its
+        checks (None if none reads it) and its evolve calls (None if no projection may read
+        it)."""
+        order = self._order
+        folds = None
+        if any(p.kinds is None or kind in p.kinds or p.refs or p.provenances for p in order):
+            folds = fold_step(kind, order, list(range(len(order))),
+                              frozenset().union(*(p.provenances for p in order)))
+        got = self._steps[kind] = (check_step(kind, order), folds)
+        return got
 
     def execute(self, decider: Decider | str, command: Any, *, braid_id: str,
                 provenance: Provenance | str = "system", now: datetime | None = None,
@@ -566,41 +567,41 @@ class ReadView:
         return BraidHead(len(seqs), seqs[-1] if seqs else 0)
 
 
-class BatchView(ReadView):
+class BatchView(Struct, frozen=True):
     """The log as a boundary check sees it: the store as of ``seq`` (the head a batch is written
-    after) followed by the batch's records ``staged`` that come before the delta checked."""
+    after) followed by the batch's records ``staged[:upto]``, those before the delta checked.
+    What ``ReadView`` answers, with the batch's records added. The views of one batch share
+    ``ids`` (delta id -> staged record over the whole batch, built on the first lookup). A
+    frozen Struct, not a ReadView: the boundary makes one a delta, in C."""
 
-    def __init__(self, store: LogStore, seq: int, staged: Sequence[Staged], upto: int | None = None,
-                 ids: dict[str, Staged] | None = None) -> None:
-        super().__init__(store, seq)
-        self._all = staged
-        self._upto = len(staged) if upto is None else upto
-        self._shared_ids = ids  # id -> record over the whole batch, built on first lookup
+    _store: Any
+    seq: int
+    _all: Sequence[Staged]
+    _upto: int
+    _ids: dict[str, Staged]
+
+    registry = ReadView.registry
+    _stop = ReadView._stop
 
     @property
     def _staged(self) -> Sequence[Staged]:
         return self._all[:self._upto]
 
     def before(self, n: int) -> BatchView:
-        """The view a check of the batch's delta ``n`` sees: the head and deltas 0..n-1 (cheap:
-        views of one batch share one id table)."""
-        if self._shared_ids is None:
-            self._shared_ids = {}
-        return BatchView(self._store, self.seq, self._all, n, self._shared_ids)
+        """The view a check of the batch's delta ``n`` sees: the head and deltas 0..n-1."""
+        return BatchView(self._store, self.seq, self._all, n, self._ids)
 
     def _mine(self, delta_id: str) -> Staged | None:
-        ids = self._shared_ids
-        if ids is None:
-            ids = self._shared_ids = {}
+        ids = self._ids
         if not ids and self._all:
             ids.update((st.delta.id.upper(), st) for st in self._all)
         found = ids.get(delta_id.upper())
         return found if found is not None and found.seq <= self.seq + self._upto else None
 
     def head(self) -> Head:
-        if not self._staged:
-            return super().head()
-        last = self._staged[-1]
+        if not self._upto:
+            return ReadView.head(self)  # type: ignore[arg-type]
+        last = self._all[self._upto - 1]
         return Head(last.seq, last.hash)
 
     def read(self, seq: int) -> Record:
@@ -609,15 +610,15 @@ class BatchView(ReadView):
             if k < self._upto:
                 s = self._all[k]
                 return Record(s.seq, s.hash, s.delta)
-        return super().read(seq)
+        return ReadView.read(self, seq)  # type: ignore[arg-type]
 
     def get(self, delta_id: str) -> Record | None:
         s = self._mine(delta_id)
-        return Record(s.seq, s.hash, s.delta) if s is not None else super().get(delta_id)
+        return Record(s.seq, s.hash, s.delta) if s is not None else ReadView.get(self, delta_id)  # type: ignore[arg-type]
 
     def seq_of(self, delta_id: str) -> int | None:
         s = self._mine(delta_id)
-        return s.seq if s is not None else super().seq_of(delta_id)
+        return s.seq if s is not None else ReadView.seq_of(self, delta_id)  # type: ignore[arg-type]
 
     def _merged(self, base: Any, keep: Any, start: int, stop: int | None, reverse: bool,
                 limit: int | None) -> Iterator[Record]:
@@ -630,25 +631,26 @@ class BatchView(ReadView):
 
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
              limit: int | None = None) -> Iterator[Record]:
-        return self._merged(super().scan, lambda s: True, start, stop, reverse, limit)
+        base = functools.partial(ReadView.scan, self)
+        return self._merged(base, lambda s: True, start, stop, reverse, limit)
 
     def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
                    reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        base = functools.partial(super().scan_braid, braid_id)
+        base = functools.partial(ReadView.scan_braid, self, braid_id)
         return self._merged(base, lambda s: s.delta.braid_id == braid_id, start, stop, reverse, limit)
 
     def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        base = functools.partial(super().scan_kind, kind)
+        base = functools.partial(ReadView.scan_kind, self, kind)
         return self._merged(base, lambda s: s.delta.kind == kind, start, stop, reverse, limit)
 
     def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        base = functools.partial(super().scan_refs, entity_id)
+        base = functools.partial(ReadView.scan_refs, self, entity_id)
         return self._merged(base, lambda s: entity_id in s.refs, start, stop, reverse, limit)
 
     def braid_head(self, braid_id: str) -> BraidHead:
-        base = super().braid_head(braid_id)
+        base = ReadView.braid_head(self, braid_id)  # type: ignore[arg-type]
         ours = [s.seq for s in self._staged if s.delta.braid_id == braid_id]
         return BraidHead(base.version + len(ours), ours[-1]) if ours else base
 

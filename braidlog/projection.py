@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from msgspec import Struct
+
 from .delta import GenericDelta, Provenance, Refs, Vector, new_id
 from .errors import Rejected
 from .kinds import default_confidence
@@ -67,11 +69,11 @@ REF_FIELDS = ("beads", "knots", "episodes", "deltas")
 S = TypeVar("S")
 
 
-@dataclass(frozen=True)
-class Boundary:
+class Boundary(Struct, frozen=True):
     """Where a delta being checked stands: the ``seq`` it will take, its ``index`` in its batch,
     and ``log``, a read-only store as of just before it (the head the batch is written after,
-    plus the batch's earlier deltas): ``read``, ``get``, ``seq_of`` and the ``scan`` family."""
+    plus the batch's earlier deltas): ``read``, ``get``, ``seq_of`` and the ``scan`` family.
+    (A frozen Struct: the boundary makes one a delta, and a frozen dataclass took 1 µs.)"""
 
     seq: int
     index: int

@@ -28,7 +28,8 @@ from .projection import REF_FIELDS, Projection
 from .store import HW_SIZE, LogStore, Progress
 
 __all__ = ["Checkpoint", "encode_state", "decode_state", "fold", "write_checkpoint",
-           "write_encoded_checkpoint", "load_checkpoint", "state_at", "stale_checkpoints"]
+           "write_encoded_checkpoint", "load_checkpoint", "state_at", "stale_checkpoints",
+           "fold_step", "check_step"]
 
 
 class Checkpoint(Struct, frozen=True):
@@ -179,7 +180,7 @@ def _ticking(items: Iterable[Any], tick: Progress) -> Iterator[Any]:
 def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[Any],
                active: list[int], start: int, stop: int, tick: Progress | None) -> None:
     """The ``active`` states over seqs ``start..stop``, each delta through the step of its kind
-    (``_step``, made on the kind's first delta): the projections that read every delta of the
+    (``fold_step``, made on the kind's first delta): the projections that read every delta of the
     kind, and those that may read one by its refs or provenance (tested per delta)."""
     by_provenance = frozenset().union(*(projections[i].provenances for i in active))
     steps: dict[str, Callable[[Any, int, list[Any]], None]] = {}
@@ -191,7 +192,7 @@ def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[
         if d.erased is None:
             step = steps.get(d.kind)
             if step is None:
-                step = steps[d.kind] = _step(d.kind, projections, active, by_provenance)
+                step = steps[d.kind] = fold_step(d.kind, projections, active, by_provenance)
             step(d, rec.seq, states)
         else:  # each projection that reads it folds it its own way
             for i in active:
@@ -199,13 +200,14 @@ def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[
                     states[i] = projections[i].apply(states[i], d, rec.seq)
 
 
-def _step(kind: str, projections: Sequence[Projection], active: list[int],
-          by_provenance: frozenset[str]) -> Callable[[Any, int, list[Any]], None]:
+def fold_step(kind: str, projections: Sequence[Projection], active: list[int],
+              by_provenance: frozenset[str]) -> Callable[[Any, int, list[Any]], None]:
     """``step(delta, seq, states)`` for the deltas of ``kind``: one straight run of evolve calls,
     first of the projections that read every delta of the kind, then, tested per delta, of those
     that may read one by its refs or provenance; each in ``active`` order, each in its own form
     (``positional``). Written out as code, as dataclasses writes ``__init__``: a replay calls it
-    once per delta, and a loop over a table of (state, evolve, form) costs more than the calls."""
+    once per delta, and a loop over a table of (state, evolve, form) costs more than the calls.
+    The boundary folds a batch being written through it too (``Braid``)."""
     names: dict[str, Any] = {"by_provenance": by_provenance}
     lines = ["def step(d, seq, S):"]
 
@@ -225,19 +227,48 @@ def _step(kind: str, projections: Sequence[Projection], active: list[int],
         lines += ["    refs, source = d.refs, d.provenance.kind",
                   "    if refs is not None or source in by_provenance:"]
         for i in maybe:
-            p = projections[i]
-            tests = []
-            if p.provenances:
-                names[f"p{i}"] = p.provenances
-                tests.append(f"source in p{i}")
-            if p.refs:  # Projection admits REF_FIELDS only; code is written from that tuple alone
-                fields = [f for f in REF_FIELDS if f in p.refs]
-                tests.append(f"(refs is not None and ({' or '.join(f'refs.{f}' for f in fields)}))")
-            lines += [f"        if {' or '.join(tests)}:", call(i, "            ")]
+            lines += [f"        if {_reads_by(projections[i], i, names)}:", call(i, "            ")]
     if len(lines) == 1:
         lines.append("    pass")
     exec("\n".join(lines), names)  # noqa: S102 (names: evolves and sets; fields: REF_FIELDS)
     return names["step"]
+
+
+def check_step(kind: str, projections: Sequence[Projection]
+               ) -> Callable[[Any, list[Any], Any], None] | None:
+    """``check(delta, states, at)`` for the deltas of ``kind``: the ``check`` of each projection
+    that reads the delta (``Projection.reads``), in the projections' order, so the first rule
+    broken is the one named; None when no projection with a check reads a delta of ``kind``.
+    Written out as code, as ``fold_step``, for the boundary's loop over a batch."""
+    names: dict[str, Any] = {}
+    lines, tested = [], False
+    for i, p in enumerate(projections):
+        if p.check is None:
+            continue
+        names[f"c{i}"] = p.check
+        if p.kinds is None or kind in p.kinds:
+            lines.append(f"    c{i}(S[{i}], d, at)")
+        elif p.refs or p.provenances:
+            lines += [f"    if {_reads_by(p, i, names)}:", f"        c{i}(S[{i}], d, at)"]
+            tested = True
+    if not lines:
+        return None
+    head = ["def check(d, S, at):"] + (["    refs, source = d.refs, d.provenance.kind"] if tested else [])
+    exec("\n".join(head + lines), names)  # noqa: S102 (names: checks and sets; fields: REF_FIELDS)
+    return names["check"]
+
+
+def _reads_by(p: Projection, i: int, names: dict[str, Any]) -> str:
+    """The test, as code over ``refs`` and ``source``, of whether projection ``p`` (number
+    ``i``) reads a delta of a kind it does not read whole: by its provenance or by its refs."""
+    tests = []
+    if p.provenances:
+        names[f"p{i}"] = p.provenances
+        tests.append(f"source in p{i}")
+    if p.refs:  # Projection admits REF_FIELDS only; code is written from that tuple alone
+        fields = [f for f in REF_FIELDS if f in p.refs]
+        tests.append(f"(refs is not None and ({' or '.join(f'refs.{f}' for f in fields)}))")
+    return " or ".join(tests)
 
 
 def write_checkpoint(store: LogStore, projection: Projection, seq: int, state: Any) -> None:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import braidlog
 from braidlog import (
-    Braid, Decider, GenericDelta, LmdbLog, MemoryLog, Provenance, Refs, Rejected,
+    Braid, Decider, GenericDelta, LmdbLog, MemoryLog, Projection, Provenance, Refs, Rejected,
     ValidationError, refuse,
 )
 from braidlog.replay import encode_state
@@ -306,3 +306,57 @@ def test_cli_append_and_import_obey_the_store_s_projection_checks(tmp_path, caps
     assert main(["--store", str(tmp_path / "dst"), "import", str(export)]) != 0
     assert "raw-cot-behind-flag" in capsys.readouterr().err
     assert not (tmp_path / "dst").exists(), "a refused import into a new store leaves nothing"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_each_delta_is_checked_by_every_projection_that_reads_it_in_their_order(seed):
+    """Reads declared every way (kinds, refs by field, provenance, all three, none, every
+    delta) against deltas with no refs, empty refs, each ref field, dream or not: the boundary
+    runs the check of each projection that reads a delta (``Projection.reads``), in the
+    projections' order, each against its state before the delta, and folds the delta into
+    exactly those states; a projection without a check is folded all the same."""
+    import random
+
+    rng = random.Random(seed)
+    bead = (braidlog.BeadRef("bead-1", "used"),)
+    calls: list[tuple[str, str, int]] = []
+
+    def evolve(s: list, d: GenericDelta) -> list:
+        s.append(d.id)
+        return s
+
+    def checker(name):
+        def check(s: list, d: GenericDelta, at: braidlog.Boundary) -> None:
+            calls.append((name, d.id, len(s)))
+        return check
+
+    declared = [dict(kinds=None), dict(kinds={"tick"}), dict(kinds={"tick"}, refs={"beads"}),
+                dict(kinds=set(), refs={"deltas", "beads"}), dict(kinds={"observation"},
+                provenances={"dream"}), dict(kinds=set(), refs={"deltas"}, provenances={"dream"}),
+                dict(kinds=set()), dict(kinds={"message"}, refs={"knots"})]
+    ps = [Projection(f"p{n}", 1, [], evolve, check=checker(f"p{n}") if n != 5 else None, **reads)
+          for n, reads in enumerate(declared)]
+    deltas: list[GenericDelta] = []
+    for i in range(90):
+        cited = (deltas[rng.randrange(len(deltas))].id,) if deltas else ()
+        refs = rng.choice([None, Refs(), Refs(beads=bead), Refs(deltas=cited),
+                           Refs(beads=bead, deltas=cited), Refs(knots=("k",))])
+        kind = rng.choice(["tick", "message", "observation"])
+        payload = {"tick": {}, "message": {"text": f"m{i}"}, "observation": {"text": "o"}}[kind]
+        deltas.append(GenericDelta(braid_id="b", kind=kind, ts=T0 + timedelta(seconds=i),
+                                   provenance=Provenance(rng.choice(["user", "dream", "tool"])),
+                                   confidence=0.5, payload=payload, refs=refs))
+    braid = Braid(MemoryLog(), ps)
+    for at in range(0, len(deltas), 30):
+        braid.append_batch(deltas[at:at + 30])
+    seen = {p.name: [] for p in ps}
+    want = []
+    for d in deltas:
+        for p in ps:
+            if p.reads(d):
+                if p.check is not None:
+                    want.append((p.name, d.id, len(seen[p.name])))
+                seen[p.name].append(d.id)
+    assert calls == want
+    for p in ps:
+        assert braid.state(p.name) == seen[p.name], p.name
