@@ -128,6 +128,8 @@ class Braid:
         if self._order and not store.readonly:
             store.use_projections(self._projections)
         self._checked = [i for i, p in enumerate(self._order) if p.check is not None]
+        # a projection with a check reads every delta: every batch goes through the checks
+        self._checks_every = any(self._order[i].kinds is None for i in self._checked)
         self._steps: dict[str, tuple[Any, Any]] = {}  # kind -> the boundary's steps (_steps_of)
         for msg in stale_checkpoints(store, self._order):
             self._notice(msg)
@@ -177,7 +179,7 @@ class Braid:
     @property
     def seq(self) -> int:
         """The seq the live states stand at."""
-        return min(self._seqs, default=self.log.head().seq)
+        return min(self._seqs) if self._seqs else self.log.head().seq
 
     def catch_up(self, *, progress: Progress | None = None) -> int:
         """Fold every new delta into the live states, checkpointing on the way; the head seq."""
@@ -300,12 +302,16 @@ class Braid:
         the states of the projections that read it, then fold it into every live state, so
         the next delta of the batch is checked against the state with this one applied."""
         order = self._order
-        if not any(order[i].reads(s.delta) for s in staged for i in self._checked):
+        if not (self._checks_every or any(order[i].reads(s.delta) for s in staged
+                                          for i in self._checked)):
             return  # nothing here for a check: the live states follow the log as usual
         if self._folded or max(self._seqs, default=0) > head.seq:
             self._load()  # a write attempt ran again (the map grew): start from the checkpoints
             self._snapshots = []
-        self.catch_up()
+        if min(self._seqs) == head.seq:
+            self._live = True  # at the head already: what catch_up would find, without a read
+        else:
+            self.catch_up()
         if self.seq != head.seq:
             raise ConflictError(f"the live states stand at seq {self.seq}, the head at {head.seq}",
                                 expected=head.seq, actual=self.seq)

@@ -15,7 +15,6 @@ import gc
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import msgspec
@@ -88,8 +87,32 @@ _pauses = 0
 _resume = False
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
+class _CollectorPaused:
+    """``collector_paused()``: a context manager object rather than a generator's, since the
+    boundary enters one for every write (a few microseconds less for a single append)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _pauses, _resume
+        with _pause_lock:
+            if _pauses == 0:
+                _resume = gc.isenabled()
+                gc.disable()
+            _pauses += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _pauses
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _resume:
+                gc.enable()
+
+
+_COLLECTOR_PAUSED = _CollectorPaused()
+
+
+def collector_paused() -> _CollectorPaused:
     """Python's cyclic garbage collector off while a fold runs, as it was before afterwards.
 
     A fold allocates a state object or two per delta and keeps most of them, so the collector's
@@ -97,19 +120,7 @@ def collector_paused() -> Iterator[None]:
     deltas, a third of the time; docs/benchmarks.md). Folds make next to no cyclic garbage
     (evolve is pure), and what they make is collected once the collector runs again. Nested and
     concurrent folds share one pause: the first turns the collector off, the last back on."""
-    global _pauses, _resume
-    with _pause_lock:
-        if _pauses == 0:
-            _resume = gc.isenabled()
-            gc.disable()
-        _pauses += 1
-    try:
-        yield
-    finally:
-        with _pause_lock:
-            _pauses -= 1
-            if _pauses == 0 and _resume:
-                gc.enable()
+    return _COLLECTOR_PAUSED
 
 
 def _fold(store: LogStore, projections: Sequence[Projection], states: list[Any], seqs: list[int],
