@@ -455,3 +455,32 @@ def test_peaks_kept_from_a_write_that_failed_are_not_used_for_another_log(tmp_pa
     assert a.verify().seq == head.seq + 11
     a.close()
     b.close()
+
+
+def test_a_large_batch_pauses_the_garbage_collector_and_leaves_it_as_it_found_it(tmp_path):
+    import gc
+
+    from braidlog import ValidationError
+    from braidlog.lmdb.log import MANY
+
+    seen = []
+    with LmdbLog(tmp_path / "s") as log:
+        real = log._append_in
+
+        def spy(*a, **k):
+            seen.append(gc.isenabled())
+            return real(*a, **k)
+        log._append_in = spy
+        log.append_batch([make_delta(i) for i in range(MANY)])
+        log.append(make_delta(MANY))
+        assert seen == [False, True] and gc.isenabled()  # paused for the batch alone
+        bad = [make_delta(MANY + 1 + i) for i in range(MANY)] + [make_delta(0, braid="")]
+        with pytest.raises(ValidationError):
+            log.append_batch(bad)
+        assert gc.isenabled() and log.head().seq == MANY + 1  # refused whole, collector back on
+        gc.disable()
+        try:
+            log.append_batch([make_delta(500 + i) for i in range(MANY)])
+            assert not gc.isenabled()  # the caller's choice stands
+        finally:
+            gc.enable()
