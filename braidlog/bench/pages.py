@@ -52,7 +52,7 @@ def layout(skip: Sequence[str] = (), composite: bool = False) -> type[LmdbLog]:
                      "refs": [(r, k) for s, k in zip(staged, keys) for r in s.refs]}
             puts = {"ids": [(s.delta.id.encode(), k) for s, k in zip(staged, keys)],
                     "idh": [(id_digest(s.delta.id), k) for s, k in zip(staged, keys)]}
-            if composite:
+            if composite:  # the store's checkpoint table, empty here, stands in for a new one
                 puts["ckpt"] = sorted((t[0].encode() + n.encode() + b"\0" + k, b"")
                                       for t, rows in named.items() for n, k in rows)
             else:
