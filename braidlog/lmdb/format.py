@@ -408,11 +408,11 @@ def upgrade(env: Env, version: int) -> int:
         rechain(txn, db, progress)
         if "idh" in tables:
             fill_idh(txn, db)
+        else:  # format 3's idh, keyed by the digest alone
+            rekey_idh(txn, db)
         for t in RETIRED:
             if t in db:
                 txn.drop(db[t], delete=True)
-        else:
-            rekey_idh(txn, db)
         txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
         return tables
     env.db.update(env.write(fn))
@@ -572,7 +572,7 @@ def rekey_idh(txn, db: dict[str, Any]) -> None:
 
 def idh_current(env: Env) -> bool:
     """Whether the store's id-digest index is keyed as ``id_digest`` keys it."""
-    return env.read(lambda txn: txn.get(IDH_KEYS, db=env.db["meta"])) == IDH_BY_TIME
+    return env.read(lambda txn: copied(txn.get(IDH_KEYS, db=env.db["meta"]))) == IDH_BY_TIME
 
 
 def copied(value: Any) -> bytes | None:
