@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import numpy as np
@@ -45,7 +45,7 @@ DIMS = tuple(int(d) for d in os.environ.get("BRAIDLOG_RECALL_BENCH_DIMS", "128,3
 DATA = ("clustered", "random")
 K, EF, M, EF_CONSTRUCTION = 10, 64, 16, 100  # EF: Recall's default
 MODES = ("raw", "unfiltered", "as-of-middle", "as-of-reproducible", "filtered-1pct", "recall-with-deltas")
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 _built: dict[tuple[int, str], SimpleNamespace] = {}
 _lines: list[str] = []

@@ -29,7 +29,6 @@ nats = pytest.importorskip("nats")
 
 from braidlog import LmdbLog  # noqa: E402
 from braidlog.replication import MAX_BATCH, Replica, Shipper, Stream, SyncLog  # noqa: E402
-
 from tests.test_replication import NatsCluster, server_binary  # noqa: E402
 
 N = int(os.environ.get("BRAIDLOG_REPLICATION_BENCH_N", "20000"))
@@ -87,7 +86,7 @@ async def _plain(url: str, name: str, work):
                 await js.add_stream(name=name, subjects=[f"{name}.>"], allow_atomic=True,
                                     allow_direct=True, num_replicas=NODES)
                 break
-            except (nats.errors.Error, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.Error):
                 await asyncio.sleep(0.1)
         return await work(nc, js)
     finally:

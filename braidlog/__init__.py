@@ -9,18 +9,44 @@ from .braid import DEFAULT_STORE, Braid, ReadView, View, open
 from .chain import GENESIS
 from .command import Command
 from .delta import (
-    PROVENANCE_KINDS, BeadRef, Confidence, GenericDelta, Ident, Provenance, Refs, Text, Ulid,
-    UtcTime, Vector, decode, delta, encode, from_json, new_id, to_json, validate,
+    PROVENANCE_KINDS,
+    BeadRef,
+    Confidence,
+    GenericDelta,
+    Ident,
+    Provenance,
+    Refs,
+    Text,
+    Ulid,
+    UtcTime,
+    Vector,
+    decode,
+    delta,
+    encode,
+    from_json,
+    new_id,
+    to_json,
+    validate,
 )
 from .errors import (
-    BraidlogError, CheckpointWarning, ConflictError, DecodeError, IntegrityError, NotAcknowledged,
-    MissingDependency, RecallWarning, Rejected, ReplicationError, StaleHead, StaleWriter, StorageError,
-    StoreFullError, ValidationError,
+    BraidlogError,
+    CheckpointWarning,
+    ConflictError,
+    DecodeError,
+    IntegrityError,
+    MissingDependency,
+    NotAcknowledged,
+    RecallWarning,
+    Rejected,
+    ReplicationError,
+    StaleHead,
+    StaleWriter,
+    StorageError,
+    StoreFullError,
+    ValidationError,
 )
 from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
-from .kinds import (
-    MINIMUM_KINDS, REGISTRY, KindSpec, Registry, check_payload, declare, plain, typed, typed_or_none,
-)
+from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, check_payload, declare, plain, typed, typed_or_none
 from .lmdb.log import LmdbLog
 from .projection import Boundary, Context, Decider, Projection, refuse
 from .store import BraidHead, Head, LogStore, MemoryLog, Record

@@ -227,7 +227,7 @@ def _list_changes(old: list[Any], new: list[Any], path: str) -> list[Change]:
         if op == "equal":
             continue
         if op == "replace" and i2 - i1 == j2 - j1:
-            for i, j in zip(range(i1, i2), range(j1, j2)):
+            for i, j in zip(range(i1, i2), range(j1, j2), strict=False):
                 out.extend(changes(old[i], new[j], f"{path}[{j}]"))
             continue
         out.extend(Change(f"{path}[{i}]", "removed", old=old[i]) for i in range(i1, i2))
@@ -370,12 +370,12 @@ def history(braid_or_view: Any, entity_id: str, *, states: bool = True,
         seqs = [r.seq for r in recs] + [seq]
         for i, (_, folded) in enumerate(_walk_states(braid, relevant, seqs)):
             found = per_step[i] if i < len(recs) else current
-            for p, state in zip(relevant, folded):
+            for p, state in zip(relevant, folded, strict=False):
                 value = _entity(p, state, entity_id, entities)
                 if value is not _MISSING:
                     found[p.name] = value
     steps, previous = [], {}
-    for rec, after in zip(recs, per_step):
+    for rec, after in zip(recs, per_step, strict=False):
         delta_changes = {}
         for p in relevant:
             old, new = previous.get(p.name, _MISSING), after.get(p.name, _MISSING)

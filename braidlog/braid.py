@@ -30,7 +30,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from msgspec import Struct
@@ -38,14 +38,20 @@ from msgspec import Struct
 from .command import command_fault
 from .delta import PROVENANCE_KINDS, GenericDelta, Provenance
 from .erasure import ErasureReport
-from .errors import (
-    BraidlogError, CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError,
-)
+from .errors import BraidlogError, CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError
 from .kinds import REGISTRY, Registry
 from .projection import Boundary, Context, Decider, Projection
 from .replay import (
-    check_step, collector_paused, decode_state, encode_state, fold, fold_step, load_checkpoint,
-    stale_checkpoints, state_at, write_encoded_checkpoint,
+    check_step,
+    collector_paused,
+    decode_state,
+    encode_state,
+    fold,
+    fold_step,
+    load_checkpoint,
+    stale_checkpoints,
+    state_at,
+    write_encoded_checkpoint,
 )
 from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, Staged, resolve_point
 
@@ -211,7 +217,7 @@ class Braid:
         if self.log_readonly:
             return
         taken = [(p, encode_state(state))
-                 for p, state, at in zip(self._order, self._states, self._seqs) if at == seq]
+                 for p, state, at in zip(self._order, self._states, self._seqs, strict=False) if at == seq]
         if self._deferred is not None:
             self._deferred.append((seq, taken))
         else:
@@ -346,7 +352,7 @@ class Braid:
                     self._folded = True
                     step(d, s.seq, states)
             if s.seq % every == 0:  # a checkpoint boundary: written if it commits
-                self._snapshots.append((s.seq, [(p, encode_state(st)) for p, st in zip(order, states)]))
+                self._snapshots.append((s.seq, [(p, encode_state(st)) for p, st in zip(order, states, strict=False)]))
 
     def _steps_of(self, kind: str) -> tuple[Any, Any]:
         """The boundary's two steps for the deltas of ``kind`` (kept for the braid's life): its
@@ -397,7 +403,7 @@ class Braid:
         i = self._index(decider.name)
 
         def decide(head: int) -> list[GenericDelta]:
-            ctx = Context(now=now or datetime.now(timezone.utc), braid_id=braid_id,
+            ctx = Context(now=now or datetime.now(UTC), braid_id=braid_id,
                           provenance=provenance, confidence=confidence, head=head,
                           log=ReadView(self.log, head))
             try:
@@ -460,7 +466,7 @@ class Braid:
         self.after_erasure()  # before: an index saved meanwhile would hold the text
         record, commitments = self.log.erase(chosen.seqs, d)
         self.after_erasure()
-        return erasure.ErasureReport(chosen.seqs, tuple(zip(chosen.seqs, commitments)),
+        return erasure.ErasureReport(chosen.seqs, tuple(zip(chosen.seqs, commitments, strict=False)),
                                      chosen.skipped, record.seq, d.payload["reason_sha256"],
                                      chosen.what)
 

@@ -182,7 +182,7 @@ def tree_checked(tree_hashes: Callable[[list[merkle.Node]], list[bytes]], start:
 def _compare_nodes(tree_hashes: Callable[[list[merkle.Node]], list[bytes]],
                    made: list[tuple[int, int, bytes]]) -> None:
     stored = tree_hashes([(level, index) for level, index, _ in made]) if made else []
-    for (level, index, expected), found in zip(made, stored):
+    for (level, index, expected), found in zip(made, stored, strict=False):
         if expected != found:
             first, last = (index << level) + 1, (index + 1) << level
             raise IntegrityError(

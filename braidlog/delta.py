@@ -14,7 +14,7 @@ import re
 import sys
 from array import array
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Union
 
 import msgspec
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_ID_BYTES = 120  # characters; keeps every index key under LMDB's 511-byte limit
 
 # The field types of the envelope, shared by every projection's payloads and commands (and
@@ -214,7 +214,7 @@ def delta(braid_id: str, kind: str, payload: dict[str, Any] | None = None, *,
     if confidence is None:  # the kind's default, stored in the delta
         confidence = default_confidence(kind, provenance.kind, payload)
     return GenericDelta(
-        braid_id=braid_id, kind=kind, ts=ts or datetime.now(timezone.utc),
+        braid_id=braid_id, kind=kind, ts=ts or datetime.now(UTC),
         provenance=provenance, confidence=confidence, payload=payload or {}, refs=refs,
         tags=tuple(tags), vector=vector, id=id or new_id(),
     )

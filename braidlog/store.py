@@ -23,20 +23,25 @@ import bisect
 import numbers
 import os
 import threading
-
-import msgspec
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from os import PathLike
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+import msgspec
 from msgspec import Struct
 
 from . import tree as merkle
-from .chain import GENESIS, digest, link, links
+from .chain import GENESIS, Row, checked_rows, digest, link, links, tree_checked, ts_micros
 from .delta import (
-    SALT_SIZE, GenericDelta, _shown, check_entry_size, committed_form, encode, referenced_ids,
+    SALT_SIZE,
+    GenericDelta,
+    _shown,
+    check_entry_size,
+    committed_form,
+    encode,
+    referenced_ids,
     validate_typed,
 )
 from .erasure import ERASED, erased_delta, erased_entry, payload_refs, reproduced
@@ -44,7 +49,6 @@ from .errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration, store_kinds
 from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
-from .chain import Row, checked_rows, tree_checked, ts_micros
 
 __all__ = [
     "HW_SIZE",
@@ -417,8 +421,8 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
     drawn = os.urandom(SALT_SIZE * len(fresh))
     chosen = [drawn[i * SALT_SIZE:(i + 1) * SALT_SIZE] for i in range(len(fresh))]
     if salts:
-        chosen = [_salt(salts.get(c.delta.id), s) for c, s in zip(fresh, chosen)]
-    for seq, c, salt in zip(range(first, first + len(fresh)), fresh, chosen):
+        chosen = [_salt(salts.get(c.delta.id), s) for c, s in zip(fresh, chosen, strict=False)]
+    for seq, c, salt in zip(range(first, first + len(fresh)), fresh, chosen, strict=False):
         hw = next_hw(hw, ts_micros(c.delta.ts))
         bodies.append(hw.to_bytes(8, "big") + c.data)
         entries.append(erased_entry(seq, c.delta) if c.erased_by  # from the envelope it keeps
@@ -427,7 +431,7 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
                      c.erased_by)
               for seq, h, body, c, entry, salt
               in zip(range(first, first + len(fresh)), links(head.hash, first, entries), bodies,
-                     fresh, entries, chosen)]
+                     fresh, entries, chosen, strict=False)]
     if fresh is checked:
         return staged, [s.seq for s in staged]
     it = iter(staged)

@@ -39,7 +39,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -47,10 +47,7 @@ import msgspec
 from msgspec import Struct
 
 from .chain import GENESIS, HASH_SIZE
-from .delta import (
-    SALT_SIZE, GenericDelta, committed_form, decode, repeated_key, repeated_key_rule,
-    validate_typed,
-)
+from .delta import SALT_SIZE, GenericDelta, committed_form, decode, repeated_key, repeated_key_rule, validate_typed
 from .erasure import ERASED, Erasures, erased_bytes, erased_entry, erased_line, erasure_line
 from .errors import ConflictError, DecodeError, IntegrityError, StorageError, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration
@@ -58,10 +55,7 @@ from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
 from .projection import Projection
 from .replay import Checkpoint, decode_state
-from .store import (
-    HW_SIZE, Head, LogStore, OnDisk, Progress, Row, chain_fault, hw_fault, hw_of,
-    ts_micros,
-)
+from .store import HW_SIZE, Head, LogStore, OnDisk, Progress, Row, chain_fault, hw_fault, hw_of, ts_micros
 
 __all__ = [
     "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
@@ -601,7 +595,7 @@ def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
     created = not dest.exists()
     try:
         source.copy(dest, compact=True)
-        taken_at = datetime.now(timezone.utc)
+        taken_at = datetime.now(UTC)
         with _lmdb(dest, create=False) as copy:
             head = copy.head()
             copy.verify()
@@ -758,7 +752,7 @@ def stats(store: LogStore) -> Stats:
         first = store.read(1).delta.ts
         last = store.read(head.seq).delta.ts
         micros = hw_of(store.body(head.seq))
-        hw = datetime.fromtimestamp(micros // 1_000_000, timezone.utc).replace(
+        hw = datetime.fromtimestamp(micros // 1_000_000, UTC).replace(
             microsecond=micros % 1_000_000)
     size = store.stat() if isinstance(store, OnDisk) else None
     return Stats(head=str(head), deltas=head.seq, kinds=store.counts("kind"),

@@ -18,7 +18,6 @@ subtrees (``subtrees``), so the root of any size and every proof take O(log n) r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-
 from hashlib import sha256
 
 __all__ = [
@@ -183,5 +182,5 @@ def resolve(ranges: Sequence[tuple[int, int]],
             read: Callable[[list[Node]], list[bytes]]) -> list[bytes]:
     """``MTH`` of each range, reading every complete subtree they need with one ``read`` call."""
     parts, wanted = hashes_for(ranges)
-    got = dict(zip(wanted, read(wanted)))
+    got = dict(zip(wanted, read(wanted), strict=False))
     return [fold([got[n] for n in part]) for part in parts]

@@ -45,8 +45,20 @@ from msgspec import Meta, Struct
 
 import braidlog
 from braidlog import (
-    BeadRef, Boundary, BraidlogError, Context, Decider, GenericDelta, Ident, Refs, Rejected, Text,
-    ValidationError, check_payload, plain, refuse,
+    BeadRef,
+    Boundary,
+    BraidlogError,
+    Context,
+    Decider,
+    GenericDelta,
+    Ident,
+    Refs,
+    Rejected,
+    Text,
+    ValidationError,
+    check_payload,
+    plain,
+    refuse,
 )
 
 from .trust import dream_confidence

@@ -32,7 +32,6 @@ from msgspec import Meta, Struct
 import braidlog
 from braidlog import Context, Decider, GenericDelta, ValidationError, refuse
 
-
 __all__ = [
     "FIELD_TYPES", "REVISION_PROVENANCES", "DEFAULT_MAX_FIELD_HISTORY", "DEFAULT_FIELD_SALIENCE",
     "MIN_SALIENCE", "MAX_SALIENCE", "EMPTY_TOPIC_SALIENCE",

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
@@ -45,8 +45,22 @@ from msgspec import Meta, Struct
 
 import braidlog
 from braidlog import (
-    BeadRef, Boundary, Context, Decider, GenericDelta, Ident, Provenance, Refs, Rejected, Text,
-    UtcTime, ValidationError, check_payload, plain, refuse, typed_or_none,
+    BeadRef,
+    Boundary,
+    Context,
+    Decider,
+    GenericDelta,
+    Ident,
+    Provenance,
+    Refs,
+    Rejected,
+    Text,
+    UtcTime,
+    ValidationError,
+    check_payload,
+    plain,
+    refuse,
+    typed_or_none,
 )
 from braidlog.kinds import VERSION_KEY
 
@@ -91,7 +105,7 @@ def default_episode_id(braid_id: str, ts: datetime) -> str:
     """
     if ts.tzinfo is None:
         raise ValidationError("ts", "must be a timezone-aware datetime")
-    code = ts.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    code = ts.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{DEFAULT_EPISODE_PREFIX}{_braid_key(braid_id)}@{code}"
 
 

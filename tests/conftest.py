@@ -8,14 +8,14 @@ import random
 import select
 import signal
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import braidlog
-from braidlog import GenericDelta, LmdbLog, MemoryLog, Provenance, Refs, BeadRef
+from braidlog import BeadRef, GenericDelta, LmdbLog, MemoryLog, Provenance, Refs
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture(params=["memory", "lmdb"])

@@ -8,7 +8,6 @@ one leaf list stay fast; that changes no result.
 from __future__ import annotations
 
 from functools import lru_cache
-
 from hashlib import sha256
 
 
@@ -31,7 +30,7 @@ class Reference:
         self.mth = lru_cache(maxsize=None)(self._mth)
 
     @classmethod
-    def of_inputs(cls, inputs: list[bytes]) -> "Reference":
+    def of_inputs(cls, inputs: list[bytes]) -> Reference:
         return cls([HASH(b"\x00" + d) for d in inputs])
 
     def _mth(self, lo: int, hi: int) -> bytes:

@@ -7,7 +7,7 @@ fixture.
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import msgspec
 import pytest
@@ -51,7 +51,7 @@ def test_record_hash_chains_over_the_committed_forms(log):
     prev = GENESIS
     rows = list(log.scan_rows())
     assert [r.seq for r in rows] == [1, 2, 3] and len({r.salt for r in rows}) == 3
-    for seq, row in zip((1, 2, 3), rows):
+    for seq, row in zip((1, 2, 3), rows, strict=False):
         body = log.body(seq)
         assert body[8:] == row.data == encode(ds[seq - 1]) and row.body == body
         entry = log.entry(seq)
@@ -66,7 +66,8 @@ def test_record_hash_chains_over_the_committed_forms(log):
 
 
 def test_ts_is_stored_in_utc(log):
-    from datetime import timezone, timedelta as td
+    from datetime import timedelta as td
+    from datetime import timezone
     local = T0.astimezone(timezone(td(hours=5)))
     seq = log.append(make_delta(0, ts=local))
     ts = log.read(seq).delta.ts
@@ -247,10 +248,10 @@ def test_a_delta_read_back_appends_again_as_a_retry(log):
 
 
 def test_timestamps_before_1970_are_refused(log):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     with pytest.raises(ValidationError, match="at or after 1970"):
-        log.append(make_delta(0, ts=datetime(1965, 1, 1, tzinfo=timezone.utc)))
+        log.append(make_delta(0, ts=datetime(1965, 1, 1, tzinfo=UTC)))
     assert log.head().seq == 0
 
 
@@ -262,6 +263,7 @@ def test_delta_ids_are_looked_up_case_insensitively(log):
 
 def test_the_merkle_tree_is_rfc_6962_over_the_committed_forms(log):
     from braidlog.proofs import consistency_proof, inclusion_proof, root
+
     from .rfc9162 import Reference
 
     for start, n in ((0, 1), (1, 2), (3, 5), (8, 1), (9, 12)):  # nodes complete across batches

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,7 +18,7 @@ from msgspec import Struct
 import braidlog
 from braidlog import Projection, Provenance, Refs, ValidationError, audit
 
-T0 = datetime(2026, 2, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 2, 1, tzinfo=UTC)
 
 
 class NoteWritten(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):

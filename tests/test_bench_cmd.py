@@ -48,7 +48,7 @@ def test_the_indexed_ceiling_writes_what_braidlog_writes(tmp_path):
     raw = bench.RawLmdb(str(tmp_path / "raw"), indexed=True)
     keys = bench.index_keys(ds)
     raw.put_batch([encode(d) for d in ds[:200]], keys[:200])
-    for d, k in zip(ds[200:], keys[200:]):
+    for d, k in zip(ds[200:], keys[200:], strict=False):
         raw.put_one(encode(d), k)
     log = LmdbLog(tmp_path / "log")
     log.append_batch(ds)

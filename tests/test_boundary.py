@@ -12,12 +12,22 @@ from datetime import timedelta
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import braidlog
 from braidlog import (
-    Braid, Decider, GenericDelta, LmdbLog, MemoryLog, Projection, Provenance, Refs, Rejected,
-    ValidationError, refuse,
+    Braid,
+    Decider,
+    GenericDelta,
+    LmdbLog,
+    MemoryLog,
+    Projection,
+    Provenance,
+    Refs,
+    Rejected,
+    ValidationError,
+    refuse,
 )
 from braidlog.replay import encode_state
 

@@ -10,7 +10,8 @@ from datetime import timedelta
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import braidlog
 from braidlog import CheckpointWarning, Rejected, ValidationError

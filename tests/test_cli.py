@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import lmdb
@@ -335,7 +335,7 @@ def test_log_json_lines_carry_seq_hash_and_the_delta(capsys, filled, store):
     assert rc == 0
     rows = json_lines(out)
     assert [r["seq"] for r in rows] == [1, 2, 3, 4, 5, 6]
-    for row, rec in zip(rows, filled):
+    for row, rec in zip(rows, filled, strict=False):
         assert set(row) == {"seq", "hash", "delta"}
         assert row["hash"] == rec.hash.hex()
         assert braidlog.from_json(json.dumps(row["delta"])) == rec.delta
@@ -733,7 +733,7 @@ def _demo_at(capsys, monkeypatch, store, when: datetime, *argv):
     return cli(capsys, store, "demo", *argv)
 
 
-DEMO_T = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+DEMO_T = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def test_demo_twice_in_the_same_store(capsys, monkeypatch, store):

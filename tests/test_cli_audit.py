@@ -12,15 +12,14 @@ import lmdb
 import pytest
 
 import braidlog
-from braidlog import GenericDelta, LmdbLog, Provenance, Refs, BeadRef
+from braidlog import BeadRef, GenericDelta, LmdbLog, Provenance, Refs
 from braidlog.chain import link
+from braidlog.cli import core, main
 from braidlog.delta import committed_form
 from braidlog.lmdb.format import pack_row
 from braidlog.store import ts_micros
-from braidlog.cli import core, main
 
 from .conftest import T0, make_delta
-
 
 braidlog.declare("cli_audit_note", None, owner="tests.test_cli_audit")
 

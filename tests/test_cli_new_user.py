@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -38,12 +38,12 @@ def last(cwd: Path, store: str | None = None) -> dict:
 # ------------------------------------------------------------------ append with only what matters
 
 def test_append_fills_in_ts_provenance_and_the_kind_s_confidence(home):
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     sh(home, "append", input='{"braid_id": "b", "kind": "message", "payload": {"text": "hello"}}')
     d = last(home)
     assert d["provenance"] == {"kind": "user"} and d["confidence"] == 0.7  # a message from a user
     ts = datetime.fromisoformat(d["ts"].replace("Z", "+00:00"))
-    assert before <= ts <= datetime.now(timezone.utc)
+    assert before <= ts <= datetime.now(UTC)
     sh(home, "append", "--provenance", "assistant",
        input='{"braid_id": "b", "kind": "message", "payload": {"text": "hi"}}')
     assert (last(home)["provenance"], last(home)["confidence"]) == ({"kind": "assistant"}, 0.6)
@@ -241,7 +241,7 @@ def test_vector_recall_stops_at_the_relevance_floor(home):
     pytest.importorskip("hnswlib")
     lines = "\n".join(json.dumps({"braid_id": "b", "kind": "message",
                                   "payload": {"text": f"{a} {b} {c}"}})
-                      for a, b, c in zip(WORDS, WORDS[3:] + WORDS[:3], WORDS[7:] + WORDS[:7]))
+                      for a, b, c in zip(WORDS, WORDS[3:] + WORDS[:3], WORDS[7:] + WORDS[:7], strict=False))
     sh(home, "append", "--embed", input=lines)
     everything = json.loads(sh(home, "recall", "postgres database", "--k", "26", "--min-score", "none",
                                "--json").stdout)["hits"]

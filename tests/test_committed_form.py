@@ -4,19 +4,17 @@ by the standalone verifier alike."""
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from braidlog import DecodeError
-from braidlog.delta import (
-    GenericDelta, Provenance, Refs, BeadRef, committed_form, decode_entry, encode,
-)
+from braidlog.delta import BeadRef, GenericDelta, Provenance, Refs, committed_form, decode_entry, encode
 from braidlog.proofs import verify as v
 
-T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T = datetime(2026, 1, 1, tzinfo=UTC)
 DELTA = GenericDelta(id="01ARZ3NDEKTSV4RRFFQ69G5FAV", braid_id="b", kind="tick", ts=T,
                      provenance=Provenance("user"), confidence=1.0, payload={})
 
@@ -70,7 +68,7 @@ def test_bytes_that_are_not_a_committed_form_are_refused():
 text = st.text(max_size=130)
 envelopes = st.builds(
     GenericDelta, id=text, braid_id=text, kind=text,
-    ts=st.datetimes(timezones=st.just(timezone.utc)),
+    ts=st.datetimes(timezones=st.just(UTC)),
     provenance=st.builds(Provenance, kind=st.sampled_from(["user", "tool", "dream", "system"]),
                          source=st.none() | text, model=st.none() | text, tool=st.none() | text,
                          episode_id=st.none() | text, knot_id=st.none() | text),

@@ -225,9 +225,7 @@ nats = pytest.importorskip("nats")
 
 from braidlog.replication import Replica, Shipper, SyncLog  # noqa: E402
 
-from .test_replication import (  # noqa: E402,F401  (fixtures)
-    nats_binary, nats_server, open_stream, stores, stream_name, url,
-)
+from .test_replication import nats_binary, nats_server, open_stream, stores, stream_name, url  # noqa: E402,F401  (fixtures)
 
 
 def test_a_replica_cosigns_each_checkpoint_it_applied(stores, open_stream, tmp_path, capsys,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
 import pytest
@@ -209,7 +209,7 @@ _json = st.recursive(
 @settings(max_examples=200, deadline=None)
 @given(data=st.dictionaries(st.text(max_size=5), _json, max_size=4),
        confidence=st.sampled_from([0, 1, 0.5, 1.0]),
-       tz=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30))]))
+       tz=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]))
 def test_the_stored_delta_is_what_reading_its_bytes_gives(data, confidence, tz):
     """validate builds the stored delta from the strict decode; it must be, type for type, what
     a plain decode of the delta's bytes gives, or a record folded live would differ from the

@@ -13,9 +13,7 @@ from braidlog.replication import Replica, Shipper  # noqa: E402
 
 from .conftest import make_delta  # noqa: E402
 from .forgetting import files_holding  # noqa: E402
-from .test_replication import (  # noqa: E402,F401  (fixtures)
-    nats_binary, nats_server, open_stream, stream_name, url,
-)
+from .test_replication import nats_binary, nats_server, open_stream, stream_name, url  # noqa: E402,F401  (fixtures)
 
 pytestmark = pytest.mark.nats
 

@@ -14,9 +14,7 @@ import msgspec
 import pytest
 
 import braidlog
-from braidlog import (
-    DecodeError, GenericDelta, Provenance, Refs, StoreFullError, ValidationError,
-)
+from braidlog import DecodeError, GenericDelta, Provenance, Refs, StoreFullError, ValidationError
 from braidlog.cli import main
 
 from .conftest import make_delta

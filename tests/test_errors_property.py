@@ -16,7 +16,7 @@ import importlib
 import inspect
 import os
 import typing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
@@ -33,13 +33,13 @@ PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 texts = st.text(max_size=12) | st.sampled_from(["", "\ud800", "a\udfff", "b1", "x" * 200,
                                                  "01ARZ3NDEKTSV4RRFFQ69G5FAV", "user", "message"])
 scalars = (st.none() | st.booleans() | st.integers() | st.integers(-2**70, 2**70)
            | st.floats() | texts | st.binary(max_size=8)
-           | st.datetimes() | st.datetimes(timezones=st.just(timezone.utc))
+           | st.datetimes() | st.datetimes(timezones=st.just(UTC))
            | st.just(object()) | st.just(float("nan")) | st.just(2**64))
 anything = st.recursive(
     scalars,

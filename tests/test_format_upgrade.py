@@ -74,7 +74,7 @@ def test_it_upgrades_once_keeps_every_record_and_verifies(old_store, capsys):
         assert records[3].delta.refs.deltas == (FACTS["ids"][2],)
         rows = list(log.scan_rows())
         assert len({r.salt for r in rows}) == 12
-        for r, rec in zip(rows, records):
+        for r, rec in zip(rows, records, strict=False):
             assert r.entry == committed_form(r.seq, rec.delta, r.salt, r.data)
         assert root(log).hex() != FACTS["root"]
         assert log.upgraded().seq == 12 and log.upgraded().hash.hex() == FACTS["head"][3:]

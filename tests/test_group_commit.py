@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from braidlog import ConflictError, GenericDelta, LmdbLog, MemoryLog, Provenance, ValidationError
 from braidlog.group_commit import GroupCommitter
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def msg(i: int, braid: str = "b1", **kw) -> GenericDelta:
@@ -157,7 +157,7 @@ def test_threads_on_a_durable_store(tmp_path):
     every = sorted(s for mine in seqs for s in mine)
     assert every == list(range(1, per * threads * 2 + 1))
     for mine in seqs:  # each batch is contiguous
-        assert all(b == a + 1 for a, b in zip(mine[::2], mine[1::2]))
+        assert all(b == a + 1 for a, b in zip(mine[::2], mine[1::2], strict=False))
     assert gc.batches == per * threads and 1 <= gc.commits <= gc.batches
     assert log.verify().seq == per * threads * 2
     for k in range(threads):

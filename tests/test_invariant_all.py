@@ -15,27 +15,26 @@ import random
 import shutil
 import warnings
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
 import pytest
 
 import braidlog
+import braidlog.projections as projections
 from braidlog import CheckpointWarning, LmdbLog
 from braidlog.cli.demo import PIECES, core_session
-from braidlog.replay import Checkpoint, decode_state, encode_state, load_checkpoint
-
-import braidlog.projections as projections
 from braidlog.projections import decisions as D
 from braidlog.projections import episodes as E
 from braidlog.projections import fields as F
 from braidlog.projections import memories as M
 from braidlog.projections import trust as T
+from braidlog.replay import Checkpoint, decode_state, encode_state, load_checkpoint
 
 from .conftest import random_deltas
 
-START = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 EVERY = 7          # checkpoint_every of the fast build
 SAMPLE = 60        # points checked beside the checkpoint boundaries when a log is long
 LONG = 250         # a log longer than this is checked at a sample of points

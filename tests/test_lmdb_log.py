@@ -8,7 +8,8 @@ import sys
 
 import lmdb
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from braidlog import DecodeError, IntegrityError, LmdbLog, StorageError
 from braidlog.lmdb.log import FORMAT_VERSION

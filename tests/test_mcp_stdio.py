@@ -8,7 +8,7 @@ them. Every structured result has been checked by the client against the tool's 
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -301,7 +301,7 @@ def test_braid_reads_match_the_projections(mcp, store):
         want_episodes = [e.id for e in episodes.episodes(ep_state, braid_id)]
         want_knots = [k.knot_id for k in knots.tied_knots(kn_state, braid_id)]
         hypothesis = next(iter(tr_state.hypotheses))
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         want_trust = trust.trust_of(tr_state, hypothesis, now)
         pending = [e.id for e in episodes.pending_forks(ep_state, braid_id)]
     assert want_episodes and want_knots

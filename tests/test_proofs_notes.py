@@ -12,11 +12,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braidlog import BraidlogError, IntegrityError, LmdbLog, MemoryLog, Projection, Refs, BeadRef
-from braidlog import ValidationError
+from braidlog import BeadRef, BraidlogError, IntegrityError, LmdbLog, MemoryLog, Projection, Refs, ValidationError
 from braidlog.proofs import (
-    check_checkpoint, check_notes, generate, inclusion_proof, issue, open_note, read_key, refold,
-    root, sign_note, state_proof, write_key,
+    check_checkpoint,
+    check_notes,
+    generate,
+    inclusion_proof,
+    issue,
+    open_note,
+    read_key,
+    refold,
+    root,
+    sign_note,
+    state_proof,
+    write_key,
 )
 from braidlog.proofs import verify as v
 
@@ -183,7 +192,7 @@ def test_a_replica_checks_a_checkpoint_against_records_before_writing_them(signe
     replica = MemoryLog()
     bodies = [writer.entry(s) for s in range(1, 61)]
     deltas = [r.delta for r in writer.scan()]
-    salts = {r.delta.id: row.salt for r, row in zip(writer.scan(), writer.scan_rows())}
+    salts = {r.delta.id: row.salt for r, row in zip(writer.scan(), writer.scan_rows(), strict=False)}
     replica.append_batch(deltas[:20], salts=salts)
     assert check_checkpoint(replica, cp, bodies[20:40]) is False  # not reached yet
     assert check_checkpoint(replica, cp, bodies[20:]) is True

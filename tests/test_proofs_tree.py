@@ -13,9 +13,7 @@ import pytest
 from braidlog import IntegrityError, LmdbLog, MemoryLog, StorageError, ValidationError
 from braidlog import tree as merkle
 from braidlog.proofs import consistency_proof, inclusion_proof, root
-from braidlog.proofs.verify import (
-    VerificationError, leaf_hash, verify_consistency, verify_inclusion,
-)
+from braidlog.proofs.verify import VerificationError, leaf_hash, verify_consistency, verify_inclusion
 
 from .conftest import make_delta
 from .oldformat import downgrade

@@ -15,7 +15,15 @@ import pytest
 import braidlog
 from braidlog import LmdbLog, MemoryLog, ValidationError, Vector
 from braidlog.recall import (
-    DEFAULT_DIM, HashingEmbedder, Hit, Recall, RecallWarning, close_for, delta_text, embed_delta, recall_at,
+    DEFAULT_DIM,
+    HashingEmbedder,
+    Hit,
+    Recall,
+    RecallWarning,
+    close_for,
+    delta_text,
+    embed_delta,
+    recall_at,
     recall_for,
 )
 

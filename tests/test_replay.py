@@ -81,10 +81,10 @@ def test_states_standing_at_different_seqs_each_see_exactly_the_deltas_after_the
     stop = rng.randrange(1, 81)
     ps = [SEEN, COUNTS, SEEN, TALLY, SEEN]
     seqs = [rng.randrange(0, stop + 5) for _ in ps]  # some past stop: those stay as they are
-    states = [p.fold(deltas[:min(s, 80)]) for p, s in zip(ps, seqs)]
+    states = [p.fold(deltas[:min(s, 80)]) for p, s in zip(ps, seqs, strict=False)]
     before = list(seqs)
     fold(log, ps, states, seqs, stop)
-    for p, state, was in zip(ps, states, before):
+    for p, state, was in zip(ps, states, before, strict=False):
         want = p.fold(deltas[:max(was, stop)])
         assert encode_state(state) == encode_state(want), (p.name, was, stop)
     assert seqs == [max(s, stop) for s in before]
@@ -121,7 +121,7 @@ def test_a_fold_of_many_shows_each_projection_exactly_what_it_reads(seed):
     ps.append(SEEN)
     states, seqs = [p.start() for p in ps], [0] * len(ps)
     fold(log, ps, states, seqs, len(deltas))
-    for p, state in zip(ps, states):
+    for p, state in zip(ps, states, strict=False):
         assert encode_state(state) == encode_state(p.fold(deltas)), p.name
     assert states[-1].at == expected_seen(deltas)
 

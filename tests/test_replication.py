@@ -27,14 +27,22 @@ import pytest
 nats = pytest.importorskip("nats")
 
 import braidlog  # noqa: E402
-from braidlog import (  # noqa: E402
-    Braid, ConflictError, IntegrityError, LmdbLog, Projection, ValidationError,
-)
+from braidlog import Braid, ConflictError, IntegrityError, LmdbLog, Projection, ValidationError  # noqa: E402
 from braidlog.cli import main  # noqa: E402
 from braidlog.recall import Recall, embed_delta  # noqa: E402
 from braidlog.replication import (  # noqa: E402
-    HDR_COMMIT, HDR_HASH, HDR_SEQ, NotAcknowledged, Replica, ReplicationError, Shipper,
-    StaleWriter, Stream, SyncLog, braid_token, promote,
+    HDR_COMMIT,
+    HDR_HASH,
+    HDR_SEQ,
+    NotAcknowledged,
+    Replica,
+    ReplicationError,
+    Shipper,
+    StaleWriter,
+    Stream,
+    SyncLog,
+    braid_token,
+    promote,
 )
 from braidlog.replication.wire import HDR_SALT, chains  # noqa: E402
 
@@ -276,7 +284,7 @@ def assert_stream_is_the_log(servers, name: str, store: LmdbLog) -> None:
     messages = raw_messages(servers, name)
     head = store.head()
     assert [m[0] for m in messages] == list(range(1, head.seq + 1)), "gap, duplicate or reorder"
-    for (seq, subject, headers, data), (lseq, chain, body) in zip(messages, store.scan_bodies()):
+    for (seq, subject, headers, data), (lseq, chain, body) in zip(messages, store.scan_bodies(), strict=False):
         assert int(headers[HDR_SEQ]) == seq == lseq
         assert headers[HDR_HASH] == chain.hex() == headers["Nats-Msg-Id"]
         assert data == body

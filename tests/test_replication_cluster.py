@@ -21,14 +21,10 @@ import pytest
 nats = pytest.importorskip("nats")
 
 from braidlog import ConflictError, IntegrityError, LmdbLog  # noqa: E402
-from braidlog.replication import (  # noqa: E402
-    EPOCH_KIND, HDR_EPOCH, Replica, Shipper, StaleWriter, Stream, SyncLog, promote,
-)
+from braidlog.replication import EPOCH_KIND, HDR_EPOCH, Replica, Shipper, StaleWriter, Stream, SyncLog, promote  # noqa: E402
 
 from .conftest import make_delta, random_deltas  # noqa: E402
-from .test_replication import (  # noqa: E402,F401  (fixtures)
-    NatsCluster, assert_stream_is_the_log, nats_binary, raw_messages,
-)
+from .test_replication import NatsCluster, assert_stream_is_the_log, nats_binary, raw_messages  # noqa: E402,F401  (fixtures)
 from .test_replication_fencing import forge_next  # noqa: E402
 
 pytestmark = [pytest.mark.nats, pytest.mark.cluster, pytest.mark.slow]

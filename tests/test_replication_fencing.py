@@ -17,21 +17,38 @@ import pytest
 
 nats = pytest.importorskip("nats")
 
-from braidlog import (  # noqa: E402
-    Braid, ConflictError, IntegrityError, LmdbLog, ValidationError, to_json,
-)
+from braidlog import Braid, ConflictError, IntegrityError, LmdbLog, ValidationError, to_json  # noqa: E402
 from braidlog.chain import link  # noqa: E402
-from braidlog.replication.wire import HDR_SALT, chains  # noqa: E402
 from braidlog.cli import main  # noqa: E402
 from braidlog.replication import (  # noqa: E402
-    EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, Replica, ReplicationError, Shipper,
-    StaleWriter, Stream, SyncLog, promote,
+    EPOCH_KIND,
+    HDR_COMMIT,
+    HDR_EPOCH,
+    HDR_HASH,
+    HDR_SEQ,
+    Replica,
+    ReplicationError,
+    Shipper,
+    StaleWriter,
+    Stream,
+    SyncLog,
+    promote,
 )
+from braidlog.replication.wire import HDR_SALT, chains  # noqa: E402
 
 from .conftest import make_delta, random_deltas  # noqa: E402
 from .test_replication import (  # noqa: E402,F401  (fixtures)
-    COUNTS, assert_stream_is_the_log, free_port, nats_binary, nats_server,
-    open_stream, raw_messages, stores, stream_name, url, wait_port,
+    COUNTS,
+    assert_stream_is_the_log,
+    free_port,
+    nats_binary,
+    nats_server,
+    open_stream,
+    raw_messages,
+    stores,
+    stream_name,
+    url,
+    wait_port,
 )
 
 pytestmark = pytest.mark.nats

@@ -7,7 +7,7 @@ one delta that breaks a rule; every path refuses it naming the rule, and writes 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
@@ -17,7 +17,7 @@ import braidlog
 from braidlog import GenericDelta, LmdbLog, Provenance, Refs
 from braidlog.cli import main
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _d(kind: str, payload: dict, *, prov: str = "user", conf: float = 0.9, at: int = 0,
@@ -170,7 +170,7 @@ def test_the_mcp_append_tool_refuses(tmp_path):
         with stdio(path) as s:
             payload = dict(bad.payload)
             if bad.kind == "memory_added":
-                payload["timestamp"] = datetime.now(timezone.utc).isoformat()
+                payload["timestamp"] = datetime.now(UTC).isoformat()
             text = s.error("append", {"braid_id": "b", "kind": bad.kind, "payload": payload,
                                       "confidence": bad.confidence,
                                       # the server lets callers claim tool or dream, not user

@@ -18,7 +18,16 @@ import pytest
 
 import braidlog
 from braidlog import (
-    GenericDelta, Head, IntegrityError, LmdbLog, MemoryLog, Projection, StorageError, ValidationError, Vector, transfer,
+    GenericDelta,
+    Head,
+    IntegrityError,
+    LmdbLog,
+    MemoryLog,
+    Projection,
+    StorageError,
+    ValidationError,
+    Vector,
+    transfer,
 )
 from braidlog.chain import link
 from braidlog.delta import committed_form

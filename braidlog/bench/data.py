@@ -7,7 +7,7 @@ import importlib
 import os
 import random
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -23,7 +23,7 @@ from ..store import MemoryLog
 __all__ = ["START", "BATCH", "AgentSession", "agent_deltas", "Entity", "ENTITIES", "COUNTER",
            "all_projections", "admissible", "suite_sizes", "build_log", "time_travel_log"]
 
-START = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 BATCH = 1_000  # deltas per commit of the batched append and of every log built
 
 # ---------------------------------------------------------------------------------------------

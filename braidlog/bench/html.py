@@ -252,7 +252,7 @@ def _bars(workload: str, bars: list[Row]) -> str:
         ax.set_xscale("log")
     _ticks(ax.xaxis, log)
     ax.set_xlim(right=top * (3 if log else 1.25))  # room for the labels
-    for y, r in zip(ys, bars):
+    for y, r in zip(ys, bars, strict=False):
         ax.text(r.high, y, "  " + fmt_value(r.median, r.unit), va="center", fontsize=7)
     only = next(iter(metrics)) if len(metrics) == 1 else "per second"
     ax.set_xlabel(only, fontsize=8)
@@ -283,7 +283,7 @@ def _latencies(rows: list[Row]) -> list[str]:
             values = [systems[s].get(q, 0.0) for s in names]
             colors = [_BRAID if s.startswith("braidlog") else _PEER for s in names]
             ax.barh(ys, values, height=height * 0.95, color=colors, alpha=shades[q], label=q)
-            for y, v in zip(ys, values):
+            for y, v in zip(ys, values, strict=False):
                 if v:
                     ax.text(v, y, f" {q} {fmt_value(v, 'ms')}", va="center", fontsize=6)
         ax.set_yticks(range(len(names))[::-1], [_short(s, 40) for s in names], fontsize=8)
@@ -371,7 +371,7 @@ def _chart_targets(targets: list[TargetResult]) -> str:
     _ticks(ax.xaxis, True)
     ax.set_xlim(right=max(s for _, s in scored) * 8)
     ax.set_yticks(ys, [_short(t.name, 64) for t, _ in scored], fontsize=7)
-    for y, (t, s) in zip(ys, scored):
+    for y, (t, s) in zip(ys, scored, strict=False):
         shown = fmt_ratio(t.value) if t.unit == "×" else fmt_value(t.value or 0.0, t.unit)
         ax.text(s, y, f"  {shown} (want {t.want})", va="center", fontsize=7)
     ax.set_xlabel("measured relative to its bound: 1 is the line, right of it is met", fontsize=8)

@@ -19,7 +19,7 @@ import os
 import random
 import sqlite3
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .harness import Run, Sample, each, percentile, quiet_heap, remove
@@ -53,7 +53,7 @@ def _thread(seed: int, steps: int) -> list[tuple[dict[str, Any], dict[str, Any],
         messages = [*messages, msg]
         versions = {k: v + 1 for k, v in versions.items()}
         cv = {k: f"{v:032}.{rng.random():016}" for k, v in versions.items()}
-        checkpoint = {"v": 4, "id": str(uuid6(clock_seq=step)), "ts": datetime.now(timezone.utc).isoformat(),
+        checkpoint = {"v": 4, "id": str(uuid6(clock_seq=step)), "ts": datetime.now(UTC).isoformat(),
                       "channel_values": {"messages": messages, "count": step},
                       "channel_versions": cv,
                       "versions_seen": {"agent": dict(cv)}, "updated_channels": ["messages", "count"]}
@@ -132,6 +132,7 @@ def run_workload(run: Run) -> list[Sample]:
     """One repeat: a fresh thread on each saver, written, then read by a fresh saver object."""
     try:
         import langgraph.checkpoint.sqlite  # noqa: F401  (the bench extra)
+
         from ..integrations import langgraph as _  # noqa: F401
     except ImportError as e:
         run.skipped.append(f"langgraph: {e} (pip install 'braidlog[bench,langgraph]')")

@@ -45,13 +45,13 @@ def layout(skip: Sequence[str] = (), composite: bool = False) -> type[LmdbLog]:
             txn.cursor(db["log"]).putmulti(
                 [(k, pack_row(s.hash, int.from_bytes(s.body[:8], "big"), s.entry, nodes, s.salt,
                               s.body[8:]))
-                 for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged))],
+                 for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged), strict=False)],
                 append=True)
-            named = {"braid": [(s.delta.braid_id, k) for s, k in zip(staged, keys)],
-                     "kind": [(s.delta.kind, k) for s, k in zip(staged, keys)],
-                     "refs": [(r, k) for s, k in zip(staged, keys) for r in s.refs]}
-            puts = {"ids": [(s.delta.id.encode(), k) for s, k in zip(staged, keys)],
-                    "idh": [(id_digest(s.delta.id), k) for s, k in zip(staged, keys)]}
+            named = {"braid": [(s.delta.braid_id, k) for s, k in zip(staged, keys, strict=False)],
+                     "kind": [(s.delta.kind, k) for s, k in zip(staged, keys, strict=False)],
+                     "refs": [(r, k) for s, k in zip(staged, keys, strict=False) for r in s.refs]}
+            puts = {"ids": [(s.delta.id.encode(), k) for s, k in zip(staged, keys, strict=False)],
+                    "idh": [(id_digest(s.delta.id), k) for s, k in zip(staged, keys, strict=False)]}
             if composite:  # the store's checkpoint table, empty here, stands in for a new one
                 puts["ckpt"] = sorted((t[0].encode() + n.encode() + b"\0" + k, b"")
                                       for t, rows in named.items() for n, k in rows)

@@ -117,13 +117,13 @@ class RawLmdb:
             else:
                 seqs = [_u64(s) for s in range(seq + 1, seq + len(bodies) + 1)]
                 seq += len(bodies)
-                txn.cursor(db).putmulti([(s, k.head + b) for s, k, b in zip(seqs, keys, bodies)],
+                txn.cursor(db).putmulti([(s, k.head + b) for s, k, b in zip(seqs, keys, bodies, strict=False)],
                                         append=True)
                 ids, braids, kinds, refs = self.indexes
-                txn.cursor(ids).putmulti([(k.id, s) for k, s in zip(keys, seqs)])
-                txn.cursor(braids).putmulti([(k.braid, s) for k, s in zip(keys, seqs)], dupdata=True)
-                txn.cursor(kinds).putmulti([(k.kind, s) for k, s in zip(keys, seqs)], dupdata=True)
-                txn.cursor(refs).putmulti([(r, s) for k, s in zip(keys, seqs) for r in k.refs],
+                txn.cursor(ids).putmulti([(k.id, s) for k, s in zip(keys, seqs, strict=False)])
+                txn.cursor(braids).putmulti([(k.braid, s) for k, s in zip(keys, seqs, strict=False)], dupdata=True)
+                txn.cursor(kinds).putmulti([(k.kind, s) for k, s in zip(keys, seqs, strict=False)], dupdata=True)
+                txn.cursor(refs).putmulti([(r, s) for k, s in zip(keys, seqs, strict=False) for r in k.refs],
                                           dupdata=True)
         self.seq = seq
 

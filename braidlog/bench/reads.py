@@ -13,9 +13,7 @@ from ..errors import BraidlogError
 from ..lmdb.log import LmdbLog
 from .data import BATCH, COUNTER, ENTITIES, all_projections, build_log
 from .harness import Run, Sample, each, percentile, quiet_heap, remove, timed
-from .peers import (
-    ES_PEERS, NO_TREE, EventsourcingApp, NoTreeLog, RawLmdb, SqliteLog, eventsourcing_installed, sql_row,
-)
+from .peers import ES_PEERS, NO_TREE, EventsourcingApp, NoTreeLog, RawLmdb, SqliteLog, eventsourcing_installed, sql_row
 
 __all__ = ["RUNNERS", "STEPS"]
 

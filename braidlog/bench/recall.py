@@ -354,7 +354,7 @@ def workload(run: Run, setup_: dict[str, Any]) -> list[Sample]:
             best[mode, system] = min(best[mode, system], seconds)
             spent[mode, system] += seconds
     for mode, eligible in modes.items():
-        truth = [set(_exact(data, q, k, e).tolist()) for q, e in zip(queries, eligible)]
+        truth = [set(_exact(data, q, k, e).tolist()) for q, e in zip(queries, eligible, strict=False)]
         for m, system, _ in jobs:
             if m == mode:
                 got = found[mode, system]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
@@ -157,7 +157,7 @@ def check(t: _Target, by_key: dict[tuple[str, str, str], list[float]], size: int
         return TargetResult(name=t.name, want=want, value=None, unit=t.unit, ok=None,
                             note="not measured in this run")
     if den is not None:
-        value = statistics.median(a / b for a, b in zip(num, den))
+        value = statistics.median(a / b for a, b in zip(num, den, strict=False))
     else:
         value = statistics.median(num)
     ok = value >= t.bound if t.op == ">=" else value <= t.bound
@@ -186,7 +186,7 @@ def aggregate(samples: list[tuple[Sample, int]]
         ratio = None
         ref = by_key.get((s.workload, "braidlog", s.metric))
         if ref is not None and s.system != "braidlog" and len(ref) == len(values):
-            ratio = statistics.median(v / b for v, b in zip(values, ref) if b)
+            ratio = statistics.median(v / b for v, b in zip(values, ref, strict=False) if b)
         rows.append(Row(workload=s.workload, system=s.system, metric=s.metric, unit=s.unit,
                         better=s.better, median=med, low=lo, high=hi,
                         spread=(hi - lo) / 2 / med if med else 0.0, samples=values, ratio=ratio))

@@ -15,7 +15,8 @@ from ..errors import ValidationError
 from . import langgraph, reads, recall, scaling, writes
 from .data import AgentSession
 from .harness import WORKLOADS, Config, Run, Sample, Step, no_detail
-from .machine import load as load_now, machine_facts
+from .machine import load as load_now
+from .machine import machine_facts
 from .peers import EventsourcingApp
 from .report import TARGETS, Report, aggregate, check
 

@@ -19,8 +19,15 @@ from ..lmdb.log import LmdbLog
 from .data import BATCH, admissible, all_projections
 from .harness import Run, Sample, each, fresh, latencies, launch, percentile, quiet_heap, remove, timed
 from .peers import (
-    ES_BATCH, ES_PEERS, RAW_INDEXED, EventsourcingApp, RawLmdb, SqliteLog, eventsourcing_installed,
-    sql_row, startup_commands,
+    ES_BATCH,
+    ES_PEERS,
+    RAW_INDEXED,
+    EventsourcingApp,
+    RawLmdb,
+    SqliteLog,
+    eventsourcing_installed,
+    sql_row,
+    startup_commands,
 )
 
 __all__ = ["BRAID_FOLLOWING", "BRAID_CHECKED", "APPENDERS", "appenders", "RUNNERS", "STEPS"]
@@ -101,7 +108,7 @@ def _append(run: Run) -> list[Sample]:
     key_chunks = [keys[i:i + BATCH] for i in range(0, n, BATCH)]
     with fresh(run, "append · raw LMDB, braidlog's five tables", "raw-lmdb-indexed",
                _indexed_raw) as raw:
-        seconds, _ = timed(lambda: [raw.put_batch(c, k) for c, k in zip(chunks, key_chunks)])
+        seconds, _ = timed(lambda: [raw.put_batch(c, k) for c, k in zip(chunks, key_chunks, strict=False)])
     rates(RAW_INDEXED, seconds, len(chunks))
 
     rows = [sql_row(d) for d in ds]
@@ -135,7 +142,7 @@ def _single(run: Run) -> list[Sample]:
     with fresh(run, "single · raw LMDB", "raw-lmdb", RawLmdb) as raw:
         latencies(W, "raw LMDB", each(raw.put_one, bodies), out)
 
-    pairs = list(zip(bodies, run.index_keys(n, offset=10_000_000)))
+    pairs = list(zip(bodies, run.index_keys(n, offset=10_000_000), strict=False))
     with fresh(run, "single · raw LMDB, braidlog's five tables", "raw-lmdb-indexed",
                _indexed_raw) as raw:
         latencies(W, RAW_INDEXED, each(lambda p: raw.put_one(*p), pairs), out)

@@ -13,8 +13,16 @@ from ..apps import discover, for_store
 from ..errors import StorageError, ValidationError
 from ..lmdb.log import LmdbLog
 from .util import (
-    console, load_kinds, open_braid, open_for_state, open_store, parse_point, progress_bar,
-    record_json, store_path, write_json,
+    console,
+    load_kinds,
+    open_braid,
+    open_for_state,
+    open_store,
+    parse_point,
+    progress_bar,
+    record_json,
+    store_path,
+    write_json,
 )
 
 

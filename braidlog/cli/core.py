@@ -7,7 +7,7 @@ import heapq
 import re
 import sys
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import islice
 from typing import IO, Any
 
@@ -19,10 +19,19 @@ from ..kinds import default_confidence
 from ..lmdb.log import LmdbLog
 from ..store import Head, Record
 from .util import (
-    console, holds_nothing, load_kinds, open_for_state, open_store, parse_point, progress_bar,
-    record_json, store_path, summary, to_builtins, write_json,
+    console,
+    holds_nothing,
+    load_kinds,
+    open_for_state,
+    open_store,
+    parse_point,
+    progress_bar,
+    record_json,
+    store_path,
+    summary,
+    to_builtins,
+    write_json,
 )
-
 
 TABLE_ROWS = 1000
 
@@ -152,7 +161,7 @@ def cmd_init(args: Any, out: IO[str]) -> int:
 
 
 def cmd_append(args: Any, out: IO[str]) -> int:
-    fill = Defaults(datetime.now(timezone.utc), getattr(args, "provenance", "user"))
+    fill = Defaults(datetime.now(UTC), getattr(args, "provenance", "user"))
     deltas, places = parse_deltas(_read_input(args.file), fill)
     if not deltas:
         raise ValidationError("input", "no deltas given")

@@ -7,7 +7,7 @@ its own scripted piece from ``braidlog.projections.demos.<family>``.
 from __future__ import annotations
 
 import importlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from ..braid import open as open_braid
 from ..delta import GenericDelta, Provenance, Refs, new_id
@@ -49,7 +49,7 @@ PIECES = ("braid", "episodes", "decisions", "fields", "memories", "recall")
 
 def run_demo(path: str) -> tuple[str, int, list[str]]:
     """Write the demo session into the store at ``path``; its braid id, first seq and lines."""
-    start = datetime.now(timezone.utc) - timedelta(hours=2)  # microseconds keep runs apart
+    start = datetime.now(UTC) - timedelta(hours=2)  # microseconds keep runs apart
     braid_id = f"demo-{start:%Y%m%dT%H%M%S.%f}"
     lines: list[str] = []
     with open_braid(path) as braid:

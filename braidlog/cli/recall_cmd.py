@@ -4,7 +4,6 @@ and the embedding behind ``braidlog append --embed``."""
 from __future__ import annotations
 
 import argparse
-
 import sys
 from typing import IO, Any
 

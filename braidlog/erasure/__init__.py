@@ -13,8 +13,19 @@ Pure: no I/O here. ``Braid.erase`` (braid.py) runs it against a store; stores dr
 
 from .imports import Erasures, erased_line, erasure_line
 from .records import (
-    ERASED, ERASURES_BRAID, MAX_REASON, Erased, check_reason, envelope_refs, erased_bytes,
-    erased_delta, erased_entry, erasure_delta, payload_refs, reason_hash, reproduced,
+    ERASED,
+    ERASURES_BRAID,
+    MAX_REASON,
+    Erased,
+    check_reason,
+    envelope_refs,
+    erased_bytes,
+    erased_delta,
+    erased_entry,
+    erasure_delta,
+    payload_refs,
+    reason_hash,
+    reproduced,
 )
 from .select import ErasureReport, Selection, select
 

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
-from ..delta import (
-    EPOCH, Erasure, GenericDelta, Provenance, decode_entry, encode, form_of, new_id,
-    referenced_ids,
-)
+from ..delta import EPOCH, Erasure, GenericDelta, Provenance, decode_entry, encode, form_of, new_id, referenced_ids
 from ..errors import ValidationError
 from ..kinds import REGISTRY, Registry
 
@@ -58,7 +55,7 @@ def erasure_delta(seqs: Iterable[int], reason: str, *, now: datetime | None = No
     """The ``erased`` delta that records the erasure of ``seqs`` for ``reason``."""
     seqs = sorted(seqs)
     return GenericDelta(
-        id=new_id(), braid_id=ERASURES_BRAID, kind=ERASED, ts=now or datetime.now(timezone.utc),
+        id=new_id(), braid_id=ERASURES_BRAID, kind=ERASED, ts=now or datetime.now(UTC),
         provenance=Provenance("system"), confidence=1.0,
         payload={"seqs": seqs, "reason": reason, "reason_sha256": reason_hash(reason)})
 

@@ -38,13 +38,13 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from ..delta import referenced_ids
-from ..errors import BraidlogError, IntegrityError, StorageError
 from ..erasure import ERASURES_BRAID, envelope_refs
+from ..errors import BraidlogError, IntegrityError, StorageError
 from ..kinds import Registry
-from .env import Env
-from .format import DUPS, fill_nodes, from_u64, id_digest, split_row, u64
-from .file import last_intact_key, meta_findings
 from ..store import Head, LogStore, Progress, Record, verify_bodies
+from .env import Env
+from .file import last_intact_key, meta_findings
+from .format import DUPS, fill_nodes, from_u64, id_digest, split_row, u64
 
 __all__ = ["LogAccess", "verify", "repair_indexes", "INDEXES"]
 

@@ -43,7 +43,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no store-wide lock, erase refuses
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import BraidlogError, IntegrityError, StorageError, StoreFullError
+from ..errors import BraidlogError, IntegrityError, StorageError, StoreFullError, ValidationError
 from .file import short_file
 
 __all__ = ["Env", "acquire", "release", "MAX_MAP_SIZE"]
@@ -648,3 +648,19 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def store_path(path: Any) -> Path:
+    """``path`` as a Path, refused when it cannot name a directory on this system."""
+    try:
+        p = Path(path)
+        os.fsencode(p)
+    except TypeError:
+        raise ValidationError("path", "must be a str or os.PathLike naming the store's directory, "
+                              f"not {type(path).__name__}") from None
+    except UnicodeEncodeError as e:
+        raise ValidationError("path", f"cannot be a file name here: {e.object[e.start]!r} at index "
+                              f"{e.start} is not encodable ({e.reason})") from None
+    if "\x00" in str(p):
+        raise ValidationError("path", "must not contain a NUL character")
+    return p

@@ -25,9 +25,7 @@ from ..delta import GenericDelta, decode_entry
 from ..erasure import payload_refs
 from ..errors import StorageError, ValidationError
 from ..store import Record, check_batch
-from .format import (
-    U64, delta_of, erased_row, from_u64, open_tables, row_data, row_entry, row_erased_by, u64,
-)
+from .format import U64, delta_of, erased_row, from_u64, open_tables, row_data, row_entry, row_erased_by, u64
 
 LmdbLog = Any  # the store this module erases in (lmdb/log.py imports this module, not back)
 

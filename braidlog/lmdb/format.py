@@ -17,9 +17,9 @@ import os
 import secrets
 import shutil
 import sys
-from pathlib import Path
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
@@ -197,7 +197,7 @@ def records(chunks: Iterable[tuple[Iterable[int], list[bytes]]]) -> Iterator[Rec
     # (u8) at `k`, then the entry, the nodes and the salt; the delta bytes from there on
     h, lengths, k, node, data_at = HASH_SIZE, HASH_SIZE + U64, _ROW - 1, NODE, _ROW + SALT_SIZE
     for seqs, values in chunks:
-        for seq, value in zip(seqs, values):
+        for seq, value in zip(seqs, values, strict=False):
             try:
                 data = value[data_at + (value[lengths] << 8 | value[lengths + 1]) + node * value[k]:]
                 delta = decode(data) if data else slow(seq, value)

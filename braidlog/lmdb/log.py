@@ -28,29 +28,62 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from . import env as lmdb_env
-from ..chain import GENESIS, HASH_SIZE
-from ..chain import digest, link
 from .. import tree as merkle
+from ..chain import GENESIS, HASH_SIZE, digest, link
 from ..delta import GenericDelta, _decoder, referenced_ids
 from ..erasure import envelope_refs, erased_bytes
 from ..errors import BraidlogError, DecodeError, IntegrityError, StorageError, ValidationError
 from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
 from ..replay import collector_paused
-from .format import (
-    FORMAT_VERSION, MAX_KEY, TABLES, U64, copied, decode_keys, from_u64, id_digest, open_tables,
-    Before, Peaks, before, before_hashes, bytes_of, delta_of, log_rows, pack_row, records,
-    row_data, row_entry, split_row, sweep, tree_node, tree_nodes, u64,
-)
-from .format import create as create_store
-from .erase import LmdbErasure
-from .file import edge_findings
 from ..store import (
-    Admit, BraidHead, Head, IndexScans, LogStore, OnDisk, Progress, Record, Row, Staged,
-    check_batch, id_key, stage,
+    Admit,
+    BraidHead,
+    Head,
+    IndexScans,
+    LogStore,
+    OnDisk,
+    Progress,
+    Record,
+    Row,
+    Staged,
+    check_batch,
+    id_key,
+    stage,
     ts_micros,
 )
+from . import env as lmdb_env
+from .env import store_path as _store_path
+from .erase import LmdbErasure
+from .file import edge_findings
+from .format import (
+    FORMAT_VERSION,
+    MAX_KEY,
+    TABLES,
+    U64,
+    Before,
+    Peaks,
+    before,
+    before_hashes,
+    bytes_of,
+    copied,
+    decode_keys,
+    delta_of,
+    from_u64,
+    id_digest,
+    log_rows,
+    open_tables,
+    pack_row,
+    records,
+    row_data,
+    row_entry,
+    split_row,
+    sweep,
+    tree_node,
+    tree_nodes,
+    u64,
+)
+from .format import create as create_store
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
 
@@ -83,22 +116,6 @@ def _forked() -> None:
 
 
 os.register_at_fork(after_in_child=_forked)
-
-
-def _store_path(path: Any) -> Path:
-    """``path`` as a Path, refused when it cannot name a directory on this system."""
-    try:
-        p = Path(path)
-        os.fsencode(p)
-    except TypeError:
-        raise ValidationError("path", "must be a str or os.PathLike naming the store's directory, "
-                              f"not {type(path).__name__}") from None
-    except UnicodeEncodeError as e:
-        raise ValidationError("path", f"cannot be a file name here: {e.object[e.start]!r} at index "
-                              f"{e.start} is not encodable ({e.reason})") from None
-    if "\x00" in str(p):
-        raise ValidationError("path", "must not contain a NUL character")
-    return p
 
 
 class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
@@ -350,24 +367,24 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
         consumed, added = cur.putmulti(
             [(k, pack_row(s.hash, int.from_bytes(s.body[:U64], "big"), s.entry, nodes,
                           u64(s.erased_by) if s.erased_by else s.salt, s.body[U64:]))
-             for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged))],
+             for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged), strict=False)],
             append=True, overwrite=False)
         if added != len(staged):
             raise StorageError("log append was refused: a seq already exists",
                                hint="the store is damaged; run `braidlog verify`")
         deltas = [s.delta for s in staged]
-        txn.cursor(db["ids"]).putmulti([(d.id.encode(), k) for d, k in zip(deltas, keys)],
+        txn.cursor(db["ids"]).putmulti([(d.id.encode(), k) for d, k in zip(deltas, keys, strict=False)],
                                        overwrite=False)
         if "idh" in db:  # not in a read-only store of an older format, which never appends
             digest = (digests or {}).get
             txn.cursor(db["idh"]).putmulti(
-                [(digest(d.id) or id_digest(d.id), k) for d, k in zip(deltas, keys)],
+                [(digest(d.id) or id_digest(d.id), k) for d, k in zip(deltas, keys, strict=False)],
                 overwrite=False)
-        txn.cursor(db["braid"]).putmulti([(d.braid_id.encode(), k) for d, k in zip(deltas, keys)],
+        txn.cursor(db["braid"]).putmulti([(d.braid_id.encode(), k) for d, k in zip(deltas, keys, strict=False)],
                                          dupdata=True)
-        txn.cursor(db["kind"]).putmulti([(d.kind.encode(), k) for d, k in zip(deltas, keys)],
+        txn.cursor(db["kind"]).putmulti([(d.kind.encode(), k) for d, k in zip(deltas, keys, strict=False)],
                                         dupdata=True)
-        ref_rows = [(ref.encode(), k) for s, k in zip(staged, keys) for ref in s.refs]
+        ref_rows = [(ref.encode(), k) for s, k in zip(staged, keys, strict=False) for ref in s.refs]
         if ref_rows:
             txn.cursor(db["refs"]).putmulti(ref_rows, dupdata=True)
         spaces = {d.vector.space.encode(): u64(d.vector.dim) for d in deltas if d.vector is not None}
@@ -464,7 +481,7 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
         """The records with seq in [start, stop) as stored (Row: hash, hw, committed form,
         salt, delta bytes), for verification, export and replication."""
         for seqs, values in self._rows(start, stop, False, None):
-            for seq, value in zip(seqs, values):
+            for seq, value in zip(seqs, values, strict=False):
                 yield split_row(seq, value)
 
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
@@ -476,7 +493,7 @@ class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
                     ) -> Iterator[tuple[int, bytes, bytes]]:
         """(seq, hash, body) for seqs in [start, stop): body is hw || delta bytes."""
         for seqs, values in self._rows(start, stop, False, None):
-            for seq, value in zip(seqs, values):
+            for seq, value in zip(seqs, values, strict=False):
                 yield seq, value[:HASH_SIZE], value[HASH_SIZE:HASH_SIZE + U64] + bytes_of(value)
 
     def _rows(self, start: int, stop: int | None, reverse: bool, limit: int | None

@@ -12,7 +12,7 @@ allows; a revised field also records MemState provenance ``mcp``.
 # No `from __future__ import annotations`: the result Structs are built inside functions, over
 # the projection modules imported there, and msgspec reads their annotations as objects.
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 import msgspec
@@ -236,7 +236,9 @@ def _memory_tools() -> list[ToolSpec]:
 # ------------------------------------------------------------------------------- Braid reads
 
 def _braid_tools() -> list[ToolSpec]:
-    from braidlog.projections import episodes as ep, knots as kn, trust as tr
+    from braidlog.projections import episodes as ep
+    from braidlog.projections import knots as kn
+    from braidlog.projections import trust as tr
 
     one_of = "give braid_id or {0} (one of them)"
 
@@ -328,7 +330,7 @@ def _braid_tools() -> list[ToolSpec]:
             when = a.as_of_time
             if when is None:
                 when = (braid.log.read(seq).delta.ts if a.at is not None and seq
-                        else datetime.now(timezone.utc))
+                        else datetime.now(UTC))
             view = tr.trust_of(state, a.subject_id, when, braid_id=a.braid_id)
             h = state.hypotheses.get(a.subject_id)
             status = tr.hypothesis_status(state, a.subject_id, when) if h is not None else None

@@ -6,13 +6,9 @@ what each proves.
 vendor that one file. Signing and checking signatures need ``pip install '.[proofs]'``.
 """
 
-from .checkpoint import (
-    Checkpoint, check_checkpoint, check_notes, issue, open_note, sign_note, tlog_proof,
-)
+from .checkpoint import Checkpoint, check_checkpoint, check_notes, issue, open_note, sign_note, tlog_proof
 from .keys import SigningKey, generate, read_key, write_key
-from .prove import (
-    ConsistencyProof, InclusionProof, check_tree_extends, consistency_proof, inclusion_proof, root,
-)
+from .prove import ConsistencyProof, InclusionProof, check_tree_extends, consistency_proof, inclusion_proof, root
 from .state import StateProof, refold, state_proof
 from .verify import VerifierKey, parse_verifier_key
 

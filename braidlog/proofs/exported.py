@@ -9,17 +9,23 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .verify import (
-    BODY_HW_SIZE, Timestamp, VerificationError, _body, check_commitment, export_records, read_entry,
+    BODY_HW_SIZE,
+    Timestamp,
+    VerificationError,
+    _body,
+    check_commitment,
+    export_records,
+    read_entry,
     unpack,
 )
 
 __all__ = ["check_export"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def check_export(lines: Iterable[str]) -> dict[int, bytes]:

@@ -75,7 +75,7 @@ def state_proof(store: LogStore, projection: Projection, entity: str, at: int,
     ranges = [merkle.inclusion_ranges(r.seq - 1, size) for r in recs]
     flat = _resolve(store, [rg for rs in ranges for rg in rs] + [(0, size)])
     root, records, i = flat[-1], [], 0
-    for rec, rs in zip(recs, ranges):
+    for rec, rs in zip(recs, ranges, strict=False):
         row = next(store.scan_rows(rec.seq, rec.seq + 1))
         records.append(StateRecord(rec.seq, row.body, flat[i:i + len(rs)], row.entry, row.salt))
         i += len(rs)

@@ -18,8 +18,8 @@ from ._deps import need
 
 need("numpy", "hnswlib")
 
-from .embedder import DEFAULT_DIM, Embedder, HashingEmbedder, default_embedder, delta_text, embed_delta  # noqa: E402
 from ..errors import RecallWarning  # noqa: E402
+from .embedder import DEFAULT_DIM, Embedder, HashingEmbedder, default_embedder, delta_text, embed_delta  # noqa: E402
 from .index import FORMAT, METRICS, Metric, Recall  # noqa: E402
 from .instances import close_for, discard_for, recall_at, recall_for  # noqa: E402
 from .keyword import KeywordIndex, keyword_for  # noqa: E402

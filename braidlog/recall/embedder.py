@@ -97,12 +97,12 @@ class HashingEmbedder:
         if isinstance(texts, str):
             raise ValidationError("texts", "must be a sequence of strings; wrap one text in a list")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in zip(out, texts):
+        for row, text in zip(out, texts, strict=False):
             words = self.words(text)
             for w in words:
                 idx, val = self._word(w)
                 np.add.at(row, idx, val)
-            for a, b in zip(words, words[1:]):
+            for a, b in zip(words, words[1:], strict=False):
                 if a in _STOPWORDS or b in _STOPWORDS:
                     continue
                 i, v = self._bucket(f"p:{a} {b}", self.pair_weight)

@@ -47,9 +47,9 @@ from .blocks import Blocks, new_graph
 from .columns import NO_FILTER, UNFILTERED, Body, Columns, Filter, Where, make_filter
 from .embedder import Embedder
 from .files import index_directory
+from .query import MODES, Hit, Mode, fuse, normalised, query_vector
 from .saved import FORMAT, Saved, read_index, write_index
 from .search import EMPTY, GraphSearch, knn
-from .query import MODES, Hit, Mode, fuse, normalised, query_vector
 from .vectors import Rows, trim_heap
 
 __all__ = ["Recall", "Metric", "METRICS", "FORMAT"]
@@ -457,7 +457,7 @@ class Recall(GraphSearch):
         flt = make_filter(braid, kinds, tags, namespace, workspace, where)
         if mode == "vector":
             pos, scores = self._query(query, k, as_of, flt, reproducible)
-            found = [(self._cols.seq(p), self._cols.id(p), s) for p, s in zip(pos.tolist(), scores.tolist())
+            found = [(self._cols.seq(p), self._cols.id(p), s) for p, s in zip(pos.tolist(), scores.tolist(), strict=False)
                      if floor is None or s >= floor]
         else:
             if not isinstance(query, str):
@@ -470,7 +470,7 @@ class Recall(GraphSearch):
             else:
                 # Each side ranks deeper than k, so a delta both find at rank k+1 can still win.
                 pos, scores = self._query(query, max(k, 2 * k + 10), seq, flt, reproducible)
-                vector = [(self._cols.seq(p), self._cols.id(p)) for p, s in zip(pos.tolist(), scores.tolist())
+                vector = [(self._cols.seq(p), self._cols.id(p)) for p, s in zip(pos.tolist(), scores.tolist(), strict=False)
                           if floor is None or s >= floor]
                 found = fuse([vector, [(s, i) for s, i, _ in words]], k)
         read = self.store.read

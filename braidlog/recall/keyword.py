@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 

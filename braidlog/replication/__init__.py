@@ -21,8 +21,16 @@ from .shipper import Shipper
 from .stream import Stream, _nats
 from .sync import SyncLog
 from .wire import (
-    EPOCH_BRAID, EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, MAX_BATCH, Watermark,
-    WriterEpoch, braid_token,
+    EPOCH_BRAID,
+    EPOCH_KIND,
+    HDR_COMMIT,
+    HDR_EPOCH,
+    HDR_HASH,
+    HDR_SEQ,
+    MAX_BATCH,
+    Watermark,
+    WriterEpoch,
+    braid_token,
 )
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from ..chain import GENESIS
@@ -102,7 +102,7 @@ def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet
                 f"the replica is at {caught} but stream {stream.name} at {wm}: it has not caught "
                 "up; run the replica again before promoting it", expected=wm.seq,
                 actual=caught.seq)
-        name, ts = writer or socket.gethostname(), now or datetime.now(timezone.utc)
+        name, ts = writer or socket.gethostname(), now or datetime.now(UTC)
 
         def fence(head: Head) -> list:
             # decided under the store's write lock, after the SyncLog levelled the store with

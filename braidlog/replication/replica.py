@@ -23,16 +23,28 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from .. import tree as merkle
 from ..delta import GenericDelta, decode, validate_typed
 from ..erasure import ERASED, reproduced
-from ..kind_schema import KIND_DECLARED, admit_declaration, sync as sync_kinds
-from .. import tree as merkle
 from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
+from ..kind_schema import KIND_DECLARED, admit_declaration
+from ..kind_schema import sync as sync_kinds
 from ..store import HW_SIZE, Head, LogStore, chain_fault, hw_fault, hw_of, ts_micros
 from .stream import Stream
 from .wire import (
-    EPOCH_BRAID, EPOCH_KIND, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SALT, HDR_SEQ, MAX_BATCH,
-    Epochs, entry_of, epoch_header, header, read_epoch,
+    EPOCH_BRAID,
+    EPOCH_KIND,
+    HDR_COMMIT,
+    HDR_EPOCH,
+    HDR_HASH,
+    HDR_SALT,
+    HDR_SEQ,
+    MAX_BATCH,
+    Epochs,
+    entry_of,
+    epoch_header,
+    header,
+    read_epoch,
 )
 
 __all__ = ["Replica"]

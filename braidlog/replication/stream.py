@@ -19,9 +19,19 @@ from typing import Any, NamedTuple
 from ..chain import digest
 from ..errors import BraidlogError, IntegrityError, ReplicationError, ValidationError
 from .wire import (
-    EMPTY, EPOCH_BRAID, HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SALT, HDR_SEQ, HDR_TREE_SIZE, Row,
+    EMPTY,
+    EPOCH_BRAID,
+    HDR_COMMIT,
+    HDR_EPOCH,
+    HDR_HASH,
+    HDR_SALT,
+    HDR_SEQ,
+    HDR_TREE_SIZE,
+    Row,
     Watermark,
-    braid_token, epoch_header, header,
+    braid_token,
+    epoch_header,
+    header,
 )
 
 __all__ = ["Stream", "Last"]
@@ -171,7 +181,7 @@ class Stream:
                 servers=self.servers, name=f"braidlog {self.name}", connect_timeout=2,
                 reconnect_time_wait=0.25, max_reconnect_attempts=-1, allow_reconnect=True,
                 error_cb=quiet), self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Transient(f"no connection within {self.timeout:g} s") from None
         except (OSError, nats.errors.Error) as e:
             raise Transient(str(e) or type(e).__name__) from None
@@ -215,7 +225,7 @@ class Stream:
                     await self._scale(info.config, wanted)
                 self.replicas = wanted or info.config.num_replicas
                 return
-            except (asyncio.TimeoutError, self._nats.errors.Error) as e:
+            except (TimeoutError, self._nats.errors.Error) as e:
                 code = getattr(e, "err_code", None)
                 if code in _PERMANENT or self._loop.time() > deadline:
                     raise ReplicationError(f"cannot open stream {self.name}: {e}",
@@ -272,7 +282,7 @@ class Stream:
                     f"cannot open the checkpoint stream {self.checkpoint_stream}: {e}",
                     hint="its subjects overlap another stream's; rename one") from None
             raise self._transient(e) from None
-        except (asyncio.TimeoutError, self._nats.errors.Error) as e:
+        except (TimeoutError, self._nats.errors.Error) as e:
             raise self._transient(e) from None
         self._checkpoints_ready = True
         return True
@@ -283,7 +293,7 @@ class Stream:
         try:
             ack = await self._js.publish(self.checkpoint_subject(size), note, timeout=self.timeout,
                                          headers={HDR_TREE_SIZE: str(size), "Nats-Msg-Id": msg_id})
-        except (asyncio.TimeoutError, OSError, self._nats.errors.Error) as e:
+        except (TimeoutError, OSError, self._nats.errors.Error) as e:
             raise self._transient(e) from None
         if not ack.seq:
             raise Transient(f"checkpoint {size} was not acknowledged")
@@ -372,7 +382,7 @@ class Stream:
     async def _info(self) -> dict[str, Any]:
         try:
             info = await self._js.stream_info(self.name)
-        except (asyncio.TimeoutError, self._nats.errors.Error) as e:
+        except (TimeoutError, self._nats.errors.Error) as e:
             raise self._transient(e) from None
         cluster = info.cluster
         return {"stream": self.name, "messages": info.state.messages,
@@ -392,7 +402,7 @@ class Stream:
                     f"messages between seq {state.first_seq} and {state.last_seq}",
                     hint="messages were deleted or purged; ship the log to a new stream")
             raw = await self._js.get_msg(self.name, seq=state.last_seq)
-        except (asyncio.TimeoutError, self._nats.errors.Error) as e:
+        except (TimeoutError, self._nats.errors.Error) as e:
             raise self._transient(e) from None
         try:
             salt = bytes.fromhex(header(raw.headers, HDR_SALT) or "")
@@ -405,7 +415,7 @@ class Stream:
             raw = await self._js.get_msg(self.name, subject=self.subject(EPOCH_BRAID))
         except self._nats.js.errors.NotFoundError:
             return None
-        except (asyncio.TimeoutError, self._nats.errors.Error) as e:
+        except (TimeoutError, self._nats.errors.Error) as e:
             raise self._transient(e) from None
         return raw.seq, raw.headers or {}, raw.data or b""
 
@@ -478,7 +488,7 @@ class Stream:
                 f"record seq {big[0]} is {len(big[2])} bytes, more than the NATS server's "
                 f"max_payload ({self._nc.max_payload} bytes)",
                 hint="raise max_payload in the nats-server configuration (up to 64 MB)") from None
-        except (asyncio.TimeoutError, OSError, self._nats.errors.Error) as e:
+        except (TimeoutError, OSError, self._nats.errors.Error) as e:
             raise self._transient(e) from None
         finally:
             if token is not None:
@@ -532,7 +542,7 @@ class Stream:
                 status, text = await asyncio.wait_for(end, self.timeout)
             finally:
                 await sub.unsubscribe()
-        except (asyncio.TimeoutError, OSError, self._nats.errors.Error) as e:
+        except (TimeoutError, OSError, self._nats.errors.Error) as e:
             raise self._transient(e) from None
         if status not in ("204", "404"):
             raise Transient(f"direct get answered {status} {text}".strip())

@@ -22,10 +22,7 @@ from .checks import check_stream
 from .replica import Replica
 from .shipper import Shipper
 from .stream import HINT, Last, Stream, Transient
-from .wire import (
-    EPOCH_BRAID, EPOCH_KIND, HDR_HASH, MAX_BATCH, Row, Watermark, header,
-    read_epoch,
-)
+from .wire import EPOCH_BRAID, EPOCH_KIND, HDR_HASH, MAX_BATCH, Row, Watermark, header, read_epoch
 
 __all__ = ["SyncLog"]
 

@@ -30,8 +30,7 @@ from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
-from ..chain import GENESIS
-from ..chain import link
+from ..chain import GENESIS, link
 from ..delta import GenericDelta, _decoder, committed_form, decode, delta
 from ..erasure import erased_bytes, erased_entry
 from ..errors import DecodeError, IntegrityError

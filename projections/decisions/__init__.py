@@ -29,35 +29,85 @@ docs/decisions.md states every rule with its source in the seeds.
 
 from __future__ import annotations
 
-from .model import (
-    AcceptProposalRequest, DecisionContent, DecisionPhase, DecisionStream, DecisionVitality,
-    MemoryDecision, PatternScope, ProceduralContent, ProceduralStep, ProposalContent, ProposalStatus,
-    RecordDecisionRequest, ResolutionIntent, SearchDecisionsRequest, SearchResultItem,
-    SupersedeDecisionRequest, TrustBoundary,
-)
-from .events import (
-    KINDS, DecisionRecorded, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
-    ProposalRejected, TargetAliasRegistered, TrustBoundarySet, DecisionsReflected,
-)
-from .targets import canonical_target, resolve_target
-from .state import DecisionRecord, Evidence, ProposalRecord, State, evolve
-from .lifecycle import (
-    ACTIVE_BELOW_DAYS, DORMANT_FROM_DAYS, INTERVENTION_CONFIDENCE, OBSERVATION_WINDOW_DAYS,
-    PROMOTION_MOMENTUM, Lifecycle, Promotion, decay_weeks, estimated_removal_cost, estimated_utility,
-    lifecycle, promote, promote_stream, promoted_confidence, review, stability_score, vitality_for,
-)
-from .queries import (
-    MAX_CHAIN, active_decision, active_decisions, decision, proposal, resolve_active_head, stream,
-    trust_boundary,
-)
-from .rules import CHECKS, check, check_batch
 from .commands import (
-    AcceptProposal, Command, DraftProposal, FalsifyProposal, RecordDecision, RegisterTargetAlias,
-    Reflect, RejectProposal, SetTrustBoundary, SupersedeDecision, UseDecision,
+    AcceptProposal,
+    Command,
+    DraftProposal,
+    FalsifyProposal,
+    RecordDecision,
+    Reflect,
+    RegisterTargetAlias,
+    RejectProposal,
+    SetTrustBoundary,
+    SupersedeDecision,
+    UseDecision,
 )
 from .decide import DECIDER, PROJECTIONS, decide
+from .events import (
+    KINDS,
+    DecisionRecorded,
+    DecisionsReflected,
+    DecisionUsed,
+    ProposalAccepted,
+    ProposalDrafted,
+    ProposalFalsified,
+    ProposalRejected,
+    TargetAliasRegistered,
+    TrustBoundarySet,
+)
+from .lifecycle import (
+    ACTIVE_BELOW_DAYS,
+    DORMANT_FROM_DAYS,
+    INTERVENTION_CONFIDENCE,
+    OBSERVATION_WINDOW_DAYS,
+    PROMOTION_MOMENTUM,
+    Lifecycle,
+    Promotion,
+    decay_weeks,
+    estimated_removal_cost,
+    estimated_utility,
+    lifecycle,
+    promote,
+    promote_stream,
+    promoted_confidence,
+    review,
+    stability_score,
+    vitality_for,
+)
+from .model import (
+    AcceptProposalRequest,
+    DecisionContent,
+    DecisionPhase,
+    DecisionStream,
+    DecisionVitality,
+    MemoryDecision,
+    PatternScope,
+    ProceduralContent,
+    ProceduralStep,
+    ProposalContent,
+    ProposalStatus,
+    RecordDecisionRequest,
+    ResolutionIntent,
+    SearchDecisionsRequest,
+    SearchResultItem,
+    SupersedeDecisionRequest,
+    TrustBoundary,
+)
+from .queries import (
+    MAX_CHAIN,
+    active_decision,
+    active_decisions,
+    decision,
+    proposal,
+    resolve_active_head,
+    stream,
+    trust_boundary,
+)
 from .results import execute, memory_decision
+from .rules import CHECKS, check, check_batch
 from .search import SearchCandidate, rank_weight, result_item, search_candidates
+from .state import DecisionRecord, Evidence, ProposalRecord, State, evolve
+from .targets import canonical_target, resolve_target
 
 __all__ = [
     # seed enums and models

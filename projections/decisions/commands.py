@@ -8,9 +8,20 @@ import msgspec
 from msgspec import Meta
 
 from .model import (
-    AcceptProposalRequest, PatternScope, ProceduralContent, ProposalContent, RationaleStr,
-    RecordDecisionRequest, ResolutionIntent, StrictStr, SupersedeDecisionRequest, TargetStr,
-    TrustBoundary, Ulid, Unit, _Model,
+    AcceptProposalRequest,
+    PatternScope,
+    ProceduralContent,
+    ProposalContent,
+    RationaleStr,
+    RecordDecisionRequest,
+    ResolutionIntent,
+    StrictStr,
+    SupersedeDecisionRequest,
+    TargetStr,
+    TrustBoundary,
+    Ulid,
+    Unit,
+    _Model,
 )
 
 __all__ = ["RecordDecision", "SupersedeDecision", "DraftProposal", "AcceptProposal", "RejectProposal",

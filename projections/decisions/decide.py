@@ -21,12 +21,29 @@ from braidlog import Context, Decider, GenericDelta, Refs, Rejected, ValidationE
 
 from . import rules
 from .commands import (
-    AcceptProposal, Command, DraftProposal, FalsifyProposal, RecordDecision, RegisterTargetAlias,
-    Reflect, RejectProposal, SetTrustBoundary, SupersedeDecision, UseDecision, _DecisionFields,
+    AcceptProposal,
+    Command,
+    DraftProposal,
+    FalsifyProposal,
+    RecordDecision,
+    Reflect,
+    RegisterTargetAlias,
+    RejectProposal,
+    SetTrustBoundary,
+    SupersedeDecision,
+    UseDecision,
+    _DecisionFields,
 )
 from .events import (
-    DecisionRecorded, DecisionsReflected, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
-    ProposalRejected, TargetAliasRegistered, TrustBoundarySet,
+    DecisionRecorded,
+    DecisionsReflected,
+    DecisionUsed,
+    ProposalAccepted,
+    ProposalDrafted,
+    ProposalFalsified,
+    ProposalRejected,
+    TargetAliasRegistered,
+    TrustBoundarySet,
 )
 from .lifecycle import INTERVENTION_CONFIDENCE
 from .model import ProposalContent, ProposalStatus, ResolutionIntent

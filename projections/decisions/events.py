@@ -14,8 +14,16 @@ from msgspec import Struct
 import braidlog
 
 from .model import (
-    Count, Ident, PatternScope, ProceduralContent, RationaleStr, StrictStr, TargetStr, TrustBoundary,
-    Unit, UtcTime,
+    Count,
+    Ident,
+    PatternScope,
+    ProceduralContent,
+    RationaleStr,
+    StrictStr,
+    TargetStr,
+    TrustBoundary,
+    Unit,
+    UtcTime,
 )
 
 __all__ = [

@@ -69,7 +69,7 @@ def stability_score(dates: Sequence[datetime], lifetime_days: float) -> float:
     if len(dates) == 2:
         return 0.3
     ordered = sorted(dates)
-    intervals = [_days(a, b) for a, b in zip(ordered, ordered[1:])]
+    intervals = [_days(a, b) for a, b in zip(ordered, ordered[1:], strict=False)]
     return max(0.0, 1.0 - statistics.variance(intervals) / (lifetime_days + 1.0))
 
 

@@ -33,8 +33,15 @@ import msgspec
 from braidlog import GenericDelta, ValidationError, refuse
 
 from .events import (
-    READ, DecisionRecorded, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
-    ProposalRejected, TargetAliasRegistered, TrustBoundarySet,
+    READ,
+    DecisionRecorded,
+    DecisionUsed,
+    ProposalAccepted,
+    ProposalDrafted,
+    ProposalFalsified,
+    ProposalRejected,
+    TargetAliasRegistered,
+    TrustBoundarySet,
 )
 from .lifecycle import INTERVENTION_CONFIDENCE
 from .model import HUMAN, ProposalStatus, TrustBoundary

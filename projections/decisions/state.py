@@ -17,8 +17,16 @@ from msgspec import Struct
 from braidlog import BraidlogError, GenericDelta, Provenance
 
 from .events import (
-    READ, DecisionRecorded, DecisionsReflected, DecisionUsed, ProposalAccepted, ProposalDrafted, ProposalFalsified,
-    ProposalRejected, TargetAliasRegistered, TrustBoundarySet,
+    READ,
+    DecisionRecorded,
+    DecisionsReflected,
+    DecisionUsed,
+    ProposalAccepted,
+    ProposalDrafted,
+    ProposalFalsified,
+    ProposalRejected,
+    TargetAliasRegistered,
+    TrustBoundarySet,
 )
 from .model import PatternScope, ProceduralContent, ProposalContent, ProposalStatus, TrustBoundary
 from .targets import resolve_target

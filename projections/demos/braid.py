@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 
 import braidlog
 from braidlog import BeadRef, Provenance, Rejected
-
 from braidlog.projections import beads, knots, trust
 
 BRAID = "braid-demo"

@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 
 import braidlog
 from braidlog import BeadRef, Provenance
-
 from braidlog.projections import beads, knots
 from braidlog.projections import episodes as E
 

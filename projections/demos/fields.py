@@ -6,7 +6,13 @@ from datetime import datetime, timedelta
 
 from braidlog.projections.demos import session_braid
 from braidlog.projections.fields import (
-    ArchiveTopics, BumpSalience, RestoreTopic, ReviseField, get_field, get_topic, list_topics,
+    ArchiveTopics,
+    BumpSalience,
+    RestoreTopic,
+    ReviseField,
+    get_field,
+    get_topic,
+    list_topics,
     topic_salience,
 )
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from braidlog.projections.demos import session_braid
-from braidlog.projections.memories import (
-    AddMemory, BindProfile, Memory, Source, effective_confidence, list_memories,
-)
+from braidlog.projections.memories import AddMemory, BindProfile, Memory, Source, effective_confidence, list_memories
 
 __all__ = ["write"]
 

@@ -27,26 +27,78 @@ from typing import Any
 from braidlog import Boundary, Context, Decider, GenericDelta
 
 from .commands import (
-    AddEdge, ClassifyFork, Command, ExpireForks, ForkCandidate, LabelEpisode, LinkKnot,
-    NoteQuote, OpenEpisode, ProposeForks, SummarizeEpisode, decide,
+    AddEdge,
+    ClassifyFork,
+    Command,
+    ExpireForks,
+    ForkCandidate,
+    LabelEpisode,
+    LinkKnot,
+    NoteQuote,
+    OpenEpisode,
+    ProposeForks,
+    SummarizeEpisode,
+    decide,
 )
 from .fold import evolve
 from .forks import (
-    DEFAULT_POLICY, Classifier, Expiry, ForkPolicy, Verdict, compact_summary, continuity_buffer,
-    expired_forks, fork_expiry, fork_status, pending_forks, recent_messages, repeat_classifier,
+    DEFAULT_POLICY,
+    Classifier,
+    Expiry,
+    ForkPolicy,
+    Verdict,
+    compact_summary,
+    continuity_buffer,
+    expired_forks,
+    fork_expiry,
+    fork_status,
+    pending_forks,
+    recent_messages,
+    repeat_classifier,
 )
 from .model import (
-    CONFIRMATIONS, EDGE_TYPES, KINDS, MESSAGE_WINDOW, MIN_FORK_CONFIDENCE, SOFT_LINK_FACTOR,
-    TTL_KNOTS, TTL_MINUTES, AnchorQuoteNoted, CompactSummary, Confirmation, ContinuityBuffer, Edge,
-    Episode, EpisodeEdgeAdded, EpisodeKnotLinked, EpisodeLabeled, EpisodeOpened, EpisodeSummarized,
-    Fork, ForkClassified, ForkExpired, ForkPromoted, ForkProposed, KnotSeen, KnotSpan, Labels,
-    RecentMessage, State, normalize_labels,
-)
-from .quotes import (
-    CATEGORY_WEIGHTS, MAX_ANCHOR_QUOTES, MIN_ANCHOR_QUOTES, QUOTE_CATEGORIES, AnchorQuote,
-    Candidate, apportion, select_anchor_quotes,
+    CONFIRMATIONS,
+    EDGE_TYPES,
+    KINDS,
+    MESSAGE_WINDOW,
+    MIN_FORK_CONFIDENCE,
+    SOFT_LINK_FACTOR,
+    TTL_KNOTS,
+    TTL_MINUTES,
+    AnchorQuoteNoted,
+    CompactSummary,
+    Confirmation,
+    ContinuityBuffer,
+    Edge,
+    Episode,
+    EpisodeEdgeAdded,
+    EpisodeKnotLinked,
+    EpisodeLabeled,
+    EpisodeOpened,
+    EpisodeSummarized,
+    Fork,
+    ForkClassified,
+    ForkExpired,
+    ForkPromoted,
+    ForkProposed,
+    KnotSeen,
+    KnotSpan,
+    Labels,
+    RecentMessage,
+    State,
+    normalize_labels,
 )
 from .queries import anchor_quotes, edges_to, episode, episodes, episodes_of_knot
+from .quotes import (
+    CATEGORY_WEIGHTS,
+    MAX_ANCHOR_QUOTES,
+    MIN_ANCHOR_QUOTES,
+    QUOTE_CATEGORIES,
+    AnchorQuote,
+    Candidate,
+    apportion,
+    select_anchor_quotes,
+)
 from .rules import check
 
 __all__ = [

@@ -12,14 +12,29 @@ from typing import Any
 
 import msgspec
 
-from braidlog import Command as _BaseCommand, plain
-from braidlog import Confidence, Context, GenericDelta, Ident, Refs, Rejected, UtcTime, ValidationError
+from braidlog import Command as _BaseCommand
+from braidlog import Confidence, Context, GenericDelta, Ident, Refs, Rejected, UtcTime, ValidationError, plain
 
 from .forks import DEFAULT_POLICY, ForkCandidate, ForkPolicy, continuity_buffer, expired_forks
 from .model import (
-    EDGE_TYPES, MIN_FORK_CONFIDENCE, SOFT_LINK_FACTOR, AnchorQuoteNoted, Episode, EpisodeEdgeAdded,
-    EpisodeKnotLinked, EpisodeLabeled, EpisodeOpened, EpisodeSummarized, ForkClassified,
-    ForkExpired, ForkPromoted, ForkProposed, Labels, State, SummaryText, normalize_labels,
+    EDGE_TYPES,
+    MIN_FORK_CONFIDENCE,
+    SOFT_LINK_FACTOR,
+    AnchorQuoteNoted,
+    Episode,
+    EpisodeEdgeAdded,
+    EpisodeKnotLinked,
+    EpisodeLabeled,
+    EpisodeOpened,
+    EpisodeSummarized,
+    ForkClassified,
+    ForkExpired,
+    ForkPromoted,
+    ForkProposed,
+    Labels,
+    State,
+    SummaryText,
+    normalize_labels,
 )
 from .quotes import QUOTE_CATEGORIES, AnchorQuote, QuoteText, quote_key
 

@@ -13,8 +13,18 @@ from datetime import datetime
 from braidlog import GenericDelta, typed
 
 from .model import (
-    KINDS, MESSAGE_TEXT_LIMIT, MESSAGE_WINDOW, SOFT_LINK_FACTOR, Confirmation, Edge, Episode, Fork,
-    KnotSeen, KnotSpan, RecentMessage, State,
+    KINDS,
+    MESSAGE_TEXT_LIMIT,
+    MESSAGE_WINDOW,
+    SOFT_LINK_FACTOR,
+    Confirmation,
+    Edge,
+    Episode,
+    Fork,
+    KnotSeen,
+    KnotSpan,
+    RecentMessage,
+    State,
 )
 from .quotes import AnchorQuote, Candidate
 

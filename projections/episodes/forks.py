@@ -23,8 +23,18 @@ from braidlog import Command, Confidence, ValidationError
 
 from .fold import expiry_of
 from .model import (
-    CONFIRMATIONS, MESSAGE_WINDOW, TTL_KNOTS, TTL_MINUTES, CompactSummary, ContinuityBuffer,
-    Episode, Labels, RecentMessage, State, Verdicts, normalize_labels,
+    CONFIRMATIONS,
+    MESSAGE_WINDOW,
+    TTL_KNOTS,
+    TTL_MINUTES,
+    CompactSummary,
+    ContinuityBuffer,
+    Episode,
+    Labels,
+    RecentMessage,
+    State,
+    Verdicts,
+    normalize_labels,
 )
 from .quotes import rank_key, select_anchor_quotes
 

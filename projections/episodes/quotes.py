@@ -85,7 +85,7 @@ def select_anchor_quotes(candidates: Iterable[Candidate],
             seen.add(key)
             pools[c.quote.category].append(c)
     n = min(limit, sum(len(p) for p in pools.values()))
-    seats = dict(zip(QUOTE_CATEGORIES, apportion(n)))
+    seats = dict(zip(QUOTE_CATEGORIES, apportion(n), strict=False))
     take = {c: min(seats[c], len(pools[c])) for c in QUOTE_CATEGORIES}
     left = n - sum(take.values())
     while left > 0:

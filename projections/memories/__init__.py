@@ -34,17 +34,31 @@ from typing import Any
 
 from braidlog import Context, Decider, GenericDelta, ValidationError
 
-from .model import (
-    BUILTIN_PROFILES, DEFAULT_PROFILE, DEFAULT_WORKSPACE, REPLACE_LOG_LIMIT, RESERVED_METADATA,
-    ConflictPolicy, DomainProfile, Memory, Source, TypeSpec,
-)
-from .events import KINDS, MemoryAdded, MemoryReinforced, MemoryReplaced, MemoryUpdated, WorkspaceProfileBound
-from .state import State, evolve, slot_key
 from .decide import AddMemory, BindProfile, UpdateMemory, decide, reinforce_confidence, resolve
-from .rules import checker
-from .queries import (
-    effective_confidence, get_memory, list_memories, recall, slot_memories, workspace_profile, workspaces,
+from .events import KINDS, MemoryAdded, MemoryReinforced, MemoryReplaced, MemoryUpdated, WorkspaceProfileBound
+from .model import (
+    BUILTIN_PROFILES,
+    DEFAULT_PROFILE,
+    DEFAULT_WORKSPACE,
+    REPLACE_LOG_LIMIT,
+    RESERVED_METADATA,
+    ConflictPolicy,
+    DomainProfile,
+    Memory,
+    Source,
+    TypeSpec,
 )
+from .queries import (
+    effective_confidence,
+    get_memory,
+    list_memories,
+    recall,
+    slot_memories,
+    workspace_profile,
+    workspaces,
+)
+from .rules import checker
+from .state import State, evolve, slot_key
 
 __all__ = [
     "ConflictPolicy", "Source", "Memory", "TypeSpec", "DomainProfile", "BUILTIN_PROFILES",

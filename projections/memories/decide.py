@@ -16,11 +16,18 @@ import msgspec
 import braidlog
 from braidlog import ConflictError, Context, GenericDelta, Rejected, ValidationError
 
-from .model import (
-    BUILTIN_PROFILES, DEFAULT_PROFILE, MAX_ID, RESERVED_METADATA, ConflictPolicy, DomainProfile, Memory,
-    Source, TypeSpec,
-)
 from .events import MemoryAdded, MemoryReinforced, MemoryReplaced
+from .model import (
+    BUILTIN_PROFILES,
+    DEFAULT_PROFILE,
+    MAX_ID,
+    RESERVED_METADATA,
+    ConflictPolicy,
+    DomainProfile,
+    Memory,
+    Source,
+    TypeSpec,
+)
 from .state import State, slot_key
 
 __all__ = ["AddMemory", "UpdateMemory", "BindProfile", "decide", "resolve", "reinforce_confidence"]

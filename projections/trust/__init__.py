@@ -34,19 +34,54 @@ from __future__ import annotations
 
 from braidlog import Decider
 
+from .decide import (
+    AssessTrust,
+    PromoteHypothesis,
+    ProposeHypothesis,
+    RecordTest,
+    RejectHypothesis,
+    decide,
+    dream_confidence,
+)
 from .model import (
-    DEFAULT_POLICY, DEFAULT_REQUIRED_TESTS, DREAM_CONFIDENCE, DREAM_HALF_LIFE, KINDS, TESTS, Assessment,
-    DecayPolicy, Hypothesis, HypothesisPromoted, HypothesisProposed, HypothesisRejected, HypothesisTested,
-    Promotion, Reinforcement, Rejection, State, Subject, TestResult, TrustAssessed, TrustPolicy, evolve,
+    DEFAULT_POLICY,
+    DEFAULT_REQUIRED_TESTS,
+    DREAM_CONFIDENCE,
+    DREAM_HALF_LIFE,
+    KINDS,
+    TESTS,
+    Assessment,
+    DecayPolicy,
+    Hypothesis,
+    HypothesisPromoted,
+    HypothesisProposed,
+    HypothesisRejected,
+    HypothesisTested,
+    Promotion,
+    Reinforcement,
+    Rejection,
+    State,
+    Subject,
+    TestResult,
+    TrustAssessed,
+    TrustPolicy,
+    evolve,
 )
 from .queries import (
-    NO_EVIDENCE_SCORE, NO_TEST_SCORE, PROMOTION_THRESHOLD, PROVENANCE_WEIGHTS, TRUST_HALF_LIFE,
-    HypothesisTrust, TrustView, confidence_at, hypothesis_status, hypothesis_trust, missing_tests,
-    promotable, test_score, trust_of,
-)
-from .decide import (
-    AssessTrust, PromoteHypothesis, ProposeHypothesis, RecordTest, RejectHypothesis, decide,
-    dream_confidence,
+    NO_EVIDENCE_SCORE,
+    NO_TEST_SCORE,
+    PROMOTION_THRESHOLD,
+    PROVENANCE_WEIGHTS,
+    TRUST_HALF_LIFE,
+    HypothesisTrust,
+    TrustView,
+    confidence_at,
+    hypothesis_status,
+    hypothesis_trust,
+    missing_tests,
+    promotable,
+    test_score,
+    trust_of,
 )
 from .rules import checker
 

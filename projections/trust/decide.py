@@ -15,8 +15,18 @@ import braidlog
 from braidlog import Context, GenericDelta, Refs, Rejected, ValidationError, check_payload
 
 from .model import (
-    DEFAULT_POLICY, TESTS, DecayPolicy, Hypothesis, HypothesisPromoted, HypothesisProposed,
-    HypothesisRejected, HypothesisTested, State, TrustAssessed, TrustPolicy, Ulid,
+    DEFAULT_POLICY,
+    TESTS,
+    DecayPolicy,
+    Hypothesis,
+    HypothesisPromoted,
+    HypothesisProposed,
+    HypothesisRejected,
+    HypothesisTested,
+    State,
+    TrustAssessed,
+    TrustPolicy,
+    Ulid,
 )
 from .queries import PROMOTION_THRESHOLD, _latest, hypothesis_trust, missing_tests
 from .rules import test_rules

@@ -31,8 +31,15 @@ import braidlog
 from braidlog import Boundary, GenericDelta, ValidationError, refuse
 
 from .model import (
-    DEFAULT_POLICY, Hypothesis, HypothesisPromoted, HypothesisProposed, HypothesisRejected,
-    HypothesisTested, State, TrustAssessed, TrustPolicy,
+    DEFAULT_POLICY,
+    Hypothesis,
+    HypothesisPromoted,
+    HypothesisProposed,
+    HypothesisRejected,
+    HypothesisTested,
+    State,
+    TrustAssessed,
+    TrustPolicy,
 )
 from .queries import PROMOTION_THRESHOLD, _latest, hypothesis_trust, missing_tests
 

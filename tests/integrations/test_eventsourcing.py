@@ -18,7 +18,11 @@ import pytest
 pytest.importorskip("eventsourcing", reason="needs braidlog[eventsourcing]")
 
 from eventsourcing.persistence import (  # noqa: E402
-    AggregateRecorder, ApplicationRecorder, InfrastructureFactory, ProcessRecorder, Tracking,
+    AggregateRecorder,
+    ApplicationRecorder,
+    InfrastructureFactory,
+    ProcessRecorder,
+    Tracking,
     TrackingRecorder,
 )
 from eventsourcing.tests import application, persistence, projection  # noqa: E402
@@ -26,8 +30,12 @@ from eventsourcing.utils import Environment, clear_topic_cache  # noqa: E402
 
 import braidlog  # noqa: E402
 from braidlog.integrations.eventsourcing import (  # noqa: E402
-    BraidlogAggregateRecorder, BraidlogApplicationRecorder, BraidlogDatastore, BraidlogFactory,
-    BraidlogProcessRecorder, BraidlogTrackingRecorder,
+    BraidlogAggregateRecorder,
+    BraidlogApplicationRecorder,
+    BraidlogDatastore,
+    BraidlogFactory,
+    BraidlogProcessRecorder,
+    BraidlogTrackingRecorder,
 )
 from braidlog.integrations.eventsourcing_kinds import VIEW  # noqa: E402
 

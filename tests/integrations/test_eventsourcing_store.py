@@ -14,18 +14,24 @@ import pytest
 
 pytest.importorskip("eventsourcing", reason="needs braidlog[eventsourcing]")
 
+from datetime import UTC
+
 from eventsourcing.application import Application  # noqa: E402
 from eventsourcing.domain import Aggregate, event  # noqa: E402
 from eventsourcing.persistence import (  # noqa: E402
-    DataError, InfrastructureFactoryError, IntegrityError, PersistenceError, ProgrammingError,
-    StoredEvent, Tracking,
+    DataError,
+    InfrastructureFactoryError,
+    IntegrityError,
+    PersistenceError,
+    ProgrammingError,
+    StoredEvent,
+    Tracking,
 )
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 import braidlog  # noqa: E402
-from braidlog.integrations.eventsourcing import (  # noqa: E402
-    BraidlogApplicationRecorder, BraidlogDatastore, BraidlogProcessRecorder,
-)
+from braidlog.integrations.eventsourcing import BraidlogApplicationRecorder, BraidlogDatastore, BraidlogProcessRecorder  # noqa: E402
 
 MODULE = "braidlog.integrations.eventsourcing"
 
@@ -311,16 +317,16 @@ def test_time_travel_shows_an_aggregate_as_it_was(tmp_path):
 
 
 def test_the_delta_ids_made_in_bulk_are_ulids_of_now_in_order():
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from ulid import ULID
 
     from braidlog.delta import ULID_PATTERN
     from braidlog.integrations.eventsourcing.recorders import _new_ids
 
-    before = datetime.now(timezone.utc) - timedelta(milliseconds=1)
+    before = datetime.now(UTC) - timedelta(milliseconds=1)
     ids = _new_ids(1000)
-    after = datetime.now(timezone.utc) + timedelta(milliseconds=1)
+    after = datetime.now(UTC) + timedelta(milliseconds=1)
     assert ids == sorted(ids) and len(set(ids)) == 1000
     import re
     for i in ids:

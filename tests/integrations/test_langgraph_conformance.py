@@ -10,9 +10,7 @@ import pytest
 pytest.importorskip("langgraph.checkpoint.conformance")
 
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
-from langgraph.checkpoint.conformance.capabilities import (  # noqa: E402
-    BASE_CAPABILITIES, EXTENDED_CAPABILITIES,
-)
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES, EXTENDED_CAPABILITIES  # noqa: E402
 
 from braidlog.integrations.langgraph import BraidlogSaver  # noqa: E402
 

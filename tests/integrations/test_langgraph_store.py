@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 
 pytest.importorskip("langgraph.store.base")
 
-from langgraph.store.base import (  # noqa: E402
-    GetOp, InvalidNamespaceError, ListNamespacesOp, MatchCondition, PutOp, SearchOp,
-)
+from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, MatchCondition, PutOp, SearchOp  # noqa: E402
 
 import braidlog  # noqa: E402
 from braidlog.integrations.langgraph import BraidlogStore  # noqa: E402
@@ -53,8 +51,8 @@ def test_put_get_update_delete(store):
 
 
 def test_values_that_are_not_plain_json_round_trip(store):
-    from datetime import datetime, timezone
-    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    from datetime import datetime
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     store.put(("x",), "k", {"when": when, "pair": (1, 2), "raw": b"\x00\xff"})
     value = store.get(("x",), "k").value
     assert value["when"] == when and value["raw"] == b"\x00\xff" and list(value["pair"]) == [1, 2]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
@@ -12,7 +12,7 @@ from braidlog import BeadRef, Context, Provenance, Refs, Rejected, ValidationErr
 from braidlog.projections import beads, knots, trust
 from braidlog.projections.beads import Reasoning, ReasoningFields, RefBead, WriteBead
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 B = "b1"
 
 
@@ -200,7 +200,7 @@ def test_raw_chain_of_thought_appended_raw_is_refused_too(braid):
 def test_raw_bead_deltas_that_break_a_rule_are_refused(braid, payloads, rule):
     kinds = ["bead_write" if "name" not in p else "bead_version" for p in payloads]
     with pytest.raises(Rejected, match=f"^delta {len(payloads) - 1}: {rule}: "):
-        braid.append_batch([braidlog.delta(B, k, p, ts=T0) for k, p in zip(kinds, payloads)])
+        braid.append_batch([braidlog.delta(B, k, p, ts=T0) for k, p in zip(kinds, payloads, strict=False)])
     assert braid.head().seq == 0
 
 

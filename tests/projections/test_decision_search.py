@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
 import braidlog
 from braidlog import ValidationError
-from braidlog.recall import HashingEmbedder
 from braidlog.projections import decisions as D
 from braidlog.projections.decision_search import search_decisions
 from braidlog.projections.decisions import (
-    DraftProposal, ProposalContent, RecordDecision, RejectProposal, SearchResultItem, SupersedeDecision,
+    DraftProposal,
+    ProposalContent,
+    RecordDecision,
+    RejectProposal,
+    SearchResultItem,
+    SupersedeDecision,
 )
+from braidlog.recall import HashingEmbedder
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def run(braid, command, at: float = 0.0):

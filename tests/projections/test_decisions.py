@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
@@ -13,12 +13,24 @@ import braidlog
 from braidlog import Context, GenericDelta, Provenance, Refs, Rejected, ValidationError
 from braidlog.projections import decisions as D
 from braidlog.projections.decisions import (
-    AcceptProposal, DecisionPhase as Phase, DecisionVitality as Vit, DraftProposal, FalsifyProposal,
-    PatternScope, ProposalContent, ProposalStatus, RecordDecision, RejectProposal, ResolutionIntent,
-    SetTrustBoundary, SupersedeDecision, TrustBoundary, UseDecision,
+    AcceptProposal,
+    DraftProposal,
+    FalsifyProposal,
+    PatternScope,
+    ProposalContent,
+    ProposalStatus,
+    RecordDecision,
+    RejectProposal,
+    ResolutionIntent,
+    SetTrustBoundary,
+    SupersedeDecision,
+    TrustBoundary,
+    UseDecision,
 )
+from braidlog.projections.decisions import DecisionPhase as Phase
+from braidlog.projections.decisions import DecisionVitality as Vit
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HUMAN = Provenance("user", source="cli")
 AGENT = Provenance("assistant", model="test-llm")
 RATIONALE = "Because it is the simplest thing that works."
@@ -1432,7 +1444,7 @@ def test_refusals_through_the_store_append_nothing(tmp_path):
 def test_demo_piece():
     from braidlog.projections.demos import decisions as demo
 
-    start = datetime(2026, 3, 1, 9, tzinfo=timezone.utc)
+    start = datetime(2026, 3, 1, 9, tzinfo=UTC)
     outputs = []
     for _ in range(2):
         with braidlog.open(None, projections=D.PROJECTIONS) as braid:

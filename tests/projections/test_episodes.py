@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
@@ -16,7 +16,7 @@ from braidlog import BeadRef, Context, Provenance, Rejected, ValidationError
 from braidlog.projections import beads, knots
 from braidlog.projections import episodes as E
 
-T0 = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 B = "braid-1"
 
 
@@ -324,7 +324,7 @@ def test_selection_is_deterministic_bounded_and_weighted(spec, rnd):
     assert E.select_anchor_quotes(shuffled) == picked          # input order does not matter
     assert len(picked) == min(len(pool), E.MAX_ANCHOR_QUOTES)  # 2..5 once there are 2 candidates
     by_cat = {c: [q for q in picked if q.category == c] for c in E.QUOTE_CATEGORIES}
-    seats = dict(zip(E.QUOTE_CATEGORIES, E.apportion(len(picked))))
+    seats = dict(zip(E.QUOTE_CATEGORIES, E.apportion(len(picked)), strict=False))
     for c in E.QUOTE_CATEGORIES:
         available = sum(1 for q in pool if q.quote.category == c)
         assert len(by_cat[c]) >= min(seats[c], available)   # a category gets its seats if it can

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import math
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import msgspec
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import braidlog
-
-from .given import Given as Harness
 from braidlog import Context, Rejected, ValidationError
 from braidlog.projections import fields as F
-from braidlog.projections.fields import (
-    ArchiveTopic, ArchiveTopics, BumpSalience, RestoreTopic, ReviseField,
-)
+from braidlog.projections.fields import ArchiveTopic, ArchiveTopics, BumpSalience, RestoreTopic, ReviseField
 
-T0 = datetime(2026, 2, 1, 9, 0, tzinfo=timezone.utc)
+from .given import Given as Harness
+
+T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
 
 
 class Given(Harness):
@@ -125,7 +124,7 @@ def test_get_topic_returns_every_field_current_only_unless_history_is_asked():
     ("date", "next tuesday", "next tuesday"),  # convention-based: not parsed
     ("date", date(2026, 4, 22), "2026-04-22"),
     ("datetime", "2026-04-22T12:00:00+00:00", "2026-04-22T12:00:00+00:00"),
-    ("datetime", datetime(2026, 4, 22, 12, tzinfo=timezone.utc), "2026-04-22T12:00:00+00:00"),
+    ("datetime", datetime(2026, 4, 22, 12, tzinfo=UTC), "2026-04-22T12:00:00+00:00"),
     ("list", ["a", 1, {"b": [2]}], ["a", 1, {"b": [2]}]),
     ("list", ("a", "b"), ["a", "b"]),
     ("list", [], []),
@@ -255,7 +254,7 @@ def test_every_fields_rule_refuses_a_raw_delta_that_breaks_it():
     ("int", "5"), ("int", True), ("int", 1.5),
     ("float", "2.5"), ("float", False), ("float", math.nan), ("float", math.inf),
     ("bool", 1), ("bool", "true"),
-    ("date", 20260422), ("date", datetime(2026, 4, 22, tzinfo=timezone.utc)),
+    ("date", 20260422), ("date", datetime(2026, 4, 22, tzinfo=UTC)),
     ("datetime", 1714000000),
     ("list", "a,b"), ("list", {"a": 1}), ("list", [object()]),
     ("json", {1: "int key"}), ("json", {1, 2}), ("json", [math.nan]),

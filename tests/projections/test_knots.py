@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
 import pytest
@@ -10,11 +10,9 @@ import pytest
 import braidlog
 from braidlog import BeadRef, Context, Provenance, Rejected, ValidationError
 from braidlog.projections import beads, knots, trust
-from braidlog.projections.knots import (
-    BeginSpeak, CallTool, DeltaRange, Metrics, OpenKnot, PlannedTool, Speak, TieKnot,
-)
+from braidlog.projections.knots import BeginSpeak, CallTool, DeltaRange, Metrics, OpenKnot, PlannedTool, Speak, TieKnot
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 B = "b1"
 ALL = beads.PROJECTIONS + knots.PROJECTIONS + trust.PROJECTIONS
 
@@ -80,7 +78,7 @@ def roundtrip(state):
 # --------------------------------------------------------------------------------- default episode
 
 def test_default_episode_id_is_session_at_timecode():
-    assert knots.default_episode_id("b1", datetime(2026, 3, 1, 9, 30, 5, 123, tzinfo=timezone.utc)) == \
+    assert knots.default_episode_id("b1", datetime(2026, 3, 1, 9, 30, 5, 123, tzinfo=UTC)) == \
         "session:b1@20260301T093005Z"
     cet = timezone(timedelta(hours=1))
     assert knots.default_episode_id("b1", datetime(2026, 3, 1, 10, 30, 5, tzinfo=cet)) == "session:b1@20260301T093005Z"
@@ -494,7 +492,7 @@ def test_time_travel_equals_a_fresh_fold_over_the_demo(tmp_path):
     from braidlog.projections.demos import braid as demo
 
     with braidlog.open(tmp_path / "s", projections=ALL, checkpoint_every=4) as b:
-        lines = demo.write(b, datetime(2026, 3, 1, 9, tzinfo=timezone.utc))
+        lines = demo.write(b, datetime(2026, 3, 1, 9, tzinfo=UTC))
         assert any("two-pass rule" in line for line in lines)
         assert any("resolves to v2" in line and "now at v3" in line and "sees v1" in line for line in lines)
         assert any("0.30 at once, 0.150 after 1 day, 0.075 after 2 days" in line for line in lines)
@@ -509,7 +507,7 @@ def test_time_travel_equals_a_fresh_fold_over_the_demo(tmp_path):
 def test_the_demo_is_deterministic_given_start(tmp_path):
     from braidlog.projections.demos import braid as demo
 
-    start = datetime(2026, 3, 1, 9, tzinfo=timezone.utc)
+    start = datetime(2026, 3, 1, 9, tzinfo=UTC)
     outs = []
     for name in ("a", "b"):
         with braidlog.open(tmp_path / name, projections=ALL) as b:
@@ -524,7 +522,7 @@ def test_the_demo_writes_every_delta_into_the_braid_it_is_given(tmp_path):
     from braidlog.projections.demos import braid as demo
 
     with braidlog.open(tmp_path / "s", projections=ALL) as b:
-        lines = demo.write(b, datetime(2026, 3, 1, 9, tzinfo=timezone.utc), braid_id="mine")
+        lines = demo.write(b, datetime(2026, 3, 1, 9, tzinfo=UTC), braid_id="mine")
         assert {r.delta.braid_id for r in b.log.scan()} == {"mine"}
         k = next(iter(b.state("knots").knots.values()))
         assert len(k.tied.executed_tools) == 1, "the tool result joined the knot of its braid"

@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import braidlog
-
-from .given import Given as Harness
 from braidlog import ConflictError, Context, Rejected, ValidationError
 from braidlog.projections import memories as M
 from braidlog.projections.memories import (
-    AddMemory, BindProfile, ConflictPolicy, DomainProfile, Memory, Source, TypeSpec, UpdateMemory,
+    AddMemory,
+    BindProfile,
+    ConflictPolicy,
+    DomainProfile,
+    Memory,
+    Source,
+    TypeSpec,
+    UpdateMemory,
 )
 
-T0 = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
+from .given import Given as Harness
+
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 P = ConflictPolicy
 
 
@@ -533,7 +541,7 @@ def test_an_add_with_the_callers_id_is_idempotent():
     ({"version": 3}, "memory.version"),
     ({"half_life_days": 5.0}, "memory.half_life_days"),
     ({"metadata": {"replace_log": []}}, "memory.metadata.replace_log"),
-    ({"metadata": {"when": datetime(2026, 1, 1, tzinfo=timezone.utc)}}, "memory.metadata.when"),
+    ({"metadata": {"when": datetime(2026, 1, 1, tzinfo=UTC)}}, "memory.metadata.when"),
     ({"metadata": []}, "memory.metadata"),
     ({"sources": [Source(document_id="")]}, "memory.sources[0].document_id"),
     ({"sources": [Source(document_id="d", authority=-1)]}, "memory.sources[0].authority"),

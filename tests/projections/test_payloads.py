@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
@@ -14,7 +14,7 @@ from braidlog.projections import beads as B
 from braidlog.projections import decisions as D
 from braidlog.projections import fields as F
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _delta(kind: str, payload: dict, n: int = 1) -> GenericDelta:

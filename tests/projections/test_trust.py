@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
@@ -11,10 +11,15 @@ import braidlog
 from braidlog import BeadRef, Context, Provenance, Refs, Rejected, ValidationError
 from braidlog.projections import beads, knots, trust
 from braidlog.projections.trust import (
-    AssessTrust, DecayPolicy, PromoteHypothesis, ProposeHypothesis, RecordTest, RejectHypothesis,
+    AssessTrust,
+    DecayPolicy,
+    PromoteHypothesis,
+    ProposeHypothesis,
+    RecordTest,
+    RejectHypothesis,
 )
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 B = "b1"
 DAY = timedelta(days=1)
 HALF = trust.DREAM_HALF_LIFE  # one day: trust halves daily (the Braid reference)

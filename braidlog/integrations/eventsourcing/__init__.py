@@ -12,8 +12,12 @@ docs/eventsourcing.md has the mapping, the settings and the errors.
 from .. import eventsourcing_kinds  # noqa: F401  (declares the kinds this module stores)
 from .factory import BraidlogFactory
 from .recorders import (
-    BraidlogAggregateRecorder, BraidlogApplicationRecorder, BraidlogProcessRecorder,
-    BraidlogRecorder, BraidlogSubscription, BraidlogTrackingRecorder,
+    BraidlogAggregateRecorder,
+    BraidlogApplicationRecorder,
+    BraidlogProcessRecorder,
+    BraidlogRecorder,
+    BraidlogSubscription,
+    BraidlogTrackingRecorder,
 )
 from .store import BraidlogDatastore
 

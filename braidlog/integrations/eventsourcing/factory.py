@@ -17,13 +17,18 @@ from __future__ import annotations
 from typing import Any
 
 from eventsourcing.persistence import (
-    AggregateRecorder, ApplicationRecorder, InfrastructureFactory, InfrastructureFactoryError,
+    AggregateRecorder,
+    ApplicationRecorder,
+    InfrastructureFactory,
+    InfrastructureFactoryError,
     ProcessRecorder,
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
 from .recorders import (
-    BraidlogAggregateRecorder, BraidlogApplicationRecorder, BraidlogProcessRecorder,
+    BraidlogAggregateRecorder,
+    BraidlogApplicationRecorder,
+    BraidlogProcessRecorder,
     BraidlogTrackingRecorder,
 )
 from .store import BraidlogDatastore

@@ -24,14 +24,23 @@ import time
 from base64 import b32encode
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import (
-    AggregateRecorder, ApplicationRecorder, DataError, IntegrityError, Notification,
-    ProcessRecorder, ProgrammingError, StoredEvent, Subscription, Tracking, TrackingRecorder,
+    AggregateRecorder,
+    ApplicationRecorder,
+    DataError,
+    IntegrityError,
+    Notification,
+    ProcessRecorder,
+    ProgrammingError,
+    StoredEvent,
+    Subscription,
+    Tracking,
+    TrackingRecorder,
 )
 
 from ... import GenericDelta, LmdbLog, Provenance, Record
@@ -208,7 +217,7 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
         if isinstance(stored_events, (str, bytes, Mapping)) or not isinstance(stored_events, Iterable):
             raise ProgrammingError(f"stored_events must be a sequence of StoredEvent, not "
                                    f"{_what(stored_events)}")
-        ts = datetime.now(timezone.utc)
+        ts = datetime.now(UTC)
         table, kind = self.events_table_name, self.kind
         deltas: list[GenericDelta] = []
         floors: dict[str, tuple[int, str, str]] = {}
@@ -414,7 +423,7 @@ class BraidlogTrackingRecorder(BraidlogRecorder, TrackingRecorder):
         braid = self._braid(self.tracking_table_name, tracking.application_name,
                             "tracking.application_name")
         return GenericDelta(
-            id=_new_ids(1)[0], braid_id=braid, kind=TRACKING, ts=ts or datetime.now(timezone.utc),
+            id=_new_ids(1)[0], braid_id=braid, kind=TRACKING, ts=ts or datetime.now(UTC),
             provenance=_PROVENANCE, confidence=1.0,
             payload={"application_name": tracking.application_name,
                      "notification_id": tracking.notification_id}), braid

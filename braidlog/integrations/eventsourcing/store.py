@@ -15,9 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import (
-    DatabaseError, DataError, IntegrityError, InternalError, OperationalError,
-)
+from eventsourcing.persistence import DatabaseError, DataError, IntegrityError, InternalError, OperationalError
 
 from ... import BraidlogError, ConflictError, LmdbLog, StorageError, ValidationError
 from ... import IntegrityError as DamagedError

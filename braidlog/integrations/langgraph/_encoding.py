@@ -222,7 +222,8 @@ def bpatch(old: bytes, ops: list[Any]) -> bytes:
 def open_braid(store: Any, field: str = "store") -> tuple[Any, bool]:
     """The Braid behind ``store``: an open Braid as it is, else a path opened (and created when
     missing) with no projections. Returns (braid, owned): whether closing is ours."""
-    from ...braid import Braid, open as open_store
+    from ...braid import Braid
+    from ...braid import open as open_store
 
     if isinstance(store, Braid):
         return store, False

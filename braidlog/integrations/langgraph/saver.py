@@ -24,21 +24,38 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP, BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata,
-    CheckpointTuple, get_serializable_checkpoint_metadata, writes_sort_key,
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
 )
 
 from ...delta import delta as make_delta
 from ...errors import StorageError, ValidationError
 from ._encoding import (
-    PROVENANCE, b64, bdiff, bpatch, braid_of, declare_kinds, dump, dump_any, load, load_any,
-    open_braid, unb64,
+    PROVENANCE,
+    b64,
+    bdiff,
+    bpatch,
+    braid_of,
+    declare_kinds,
+    dump,
+    dump_any,
+    load,
+    load_any,
+    open_braid,
+    unb64,
 )
-from ._threads import RUNS_BRAID, THREAD_PREFIX, Checkpoint as Indexed, RunDeletions, ThreadIndex
+from ._threads import RUNS_BRAID, THREAD_PREFIX, RunDeletions, ThreadIndex
+from ._threads import Checkpoint as Indexed
 
 __all__ = ["BraidlogSaver"]
 
@@ -198,7 +215,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
 
     def _delta(self, braid: str, kind: str, payload: dict[str, Any]) -> Any:
         return make_delta(braid, kind, payload, provenance=PROVENANCE, confidence=1.0,
-                          ts=datetime.now(timezone.utc))
+                          ts=datetime.now(UTC))
 
     # -- values ----------------------------------------------------------------------------
     def _bytes_at(self, seq: int, ch: str) -> tuple[str, bytes] | None:

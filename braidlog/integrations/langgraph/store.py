@@ -17,20 +17,24 @@ import math
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.store.base import (
-    BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchItem, SearchOp, TTLConfig,
-)
+from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchItem, SearchOp, TTLConfig
 
 from ...delta import Provenance, Vector
 from ...delta import delta as make_delta
 from ...errors import BraidlogError, ValidationError
 from ._encoding import PROVENANCE, declare_kinds, dump_any, load_any, open_braid
 from ._items import (
-    STORE_PREFIX, Current, Items, braid_of_namespace, check_filter, check_namespace, matches,
+    STORE_PREFIX,
+    Current,
+    Items,
+    braid_of_namespace,
+    check_filter,
+    check_namespace,
+    matches,
     namespace_matches,
 )
 
@@ -336,7 +340,7 @@ class BraidlogStore(_Reader, BaseStore):
 
     # -- reading ---------------------------------------------------------------------------
     def _now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     def _items(self, namespace: tuple[str, ...]) -> Items:
         return _space(self._spaces, self._log, braid_of_namespace(namespace), follow=True)
@@ -501,7 +505,7 @@ class BraidlogStore(_Reader, BaseStore):
         """A read that refreshes TTLs (``refresh_ttl``, by default ``TTLConfig.refresh_on_read``)
         is a write the caller asked for: one small delta per item with a TTL, unless its
         expiry would move by less than a hundredth of the TTL."""
-        out, now = [], datetime.now(timezone.utc)
+        out, now = [], datetime.now(UTC)
         for (ns, key), (items, _, cur) in refresh.items():
             if cur.ttl is None or (ns, key) in puts:
                 continue
@@ -517,13 +521,13 @@ class BraidlogStore(_Reader, BaseStore):
     def _delta(self, braid: str, payload: dict[str, Any], now: datetime | None = None,
                vector: Any = None) -> Any:
         return make_delta(braid, "langgraph.item", payload, provenance=self.provenance,
-                          confidence=1.0, vector=vector, ts=now or datetime.now(timezone.utc))
+                          confidence=1.0, vector=vector, ts=now or datetime.now(UTC))
 
     # -- TTL ---------------------------------------------------------------------------------
     def sweep_ttl(self) -> int:
         """Delete every item whose TTL has run out (one delta each, marked ``expired``); the
         number deleted. With ``erase=True`` every version of those items is then erased."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         with self._lock:
             deltas = []
             for items in self._namespaces():
@@ -627,7 +631,7 @@ class StoreAt(_Reader, BaseStore):
         self._embedder = store._embedder
         self._spaces: dict[str, Items] = {}
         rec = None if seq == 0 else self._log.read(seq)
-        self._time = rec.delta.ts if rec is not None else datetime(1970, 1, 1, tzinfo=timezone.utc)
+        self._time = rec.delta.ts if rec is not None else datetime(1970, 1, 1, tzinfo=UTC)
 
     def _now(self) -> datetime:
         return self._time
