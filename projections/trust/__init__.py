@@ -79,6 +79,7 @@ from .queries import (
     hypothesis_status,
     hypothesis_trust,
     missing_tests,
+    named_evidence,
     promotable,
     test_score,
     trust_of,
@@ -96,7 +97,7 @@ __all__ = [
     "decide", "dream_confidence", "checker",
     "TrustView", "trust_of", "confidence_at", "hypothesis_status", "missing_tests", "promotable",
     "PROVENANCE_WEIGHTS", "PROMOTION_THRESHOLD", "NO_TEST_SCORE", "NO_EVIDENCE_SCORE", "TRUST_HALF_LIFE",
-    "HypothesisTrust", "hypothesis_trust", "test_score",
+    "HypothesisTrust", "hypothesis_trust", "named_evidence", "test_score",
     "decider", "PROJECTIONS",
 ]
 
@@ -104,8 +105,9 @@ __all__ = [
 def decider(policy: TrustPolicy = DEFAULT_POLICY) -> Decider:
     """The trust projection deciding under ``policy`` (the cap, half-life and required tests),
     its rules checked at the boundary under the same policy."""
-    # version 3: the rules hold at the boundary (the state and fold are as in version 2)
-    return Decider(name="trust", version=3, initial=State(), evolve=evolve, state_type=State,
+    # version 3: the rules hold at the boundary (the state and fold are as in version 2);
+    # version 4: the formula's evidence is the deltas a hypothesis names (promotions differ)
+    return Decider(name="trust", version=4, initial=State(), evolve=evolve, state_type=State,
                    kinds=KINDS, refs=frozenset({"deltas", "beads"}), provenances=frozenset({"dream"}),
                    local=True, decide=lambda command, state, ctx: decide(command, state, ctx, policy),
                    check=checker(policy))

@@ -202,7 +202,7 @@ def _promote(c: PromoteHypothesis, state: State, ctx: Context, policy: TrustPoli
     if missing:
         raise Rejected(f"hypothesis {h.hypothesis_id} cannot be promoted: required test(s) "
                        f"{', '.join(missing)} have not passed; record them with RecordTest")
-    scored = hypothesis_trust(state, h.hypothesis_id, ctx.now)
+    scored = hypothesis_trust(state, h.hypothesis_id, ctx.now, ctx.log)
     if scored is None or scored.status != "promoted":
         raise Rejected(f"hypothesis {h.hypothesis_id} stays on probation: raw trust "
                        f"{scored.raw if scored else 0:.4f} (needs {PROMOTION_THRESHOLD} with no test "

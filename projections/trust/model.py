@@ -127,7 +127,8 @@ KINDS = frozenset({"bead_write", "hypothesis", "trust"})
 
 class Reinforcement(Struct, kw_only=True):
     """A later delta that cited the subject as evidence ("cited"), or a passed test ("test");
-    ``confidence`` is the citing delta's (evidence for the trust formula)."""
+    ``confidence`` is the citing delta's (evidence for the trust formula, added to what a
+    hypothesis names)."""
 
     ts: datetime
     delta_id: str

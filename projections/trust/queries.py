@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from msgspec import Struct
 
-from .model import DEFAULT_POLICY, TESTS, DecayPolicy, Hypothesis, State, TestResult, TrustPolicy
+from braidlog import ValidationError
+
+from .model import (
+    DEFAULT_POLICY,
+    TESTS,
+    DecayPolicy,
+    Hypothesis,
+    Reinforcement,
+    State,
+    Subject,
+    TestResult,
+    TrustPolicy,
+)
 
 __all__ = ["TrustView", "trust_of", "confidence_at", "hypothesis_status", "missing_tests", "promotable",
            "PROVENANCE_WEIGHTS", "PROMOTION_THRESHOLD", "NO_TEST_SCORE", "NO_EVIDENCE_SCORE",
-           "TRUST_HALF_LIFE", "HypothesisTrust", "hypothesis_trust", "test_score"]
+           "TRUST_HALF_LIFE", "HypothesisTrust", "hypothesis_trust", "named_evidence", "test_score"]
 
 class TrustView(Struct, frozen=True, kw_only=True):
     """A subject's trust as of a time: the value, where it comes from and whether it decays."""
@@ -135,20 +148,22 @@ PROVENANCE_WEIGHTS: dict[str, float] = {"user": 1.0, "assistant": 0.85, "tool": 
 PROMOTION_THRESHOLD = 0.75
 #: The test part of the formula when no test has run.
 NO_TEST_SCORE = 0.5
-#: The evidence part of the formula when no delta is evidence for the hypothesis.
+#: The evidence part of the formula when the hypothesis names no delta as evidence.
 NO_EVIDENCE_SCORE = 0.5
 #: Trust halves every day since the last fact that fed it (read-time decay).
 TRUST_HALF_LIFE = timedelta(days=1)
 
 
 class HypothesisTrust(Struct, frozen=True, kw_only=True):
-    """A hypothesis's trust as of a time, by the formula (``hypothesis_trust``), with its parts."""
+    """A hypothesis's trust as of a time, by the formula (``hypothesis_trust``), with its parts:
+    ``evidence`` the confidences averaged, of the deltas ``sources`` (in that order)."""
 
     hypothesis_id: str
     raw: float
     confidence: float
     status: str  # "promoted" or "probation"
     evidence: tuple[float, ...]
+    sources: tuple[str, ...]
     scores: tuple[float, ...]
     failed: bool
     weight: float
@@ -162,38 +177,78 @@ def test_score(t: TestResult) -> float:
     return 1.0 if t.passed else 0.0
 
 
-def hypothesis_trust(state: State, hypothesis_id: str, as_of: datetime) -> HypothesisTrust | None:
+def named_evidence(state: State, hypothesis_id: str, as_of: datetime) -> list[str]:
+    """The ids a hypothesis names as its evidence up to ``as_of``: its ``about``, then each of
+    its tests' ``evidence`` (recorded up to ``as_of``), each once, in that order."""
+    h = state.hypotheses[hypothesis_id]
+    ids = list(h.about)
+    for t in h.tests:
+        if t.ts <= as_of:
+            ids.extend(t.evidence)
+    return list(dict.fromkeys(ids))
+
+
+def _evidence(state: State, h: Hypothesis, s: Subject, as_of: datetime,
+              log: Any) -> list[tuple[str, float]]:
+    """The deltas whose confidences are the evidence, as (id, confidence): first the deltas
+    the hypothesis names (read from ``log``; an id that names no delta there, or one dated after
+    ``as_of``, is no evidence), then, only when it names some, the later non-dream deltas that
+    cite it as evidence."""
+    named = named_evidence(state, h.hypothesis_id, as_of)
+    if named and log is None:
+        raise ValidationError("log", f"hypothesis {h.hypothesis_id} names evidence "
+                              f"({', '.join(named[:3])}{' …' if len(named) > 3 else ''}): its trust "
+                              "reads their confidences from the log; pass the log (braid.log, or a "
+                              "view's .log)")
+    found: list[tuple[str, float]] = []
+    for delta_id in named:
+        rec = log.get(delta_id) if isinstance(delta_id, str) and delta_id else None
+        if rec is not None and rec.delta.ts <= as_of:
+            found.append((delta_id, float(rec.delta.confidence)))
+    if not found:
+        return []
+    have = {i for i, _ in found}
+    cited: list[Reinforcement] = [r for r in s.reinforcements if r.how == "cited" and r.ts <= as_of
+                                  and r.confidence is not None and r.delta_id not in have]
+    return found + [(r.delta_id, r.confidence) for r in cited if r.confidence is not None]
+
+
+def hypothesis_trust(state: State, hypothesis_id: str, as_of: datetime,
+                     log: Any = None) -> HypothesisTrust | None:
     """The Braid reference formula, as of ``as_of`` (None before the proposal):
 
     raw = 0.5 × mean(evidence confidences) + 0.5 × mean(test scores), with 0.5 for either part
     when it has nothing to average; halved when any test failed; times the provenance weight of
-    the hypothesis (``PROVENANCE_WEIGHTS``). Evidence is the confidence of every non-dream delta
-    the log links to the hypothesis as evidence (citing it in ``refs.deltas``, or its bead in
-    ``refs.beads`` with role ``evidence``), never the hypothesis's own stated confidence (the
-    reference, elyra's ``TrustEngine.score_for_bead``, averages its evidence deltas alone and
-    takes 0.5 when there are none); tests are the latest non-dream result of each kind.
-    ``status`` is ``promoted`` when raw ≥ 0.75 and no test failed, else ``probation``.
-    ``confidence`` = raw × 0.5^(age / 1 day), age since the last proposal, citation or test.
+    the hypothesis (``PROVENANCE_WEIGHTS``). The evidence is the deltas the hypothesis names (its
+    ``about`` and each of its tests' ``evidence``; their confidences are read from ``log``, the
+    store or a view of it, needed whenever the hypothesis names any) and, only when it names
+    some, the later non-dream deltas that cite it as evidence; never the hypothesis's own stated
+    confidence (the reference, elyra's ``TrustEngine.score_for_bead``, averages the confidences
+    of the evidence deltas it is given, 0.5 for none). Tests are the latest non-dream result of
+    each kind. ``status`` is ``promoted`` when raw ≥ 0.75 and no test failed, else
+    ``probation``. ``confidence`` = raw × 0.5^(age / 1 day), age since the last proposal,
+    citation (whether or not it counts as evidence) or test.
     """
     h = state.hypotheses.get(hypothesis_id)
     s = state.subjects.get(hypothesis_id)
     if h is None or s is None or h.proposed_ts > as_of:
         return None
-    cited = [r for r in s.reinforcements if r.how == "cited" and r.ts <= as_of]
-    evidence = tuple(r.confidence for r in cited if r.confidence is not None)
+    evidence = _evidence(state, h, s, as_of, log)
     latest = [t for t in (_latest(h, k, as_of) for k in TESTS) if t is not None]
     scores = tuple(test_score(t) for t in latest)
     failed = any(not t.passed for t in latest)
     tests_part = sum(scores) / len(scores) if scores else NO_TEST_SCORE
-    evidence_part = sum(evidence) / len(evidence) if evidence else NO_EVIDENCE_SCORE
+    confidences = tuple(c for _, c in evidence)
+    evidence_part = sum(confidences) / len(confidences) if confidences else NO_EVIDENCE_SCORE
     raw = 0.5 * evidence_part + 0.5 * tests_part
     if failed:
         raw *= 0.5
     weight = PROVENANCE_WEIGHTS.get(h.provenance, PROVENANCE_WEIGHTS["system"])
     raw *= weight
-    clock = max([h.proposed_ts, *(r.ts for r in cited), *(t.ts for t in latest)])
+    cited = [r.ts for r in s.reinforcements if r.how == "cited" and r.ts <= as_of]
+    clock = max([h.proposed_ts, *cited, *(t.ts for t in latest)])
     confidence = raw * 0.5 ** ((as_of - clock) / TRUST_HALF_LIFE)
     status = "promoted" if raw >= PROMOTION_THRESHOLD and not failed else "probation"
     return HypothesisTrust(hypothesis_id=hypothesis_id, raw=raw, confidence=confidence,
-                           status=status, evidence=evidence, scores=scores, failed=failed,
-                           weight=weight, clock=clock)
+                           status=status, evidence=confidences, sources=tuple(i for i, _ in evidence),
+                           scores=scores, failed=failed, weight=weight, clock=clock)

@@ -132,9 +132,11 @@ def required_tests_passed(state: State, h: Hypothesis, d: GenericDelta, p: Hypot
                                                f"{sorted(passed)}, not {sorted(p.tests)}")
 
 
-def promotion_threshold(state: State, h: Hypothesis, d: GenericDelta, p: HypothesisPromoted) -> None:
-    """Raw trust reaches 0.75 with no failed test; the promoted confidence is at most raw trust."""
-    scored = hypothesis_trust(state, h.hypothesis_id, d.ts)
+def promotion_threshold(state: State, h: Hypothesis, d: GenericDelta, p: HypothesisPromoted,
+                        at: Boundary | None = None) -> None:
+    """Raw trust reaches 0.75 with no failed test; the promoted confidence is at most raw trust
+    (the evidence the hypothesis names is read from the log as of just before the promotion)."""
+    scored = hypothesis_trust(state, h.hypothesis_id, d.ts, at.log if at is not None else None)
     if scored is None or scored.status != "promoted":
         raw = scored.raw if scored else 0.0
         raise refuse("promotion_threshold", f"hypothesis {h.hypothesis_id} stays on probation: raw trust "
@@ -191,7 +193,7 @@ def _hypothesis(state: State, d: GenericDelta, p: Any, at: Boundary | None, poli
         dream_never_validates(d, "promote")
         promoted_once(h)
         required_tests_passed(state, h, d, p)
-        promotion_threshold(state, h, d, p)
+        promotion_threshold(state, h, d, p, at)
 
 
 def _trust(state: State, d: GenericDelta, p: TrustAssessed, at: Boundary | None, policy: TrustPolicy) -> None:

@@ -205,12 +205,12 @@ def test_the_latest_result_of_each_test_counts(braid):
 
 
 def test_configured_tests_narrow_what_promotion_needs(braid):
-    hid = propose(braid, required_tests=("outcome", "outcome"), provenance="user", confidence=0.9)
+    seen = braid.append(braidlog.delta(B, "observation", {"text": "it happened"}, ts=T0, confidence=0.9))
+    hid = propose(braid, required_tests=("outcome", "outcome"), provenance="user", confidence=0.9,
+                  about=(braid.log.read(seen).delta.id,))
     assert braid.log.get(hid).delta.payload["required_tests"] == ["outcome"]
-    braid.append(braidlog.delta(B, "observation", {"text": "it happened"}, ts=T0 + DAY, confidence=0.9,
-                                refs=Refs(deltas=(hid,))))
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, reward=0.4), T0 + DAY, "user")
-    # raw = 0.5 x 0.9 (the citing observation) + 0.5 x (0.4 + 1) / 2 = 0.45 + 0.35 = 0.8;
+    # raw = 0.5 x 0.9 (the observation it is about) + 0.5 x (0.4 + 1) / 2 = 0.45 + 0.35 = 0.8;
     # a stated 0.9 is capped at raw
     recs = run(braid, PromoteHypothesis(hypothesis_id=hid, confidence=0.9), T0 + DAY)
     assert recs[0].delta.payload["confidence"] == pytest.approx(0.8)
@@ -222,10 +222,11 @@ def test_a_decider_policy_sets_the_default_required_tests(tmp_path):
         hid = propose(b, provenance="user", confidence=0.7)
         assert b.log.get(hid).delta.payload["required_tests"] == ["grounding"]
         refused(b, PromoteHypothesis(hypothesis_id=hid), Rejected, "grounding have not passed")
-        run(b, RecordTest(hypothesis_id=hid, test="grounding", passed=True, evidence=("tool-result-1",)), T0, "tool")
-        b.append(braidlog.delta(B, "observation", {"text": "grounded"}, ts=T0, confidence=0.7, provenance="tool",
-                                refs=Refs(deltas=(hid,))))
-        # raw = 0.5 x 0.7 (the citing observation) + 0.5 x 1.0 = 0.85
+        grounded = b.append(braidlog.delta(B, "observation", {"text": "grounded"}, ts=T0, confidence=0.7,
+                                           provenance="tool"))
+        run(b, RecordTest(hypothesis_id=hid, test="grounding", passed=True,
+                          evidence=(b.log.read(grounded).delta.id,)), T0, "tool")
+        # raw = 0.5 x 0.7 (the observation the test names as evidence) + 0.5 x 1.0 = 0.85
         assert run(b, PromoteHypothesis(hypothesis_id=hid), T0)[0].delta.payload["confidence"] == pytest.approx(0.85)
 
 
@@ -298,9 +299,12 @@ def test_proposals_are_idempotent_by_id(braid):
     assert run(braid, ProposeHypothesis(statement="The user prefers mornings.", hypothesis_id=hid), T0, "dream") == []
     assert braid.head() == head
     refused(braid, ProposeHypothesis(statement="other", hypothesis_id=hid), Rejected, "already exists")
-    refused(braid, ProposeHypothesis(statement="s", hypothesis_id="h-1"), ValidationError, "hypothesis_id: must be a ULID")
-    refused(braid, ProposeHypothesis(statement="s", required_tests=()), ValidationError, "required_tests: must be a non-empty")
-    refused(braid, ProposeHypothesis(statement="s", required_tests=("vibes",)), ValidationError, "unknown \\['vibes'\\]")
+    refused(braid, ProposeHypothesis(statement="s", hypothesis_id="h-1"), ValidationError,
+            "hypothesis_id: must be a ULID")
+    refused(braid, ProposeHypothesis(statement="s", required_tests=()), ValidationError,
+            "required_tests: must be a non-empty")
+    refused(braid, ProposeHypothesis(statement="s", required_tests=("vibes",)), ValidationError,
+            "unknown \\['vibes'\\]")
     refused(braid, ProposeHypothesis(statement=""), ValidationError, "payload.statement")
     refused(braid, RecordTest(hypothesis_id="nope", test="outcome", passed=True, reward=1.0), Rejected,
             "no hypothesis 'nope'; propose it first")
@@ -417,23 +421,25 @@ def test_decide_is_pure_and_refuses_unknown_commands():
 # ------------------------------------------------------------------- the trust formula, by hand
 
 def test_the_trust_formula_with_hand_computed_numbers(braid):
-    hid = propose(braid, provenance="user", confidence=0.8)
-    h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
-    # no evidence and no test: 0.5 x 0.5 + 0.5 x 0.5 = 0.5, x user 1.0 -> probation (< 0.75);
-    # the stated 0.8 is the hypothesis's own claim, not evidence
-    assert (h.raw, h.status, h.scores, h.evidence) == (pytest.approx(0.5), "probation", (), ())
-    braid.append(braidlog.delta(B, "message", {"text": "seen it"}, provenance="assistant", confidence=0.9,
-                                ts=T0 + DAY, refs=Refs(deltas=(hid,))))
+    seen = braid.append(braidlog.delta(B, "message", {"text": "seen it"}, provenance="assistant",
+                                       confidence=0.9, ts=T0))
+    seen_id = braid.log.read(seen).delta.id
+    hid = propose(braid, provenance="user", confidence=0.8, about=(seen_id,))
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0, braid.log)
+    # evidence (0.9,): the message it is about; no test: 0.5 x 0.9 + 0.5 x 0.5 = 0.7, x user 1.0
+    # -> probation (< 0.75); the stated 0.8 is the hypothesis's own claim, not evidence
+    assert (h.raw, h.status, h.scores, h.evidence, h.sources) == (
+        pytest.approx(0.7), "probation", (), (0.9,), (seen_id,))
     run(braid, RecordTest(hypothesis_id=hid, test="consistency", passed=True), T0 + DAY, "user")
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, reward=0.6), T0 + DAY, "user")
-    h = trust.hypothesis_trust(braid.state("trust"), hid, T0 + DAY)
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0 + DAY, braid.log)
     # evidence (0.9,): 0.9; scores (1.0, (0.6 + 1) / 2 = 0.8): 0.9; raw = 0.45 + 0.45 = 0.9
     assert h.evidence == (0.9,) and h.scores == (1.0, pytest.approx(0.8))
     assert (h.raw, h.status) == (pytest.approx(0.9), "promoted")
-    later = trust.hypothesis_trust(braid.state("trust"), hid, T0 + 3 * DAY)
+    later = trust.hypothesis_trust(braid.state("trust"), hid, T0 + 3 * DAY, braid.log)
     assert later.confidence == pytest.approx(0.9 * 0.25)        # two days: x 0.5^2 = 0.225
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=False, reward=-0.5), T0 + 2 * DAY, "user")
-    h = trust.hypothesis_trust(braid.state("trust"), hid, T0 + 2 * DAY)
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0 + 2 * DAY, braid.log)
     # scores (1.0, 0.25): 0.625; (0.45 + 0.3125) = 0.7625, halved for the failed test: 0.38125
     assert (h.raw, h.status, h.failed) == (pytest.approx(0.38125), "probation", True)
 
@@ -453,22 +459,64 @@ def test_a_dream_hypothesis_starts_low_and_weighs_0_6(braid):
     assert (h.weight, h.raw, h.status) == (0.6, pytest.approx((0.25 + 0.25) * 0.6), "probation")  # 0.3
 
 
-def test_trust_averages_only_the_evidence_deltas_with_the_seed_numbers(braid):
-    """The reference (elyra's TrustEngine.score_for_bead): evidence 1.0 and 0.8, tests passed
-    with scores 1.0, 0.9 and 0.8, tool provenance 0.95: (0.5 x 0.9 + 0.5 x 0.9) x 0.95 = 0.855."""
-    hid = propose(braid, provenance="tool", confidence=1.0)
-    for c in (1.0, 0.8):
-        braid.append(braidlog.delta(B, "observation", {"text": "seen"}, ts=T0, confidence=c,
-                                    provenance="perception", refs=Refs(deltas=(hid,))))
+def observed(b, *confidences, ts=T0):
+    """Deltas of the given confidences, to be named as evidence; their ids."""
+    seqs = [b.append(braidlog.delta(B, "observation", {"text": "seen"}, ts=ts, confidence=c,
+                                    provenance="perception")) for c in confidences]
+    return tuple(b.log.read(s).delta.id for s in seqs)
+
+
+def test_trust_follows_the_reference_a_promoted_hypothesis(braid):
+    """The reference (elyra's TrustEngine.score_for_bead) with the issue's first fixture: the
+    hypothesis names evidence of confidence 1.0 and 0.8, tests pass with scores 1.0, 0.9 and 0.8,
+    tool provenance 0.95: (0.5 x 0.9 + 0.5 x 0.9) x 0.95 = 0.855, promoted."""
+    first, second = observed(braid, 1.0, 0.8)
+    hid = propose(braid, provenance="tool", confidence=1.0, about=(first,))
     run(braid, RecordTest(hypothesis_id=hid, test="consistency", passed=True), T0, "tool")   # 1.0
     run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=True, reward=0.8), T0, "tool")  # 0.9
     run(braid, RecordTest(hypothesis_id=hid, test="rederivation", passed=True, reward=0.6,
-                          evidence=("microagent-1",)), T0, "tool")                              # 0.8
-    h = trust.hypothesis_trust(braid.state("trust"), hid, T0)
-    assert h.evidence == (1.0, 0.8) and h.scores == (1.0, pytest.approx(0.8), pytest.approx(0.9))  # consistency, rederivation, outcome
-    assert (h.raw, h.status) == (pytest.approx(0.855), "promoted")
+                          evidence=(second, "microagent-1")), T0, "tool")                   # 0.8
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0, braid.log)
+    # "microagent-1" names no delta of the log: it is no evidence
+    assert h.evidence == (1.0, 0.8) and h.sources == (first, second)
+    assert h.scores == (1.0, pytest.approx(0.8), pytest.approx(0.9))  # consistency, rederivation, outcome
+    assert (h.raw, h.weight, h.status) == (pytest.approx(0.855), 0.95, "promoted")
     p = run(braid, PromoteHypothesis(hypothesis_id=hid), T0)[0].delta.payload
     assert p["confidence"] == pytest.approx(0.855)
+
+
+def test_trust_follows_the_reference_a_hypothesis_on_probation(braid):
+    """The issue's second fixture: evidence 0.8 and 0.7 (0.75), tests 1.0 and a failed 0.5
+    (0.75), assistant provenance 0.85: (0.375 + 0.375) x 0.5 (a test failed) x 0.85 = 0.31875."""
+    ids = observed(braid, 0.8, 0.7)
+    hid = propose(braid, provenance="assistant", confidence=0.9, about=ids)
+    run(braid, RecordTest(hypothesis_id=hid, test="consistency", passed=True), T0, "tool")      # 1.0
+    run(braid, RecordTest(hypothesis_id=hid, test="outcome", passed=False, reward=0.0), T0, "user")  # 0.5
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0, braid.log)
+    assert (h.evidence, h.scores, h.failed) == ((0.8, 0.7), (1.0, 0.5), True)
+    assert (h.raw, h.status) == (pytest.approx(0.31875), "probation")
+    refused(braid, PromoteHypothesis(hypothesis_id=hid), Rejected, "outcome have not passed")
+
+
+def test_citations_add_evidence_but_are_never_its_only_source(braid):
+    hid = propose(braid, provenance="user", confidence=1.0)
+    braid.append(braidlog.delta(B, "message", {"text": "agreed"}, ts=T0, confidence=0.9,
+                                provenance="assistant", refs=Refs(deltas=(hid,))))
+    h = trust.hypothesis_trust(braid.state("trust"), hid, T0, braid.log)
+    # it names no evidence: 0.5, whatever cites it (the reference: 0.5 when there is none)
+    assert (h.evidence, h.raw) == ((), pytest.approx(0.5))
+    (named,) = observed(braid, 0.5)
+    other = propose(braid, statement="another", provenance="user", confidence=1.0, about=(named,))
+    cite = braid.append(braidlog.delta(B, "message", {"text": "agreed"}, ts=T0 + DAY, confidence=0.9,
+                                       provenance="assistant", refs=Refs(deltas=(other,))))
+    h = trust.hypothesis_trust(braid.state("trust"), other, T0 + DAY, braid.log)
+    # it names one (0.5): the later citation (0.9) adds to it: mean 0.7; 0.35 + 0.25 = 0.6
+    assert h.evidence == (0.5, 0.9) and h.sources == (named, braid.log.read(cite).delta.id)
+    assert h.raw == pytest.approx(0.6)
+    # as of before the citation, only what it names
+    assert trust.hypothesis_trust(braid.state("trust"), other, T0, braid.log).evidence == (0.5,)
+    with pytest.raises(ValidationError, match="log: hypothesis .* names evidence"):
+        trust.hypothesis_trust(braid.state("trust"), other, T0)
 
 
 def test_a_user_hypothesis_with_no_evidence_and_no_test_is_not_promoted(braid):
