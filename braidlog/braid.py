@@ -53,7 +53,7 @@ from .replay import (
     state_at,
     write_encoded_checkpoint,
 )
-from .store import BraidHead, Head, LogStore, MemoryLog, Progress, Record, Staged, resolve_point
+from .store import BraidHead, FullStore, Head, LogReader, MemoryLog, Progress, Record, Staged, resolve_point
 
 __all__ = ["Braid", "View", "ReadView", "BatchView", "DEFAULT_STORE", "Point"]
 
@@ -74,7 +74,7 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
     ``lazy`` as for ``Braid``. The store records the projections it is opened with.
     """
     if path is None:
-        store: LogStore = MemoryLog(registry)
+        store: FullStore = MemoryLog(registry)
     else:
         from .lmdb.log import LmdbLog
 
@@ -101,7 +101,7 @@ class Braid:
     written by a plain ``LmdbLog``) catching up means folding every projection over the log.
     """
 
-    def __init__(self, store: LogStore, projections: Iterable[Projection] = (), *,
+    def __init__(self, store: FullStore, projections: Iterable[Projection] = (), *,
                  checkpoint_every: int = 5000, retries: int = 2, lazy: bool = False) -> None:
         for name, value, least in (("checkpoint_every", checkpoint_every, 1), ("retries", retries, 0)):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
@@ -331,7 +331,7 @@ class Braid:
         the projections' order (``replay.check_step``) and its evolve calls
         (``replay.fold_step``, as a replay folds)."""
         order, states, every = self._order, self._states, self.checkpoint_every
-        store, seq, ids, steps = self.log, head.seq, {}, self._steps
+        base, ids, steps = ReadView(self.log, head.seq), {}, self._steps
         for n, s in enumerate(staged):
             d = s.delta
             if d.erased is not None:  # reproduced erased: no check; each projection its own way
@@ -343,7 +343,7 @@ class Braid:
                 check, step = steps.get(d.kind) or self._steps_of(d.kind)
                 if check is not None:
                     try:
-                        check(d, states, Boundary(s.seq, n, BatchView(store, seq, staged, n, ids)))
+                        check(d, states, Boundary(s.seq, n, BatchView(base, staged, n, ids)))
                     except Rejected as e:
                         raise Rejected(f"delta {n}: {e.reason}") from None
                     except ValidationError as e:
@@ -527,10 +527,11 @@ class Braid:
         self.close()
 
 
-class ReadView:
-    """A store seen as of ``seq``: reads and scans stop there; nothing can be written."""
+class ReadView(LogReader):
+    """A store seen as of ``seq`` (a ``LogReader``): reads and scans stop there; nothing can be
+    written."""
 
-    def __init__(self, store: LogStore, seq: int) -> None:
+    def __init__(self, store: FullStore, seq: int) -> None:
         self._store = store
         self.seq = seq
 
@@ -557,17 +558,21 @@ class ReadView:
     def _stop(self, stop: int | None) -> int:
         return self.seq + 1 if stop is None else min(stop, self.seq + 1)
 
-    def scan(self, start: int = 1, stop: int | None = None, **kw: Any) -> Iterator[Record]:
-        return self._store.scan(start, self._stop(stop), **kw)
+    def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
+             limit: int | None = None) -> Iterator[Record]:
+        return self._store.scan(start, self._stop(stop), reverse=reverse, limit=limit)
 
-    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, **kw: Any) -> Iterator[Record]:
-        return self._store.scan_braid(braid_id, start, self._stop(stop), **kw)
+    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
+                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._store.scan_braid(braid_id, start, self._stop(stop), reverse=reverse, limit=limit)
 
-    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, **kw: Any) -> Iterator[Record]:
-        return self._store.scan_kind(kind, start, self._stop(stop), **kw)
+    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._store.scan_kind(kind, start, self._stop(stop), reverse=reverse, limit=limit)
 
-    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, **kw: Any) -> Iterator[Record]:
-        return self._store.scan_refs(entity_id, start, self._stop(stop), **kw)
+    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self._store.scan_refs(entity_id, start, self._stop(stop), reverse=reverse, limit=limit)
 
     def braid_head(self, braid_id: str) -> BraidHead:
         """The braid as of this view: counted over deltas 1..seq, which no writer can change
@@ -580,20 +585,25 @@ class ReadView:
 
 
 class BatchView(Struct, frozen=True):
-    """The log as a boundary check sees it: the store as of ``seq`` (the head a batch is written
-    after) followed by the batch's records ``staged[:upto]``, those before the delta checked.
-    What ``ReadView`` answers, with the batch's records added. The views of one batch share
-    ``ids`` (delta id -> staged record over the whole batch, built on the first lookup). A
-    frozen Struct, not a ReadView: the boundary makes one a delta, in C."""
+    """The log as a boundary check sees it (a ``LogReader``): ``base``, the store as of the head
+    a batch is written after, followed by the batch's records ``staged[:upto]``, those before
+    the delta checked. What ``base`` answers, with the batch's records added. The views of one
+    batch share ``base`` and ``ids`` (delta id -> staged record over the whole batch, built on
+    the first lookup). A frozen Struct: the boundary makes one a delta, in C."""
 
-    _store: Any
-    seq: int
+    _base: ReadView
     _all: Sequence[Staged]
     _upto: int
     _ids: dict[str, Staged]
 
-    registry = ReadView.registry
-    _stop = ReadView._stop
+    @property
+    def seq(self) -> int:
+        """The seq of the head the batch is written after."""
+        return self._base.seq
+
+    @property
+    def registry(self) -> Registry:
+        return self._base.registry
 
     @property
     def _staged(self) -> Sequence[Staged]:
@@ -601,36 +611,36 @@ class BatchView(Struct, frozen=True):
 
     def before(self, n: int) -> BatchView:
         """The view a check of the batch's delta ``n`` sees: the head and deltas 0..n-1."""
-        return BatchView(self._store, self.seq, self._all, n, self._ids)
+        return BatchView(self._base, self._all, n, self._ids)
 
     def _mine(self, delta_id: str) -> Staged | None:
         ids = self._ids
         if not ids and self._all:
             ids.update((st.delta.id.upper(), st) for st in self._all)
         found = ids.get(delta_id.upper())
-        return found if found is not None and found.seq <= self.seq + self._upto else None
+        return found if found is not None and found.seq <= self._base.seq + self._upto else None
 
     def head(self) -> Head:
         if not self._upto:
-            return ReadView.head(self)  # type: ignore[arg-type]
+            return self._base.head()
         last = self._all[self._upto - 1]
         return Head(last.seq, last.hash)
 
     def read(self, seq: int) -> Record:
-        if seq > self.seq:
-            k = seq - self.seq - 1
+        if seq > self._base.seq:
+            k = seq - self._base.seq - 1
             if k < self._upto:
                 s = self._all[k]
                 return Record(s.seq, s.hash, s.delta)
-        return ReadView.read(self, seq)  # type: ignore[arg-type]
+        return self._base.read(seq)
 
     def get(self, delta_id: str) -> Record | None:
         s = self._mine(delta_id)
-        return Record(s.seq, s.hash, s.delta) if s is not None else ReadView.get(self, delta_id)  # type: ignore[arg-type]
+        return Record(s.seq, s.hash, s.delta) if s is not None else self._base.get(delta_id)
 
     def seq_of(self, delta_id: str) -> int | None:
         s = self._mine(delta_id)
-        return s.seq if s is not None else ReadView.seq_of(self, delta_id)  # type: ignore[arg-type]
+        return s.seq if s is not None else self._base.seq_of(delta_id)
 
     def _merged(self, base: Any, keep: Any, start: int, stop: int | None, reverse: bool,
                 limit: int | None) -> Iterator[Record]:
@@ -643,26 +653,25 @@ class BatchView(Struct, frozen=True):
 
     def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
              limit: int | None = None) -> Iterator[Record]:
-        base = functools.partial(ReadView.scan, self)
-        return self._merged(base, lambda s: True, start, stop, reverse, limit)
+        return self._merged(self._base.scan, lambda s: True, start, stop, reverse, limit)
 
     def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
                    reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        base = functools.partial(ReadView.scan_braid, self, braid_id)
+        base = functools.partial(self._base.scan_braid, braid_id)
         return self._merged(base, lambda s: s.delta.braid_id == braid_id, start, stop, reverse, limit)
 
     def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        base = functools.partial(ReadView.scan_kind, self, kind)
+        base = functools.partial(self._base.scan_kind, kind)
         return self._merged(base, lambda s: s.delta.kind == kind, start, stop, reverse, limit)
 
     def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
-        base = functools.partial(ReadView.scan_refs, self, entity_id)
+        base = functools.partial(self._base.scan_refs, entity_id)
         return self._merged(base, lambda s: entity_id in s.refs, start, stop, reverse, limit)
 
     def braid_head(self, braid_id: str) -> BraidHead:
-        base = ReadView.braid_head(self, braid_id)  # type: ignore[arg-type]
+        base = self._base.braid_head(braid_id)
         ours = [s.seq for s in self._staged if s.delta.braid_id == braid_id]
         return BraidHead(base.version + len(ours), ours[-1]) if ours else base
 

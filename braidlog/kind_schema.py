@@ -332,7 +332,9 @@ def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: st
     From then on every process that opens the store validates deltas of ``name`` against it.
     Declaring what the latest declaration already says (the same schema, owner, description,
     refers and text, with no version asked) changes nothing: its seq is returned."""
-    registry = getattr(target, "log", target).registry  # a Braid's store, or the store itself
+    from .store.ports import store_of  # here: the store imports this module
+
+    registry = store_of(target).registry  # a Braid's store, or the store itself
     sync(registry)
     refers, text = _field_names(refers, "refers"), _field_names(text, "text")
     spec = registry.get(name) if isinstance(name, str) else None
@@ -375,7 +377,9 @@ def _field_names(value: Any, name: str) -> list[str]:
 
 def _latest_declaration(target: Any, name: str, seq: int) -> KindDeclared | None:
     """The declaration at ``seq`` of ``target``'s log, if it declares ``name``."""
-    store = getattr(target, "log", target)
+    from .store.ports import store_of  # here: the store imports this module
+
+    store = store_of(target)
     try:
         d = msgspec.convert(store.read(seq).delta.payload, KindDeclared)
     except (msgspec.ValidationError, ValueError, LookupError):

@@ -60,6 +60,7 @@ from msgspec import Struct
 from .delta import GenericDelta, Provenance, Refs, Vector, new_id
 from .errors import Rejected
 from .kinds import default_confidence
+from .store.ports import LogReader
 
 __all__ = ["Projection", "Decider", "Context", "Boundary", "Check", "refuse", "REF_FIELDS"]
 
@@ -72,12 +73,13 @@ S = TypeVar("S")
 class Boundary(Struct, frozen=True):
     """Where a delta being checked stands: the ``seq`` it will take, its ``index`` in its batch,
     and ``log``, a read-only store as of just before it (the head the batch is written after,
-    plus the batch's earlier deltas): ``read``, ``get``, ``seq_of`` and the ``scan`` family.
+    plus the batch's earlier deltas): a ``LogReader`` (``head``, ``read``, ``get``, ``seq_of``,
+    the ``scan`` family, ``braid_head``).
     (A frozen Struct: the boundary makes one a delta, and a frozen dataclass took 1 µs.)"""
 
     seq: int
     index: int
-    log: Any
+    log: LogReader
 
 
 Check = Callable[[Any, GenericDelta, Boundary], None]

@@ -24,7 +24,7 @@ from .chain import digest
 from .delta import Erasure
 from .errors import CheckpointWarning, DecodeError
 from .projection import REF_FIELDS, Projection
-from .store import HW_SIZE, LogStore, Progress
+from .store import HW_SIZE, FullStore, Progress
 
 __all__ = ["Checkpoint", "encode_state", "decode_state", "fold", "write_checkpoint",
            "write_encoded_checkpoint", "load_checkpoint", "state_at", "stale_checkpoints",
@@ -66,7 +66,7 @@ def decode_state(projection: Projection, data: bytes) -> Any:
     return msgspec.msgpack.decode(data, type=projection.state_type)
 
 
-def fold(store: LogStore, projections: Sequence[Projection], states: list[Any], seqs: list[int],
+def fold(store: FullStore, projections: Sequence[Projection], states: list[Any], seqs: list[int],
          stop: int, *, progress: Progress | None = None) -> None:
     """Fold records up to ``stop`` (inclusive) into ``states`` in place; ``seqs[i]`` is where
     state i stands and is advanced.
@@ -123,7 +123,7 @@ def collector_paused() -> _CollectorPaused:
     return _COLLECTOR_PAUSED
 
 
-def _fold(store: LogStore, projections: Sequence[Projection], states: list[Any], seqs: list[int],
+def _fold(store: FullStore, projections: Sequence[Projection], states: list[Any], seqs: list[int],
           stop: int, progress: Progress | None) -> None:
     cuts = sorted({s for s in seqs if s < stop})
     done = 0
@@ -146,7 +146,7 @@ def _fold(store: LogStore, projections: Sequence[Projection], states: list[Any],
 _EVERY = 0x4000  # how often (in deltas) a fold reports progress
 
 
-def _fold_one(store: LogStore, p: Projection, state: Any, start: int, stop: int,
+def _fold_one(store: FullStore, p: Projection, state: Any, start: int, stop: int,
               tick: Progress | None) -> Any:
     """One projection over seqs ``start..stop`` (the common case of time travel): its own
     ``Projection.fold`` over the records' deltas."""
@@ -160,7 +160,7 @@ def _fold_one(store: LogStore, p: Projection, state: Any, start: int, stop: int,
 _view_decoders: dict[type, Any] = {}
 
 
-def _viewed(store: LogStore, view: type, start: int, stop: int) -> Iterator[Any]:
+def _viewed(store: FullStore, view: type, start: int, stop: int) -> Iterator[Any]:
     """The records ``start..stop`` decoded into ``view`` (``Projection.view``): only its fields."""
     decode = _view_decoders.get(view)
     if decode is None:
@@ -188,7 +188,7 @@ def _ticking(items: Iterable[Any], tick: Progress) -> Iterator[Any]:
             tick(n)
 
 
-def _fold_many(store: LogStore, projections: Sequence[Projection], states: list[Any],
+def _fold_many(store: FullStore, projections: Sequence[Projection], states: list[Any],
                active: list[int], start: int, stop: int, tick: Progress | None) -> None:
     """The ``active`` states over seqs ``start..stop``, each delta through the step of its kind
     (``fold_step``, made on the kind's first delta): the projections that read every delta of the
@@ -282,13 +282,13 @@ def _reads_by(p: Projection, i: int, names: dict[str, Any]) -> str:
     return " or ".join(tests)
 
 
-def write_checkpoint(store: LogStore, projection: Projection, seq: int, state: Any) -> None:
+def write_checkpoint(store: FullStore, projection: Projection, seq: int, state: Any) -> None:
     """Store ``state`` as the checkpoint of ``projection`` at ``seq`` (unless that very blob is
     there already; a damaged one is replaced)."""
     write_encoded_checkpoint(store, projection, seq, encode_state(state))
 
 
-def write_encoded_checkpoint(store: LogStore, projection: Projection, seq: int, data: bytes) -> None:
+def write_encoded_checkpoint(store: FullStore, projection: Projection, seq: int, data: bytes) -> None:
     """``write_checkpoint`` of a state already encoded (``encode_state``), e.g. taken while its
     deltas were being written and stored once they are committed."""
     blob = _ckpt_encoder.encode(Checkpoint.make(seq, store.hash_at(seq), data))
@@ -296,7 +296,7 @@ def write_encoded_checkpoint(store: LogStore, projection: Projection, seq: int, 
         store.put_checkpoint(projection.name, projection.version, seq, blob)
 
 
-def load_checkpoint(store: LogStore, projection: Projection, at_most: int,
+def load_checkpoint(store: FullStore, projection: Projection, at_most: int,
                     *, warn: Callable[[str], None] | None = None) -> tuple[int, Any] | None:
     """The newest valid checkpoint of ``projection`` at or before seq ``at_most``, decoded.
 
@@ -329,7 +329,7 @@ def load_checkpoint(store: LogStore, projection: Projection, at_most: int,
     return None
 
 
-def stale_checkpoints(store: LogStore, projections: Iterable[Projection]) -> list[str]:
+def stale_checkpoints(store: FullStore, projections: Iterable[Projection]) -> list[str]:
     """Messages for checkpoints kept under another version of a projection (ignored)."""
     current = {p.name: p.version for p in projections}
     seen: dict[tuple[str, int], int] = {}
@@ -341,7 +341,7 @@ def stale_checkpoints(store: LogStore, projections: Iterable[Projection]) -> lis
             for (name, version), count in sorted(seen.items())]
 
 
-def state_at(store: LogStore, projection: Projection, seq: int,
+def state_at(store: FullStore, projection: Projection, seq: int,
              *, warn: Callable[[str], None] | None = None) -> Any:
     """The state of ``projection`` after deltas ``1..seq``: nearest checkpoint, then fold."""
     found = load_checkpoint(store, projection, seq, warn=warn)

@@ -55,7 +55,7 @@ from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
 from .projection import Projection
 from .replay import Checkpoint, decode_state
-from .store import HW_SIZE, Head, LogStore, OnDisk, Progress, Row, chain_fault, hw_fault, hw_of, ts_micros
+from .store import HW_SIZE, FullStore, Head, OnDisk, Progress, Row, chain_fault, hw_fault, hw_of, store_of, ts_micros
 
 __all__ = [
     "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
@@ -67,11 +67,6 @@ FORMAT = 2
 READS = (1, 2)  # format 1: written before the committed form, imported only as new records
 #: The file a backup directory carries beside data.mdb: the head it holds, when and from where.
 MANIFEST = "braidlog-backup.json"
-
-
-def _log(store: Any) -> Any:
-    """The store of a Braid, or the store itself."""
-    return getattr(store, "log", store)
 
 
 # ------------------------------------------------------------------------------- the format
@@ -149,13 +144,13 @@ def _writer(out: IO[str] | str | os.PathLike[str]) -> Iterator[IO[str]]:
         yield out
 
 
-def export(store: LogStore, out: IO[str] | str | os.PathLike[str], *, start: int = 1,
+def export(store: FullStore, out: IO[str] | str | os.PathLike[str], *, start: int = 1,
            stop: int | None = None, braid: str | None = None,
            progress: Progress | None = None) -> ExportReport:
     """Write records [start, stop) of ``store`` (a LogStore or a Braid; default: up to the head
     now) as JSON Lines to a text stream or a path; only ``braid``'s records when given. The head
     is read once, so a writer appending meanwhile is not exported."""
-    store = _log(store)
+    store = store_of(store)
     head = store.head()
     stop = head.seq + 1 if stop is None else stop
     if start < 1:
@@ -185,7 +180,7 @@ def export(store: LogStore, out: IO[str] | str | os.PathLike[str], *, start: int
     return ExportReport(scope, start, stop, count, str(last), braid)
 
 
-def _rows(store: LogStore, start: int, stop: int, braid: str | None) -> Iterator[Row]:
+def _rows(store: FullStore, start: int, stop: int, braid: str | None) -> Iterator[Row]:
     if braid is None:
         yield from store.scan_rows(start, stop)
         return
@@ -455,7 +450,7 @@ def _hex(n: int, text: str | None, name: str) -> bytes:
     return value
 
 
-def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
+def import_(store: FullStore, source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
             as_new: bool = False, against: Head | str | None = None) -> ImportReport:
     """Import an export (a path, a text stream or lines) into ``store`` (a LogStore or a Braid):
     all of it in one transaction, or nothing.
@@ -468,7 +463,7 @@ def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable
     the deltas are written through it, so its projections' checks hold (the boundary); a bare
     store checks shape, schema and chain only.
     """
-    writer, store = store, _log(store)
+    writer, store = store, store_of(store)
     if isinstance(against, str):
         against = Head.parse(against)
     head = store.head()
@@ -513,7 +508,7 @@ def import_(store: LogStore, source: IO[str] | str | os.PathLike[str] | Iterable
     return ImportReport(h.scope, parsed.lines, len(seqs), 0, seqs[0], seqs[-1], str(after), False)
 
 
-def _import_erasing(writer: Any, store: LogStore, parsed: ParsedExport, head: Head) -> list[int]:
+def _import_erasing(writer: Any, store: FullStore, parsed: ParsedExport, head: Head) -> list[int]:
     """An import whose ``erased`` deltas name records before it, which the target holds: those
     records erased and the export's records appended in one step (the erasure's: the store must
     be open here alone), so the target is never left with the erased deltas and the text."""
@@ -589,7 +584,7 @@ def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
     directory ``dest``, verified against the live log, with a manifest beside it."""
     dest = Path(dest)
     _empty_target(dest, "backup target")
-    store = _log(store)
+    store = store_of(store)
     own = not isinstance(store, OnDisk)  # a path: open it here
     source = _lmdb(store, create=False, readonly=True) if own else store
     created = not dest.exists()
@@ -622,7 +617,7 @@ def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
     return BackupReport(str(dest), str(head), size, ckpts, taken_at)
 
 
-def check_checkpoints(store: LogStore, projections: Iterable[Projection] | None = None
+def check_checkpoints(store: FullStore, projections: Iterable[Projection] | None = None
                       ) -> list[CheckpointCheck]:
     """Check every checkpoint: its blob decodes, its digest matches its content, it covers a seq
     of the log with the log's chain hash there, and (for a loaded projection at that version) its
@@ -736,11 +731,11 @@ class Stats(Struct, frozen=True):
     hw: datetime | None
 
 
-def stats(store: LogStore) -> Stats:
+def stats(store: FullStore) -> Stats:
     """Deltas per kind and per braid, store size, head, checkpoints, recall index coverage and
     the time span of the log (first and last delta time, and the high-water time) of a
     LogStore or a Braid."""
-    store = _log(store)
+    store = store_of(store)
     head = store.head()
     groups: dict[tuple[str, int], list[int]] = {}
     for name, version, seq in store.checkpoint_keys():
@@ -760,7 +755,7 @@ def stats(store: LogStore) -> Stats:
                  recall=_recall_coverage(store, head.seq), first_ts=first, last_ts=last, hw=hw)
 
 
-def _recall_coverage(store: LogStore, head: int) -> dict[str, Any] | None:
+def _recall_coverage(store: FullStore, head: int) -> dict[str, Any] | None:
     """The persisted recall indexes beside an LMDB store (``<store>/recall/*/meta.msgpack``):
     per index, its vectors, the seq it covers, how far behind the head it is and whether it
     matches the log. Read from the files only: stats never builds or catches up an index."""

@@ -4,25 +4,45 @@ from .store_contract import *  # noqa: F401,F403
 
 
 def test_each_store_asserts_the_ports_it_implements(tmp_path):
-    """MemoryLog names LogStore as its base, LmdbLog LogStore and OnDisk; each implements every
-    member of its ports itself (no Protocol stub answers for a method), and code asks
-    ``isinstance(store, OnDisk)`` for the optional capability."""
-    from braidlog import LmdbLog, LogStore, MemoryLog
-    from braidlog.store import OnDisk
+    """MemoryLog and LmdbLog name FullStore (every role and capability but OnDisk) as a base,
+    LmdbLog OnDisk too; each implements every member of its ports itself (no Protocol stub
+    answers for a method), and code asks ``isinstance(store, Capability)`` for an optional one."""
+    from braidlog import LmdbLog, MemoryLog
+    from braidlog.store import CAPABILITIES, FullStore, LogReader, LogStore, OnDisk
 
-    ports = {MemoryLog: (LogStore,), LmdbLog: (LogStore, OnDisk)}
+    ports = {MemoryLog: (LogReader, LogStore, *CAPABILITIES[:-1]),
+             LmdbLog: (LogReader, LogStore, *CAPABILITIES)}
     for cls, implemented in ports.items():
         for port in implemented:
             assert port in cls.__mro__, (cls, port)
             methods = [n for n, v in vars(port).items() if callable(v) and not n.startswith("_")]
-            assert len(methods) >= 4, port
+            assert methods, port
             for name in methods:
                 assert getattr(cls, name) is not vars(port)[name], f"{cls.__name__}.{name} is a stub"
     memory, disk = MemoryLog(), LmdbLog(tmp_path / "s")
     try:
-        assert isinstance(memory, LogStore) and not isinstance(memory, OnDisk)
-        assert isinstance(disk, LogStore) and isinstance(disk, OnDisk)
+        assert isinstance(memory, FullStore) and not isinstance(memory, OnDisk)
+        assert isinstance(disk, FullStore) and isinstance(disk, OnDisk)
         assert memory.readonly is False and disk.readonly is False
         assert memory.spaces() == {} == disk.spaces()
     finally:
         disk.close()
+
+
+def test_the_roles_are_small_and_the_reader_is_what_views_are():
+    """LogReader is the reads alone, LogStore adds the writes; a view of the log (ReadView, the
+    boundary's BatchView) is a LogReader and not a LogStore."""
+    from braidlog import Braid, MemoryLog
+    from braidlog.store import LogReader, LogStore, store_of
+
+    def members(port):
+        return {n for n, v in vars(port).items() if callable(v) and not n.startswith("_")}
+
+    assert members(LogReader) == {"head", "read", "get", "seq_of", "scan", "scan_braid", "scan_kind",
+                                  "scan_refs", "braid_head"}
+    assert members(LogStore) == {"append", "append_batch", "commit", "commit_locked", "close"}
+    store = MemoryLog()
+    braid = Braid(store)
+    view = braid.at(0)
+    assert store_of(braid) is store and store_of(store) is store and store_of(view) is view.log
+    assert isinstance(view.log, LogReader) and not isinstance(view.log, LogStore)

@@ -41,7 +41,7 @@ from ..delta import referenced_ids
 from ..erasure import ERASURES_BRAID, envelope_refs
 from ..errors import BraidlogError, IntegrityError, StorageError
 from ..kinds import Registry
-from ..store import Head, LogStore, Progress, Record, verify_bodies
+from ..store import FullStore, Head, Progress, Record, verify_bodies
 from .env import Env
 from .file import last_intact_key, meta_findings
 from .format import DUPS, fill_nodes, from_u64, id_digest, split_row, u64
@@ -55,7 +55,7 @@ class LogAccess(NamedTuple):
     """What the checks use of an LmdbLog, and nothing more: the store as every store is (its
     port), the file it lives in, and its tables inside the log's own transactions."""
 
-    store: LogStore
+    store: FullStore
     path: Path  # the store's directory
     readonly: bool
     registry: Registry

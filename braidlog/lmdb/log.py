@@ -39,9 +39,9 @@ from ..replay import collector_paused
 from ..store import (
     Admit,
     BraidHead,
+    FullStore,
     Head,
     IndexScans,
-    LogStore,
     OnDisk,
     Progress,
     Record,
@@ -118,7 +118,7 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-class LmdbLog(IndexScans, LmdbErasure, LogStore, OnDisk):
+class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
     """The log in an LMDB environment at ``path`` (a directory).
 
     ``durable=True`` (the default) syncs data and meta pages on every commit: a committed append

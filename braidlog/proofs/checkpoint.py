@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from .. import tree as merkle
 from ..errors import IntegrityError, ValidationError
-from ..store import LogStore
+from ..store import FullStore
 from . import verify as v
 from .keys import SigningKey
 from .prove import check_tree_extends, root
@@ -33,7 +33,7 @@ def sign_note(text: str, key: SigningKey) -> str:
     return f"{text}\n{v.EM_DASH} {key.name} {base64.b64encode(signature).decode()}\n"
 
 
-def _kept(store: LogStore, *, last: bool = False) -> list[tuple[int, v.Checkpoint]]:
+def _kept(store: FullStore, *, last: bool = False) -> list[tuple[int, v.Checkpoint]]:
     out = []
     for size, note in store.notes(last=last):
         text = note.decode("utf-8", errors="replace")
@@ -50,7 +50,7 @@ def _kept(store: LogStore, *, last: bool = False) -> list[tuple[int, v.Checkpoin
     return out
 
 
-def check_notes(store: LogStore, *, last: bool = False) -> list[v.Checkpoint]:
+def check_notes(store: FullStore, *, last: bool = False) -> list[v.Checkpoint]:
     """Every checkpoint the store issued (with ``last``, those of the largest size), each
     checked: the log still holds its records and their root is the one signed. IntegrityError
     names the first that does not hold."""
@@ -61,7 +61,7 @@ def check_notes(store: LogStore, *, last: bool = False) -> list[v.Checkpoint]:
     return out
 
 
-def issue(store: LogStore, key: SigningKey, *, keep: bool = True, size: int | None = None) -> str:
+def issue(store: FullStore, key: SigningKey, *, keep: bool = True, size: int | None = None) -> str:
     """A signed checkpoint note of the store's head (or of its first ``size`` records), kept in
     the store unless ``keep=False``.
 
@@ -91,7 +91,7 @@ def open_note(note: bytes | str, key: v.VerifierKey | str) -> v.Checkpoint:
         raise IntegrityError(f"checkpoint refused: {e}") from None
 
 
-def check_checkpoint(store: LogStore, checkpoint: v.Checkpoint,
+def check_checkpoint(store: FullStore, checkpoint: v.Checkpoint,
                      pending: Sequence[bytes] = ()) -> bool:
     """Does the store, followed by the records ``pending`` (their committed forms, not yet
     written), have ``checkpoint``'s root at its size? True when checked; False when the store and
@@ -124,7 +124,7 @@ def check_checkpoint(store: LogStore, checkpoint: v.Checkpoint,
 TLOG_PROOF = "c2sp.org/tlog-proof@v1"
 
 
-def tlog_proof(store: LogStore, seq: int, key: SigningKey, size: int | None = None, *,
+def tlog_proof(store: FullStore, seq: int, key: SigningKey, size: int | None = None, *,
                extra: bytes | None = None) -> str:
     """Record ``seq`` as a C2SP tlog-proof (``c2sp.org/tlog-proof@v1``): the header, the
     optional ``extra`` line, ``index seq - 1``, the inclusion path (base64, one hash a line, the

@@ -12,7 +12,7 @@ import msgspec
 
 from .. import tree as merkle
 from ..errors import IntegrityError, ValidationError
-from ..store import LogStore, OnDisk
+from ..store import FullStore, OnDisk
 
 __all__ = ["InclusionProof", "ConsistencyProof", "root", "inclusion_proof", "consistency_proof",
            "check_tree_extends"]
@@ -49,7 +49,7 @@ class ConsistencyProof(msgspec.Struct, frozen=True):
                 "new_root": self.new_root.hex(), "path": [p.hex() for p in self.path]}
 
 
-def _size(store: LogStore, size: int | None, field: str) -> int:
+def _size(store: FullStore, size: int | None, field: str) -> int:
     head = store.head().seq
     if size is None:
         return head
@@ -58,20 +58,20 @@ def _size(store: LogStore, size: int | None, field: str) -> int:
     return size
 
 
-def _resolve(store: LogStore, ranges: list[tuple[int, int]]) -> list[bytes]:
+def _resolve(store: FullStore, ranges: list[tuple[int, int]]) -> list[bytes]:
     try:
         return merkle.resolve(ranges, store.tree_hashes)
     except IndexError as e:  # the store shrank under us: only a damaged store does that
         raise IntegrityError(f"the Merkle tree lacks a node below the head ({e})") from None
 
 
-def root(store: LogStore, size: int | None = None) -> bytes:
+def root(store: FullStore, size: int | None = None) -> bytes:
     """The RFC 9162 root of the first ``size`` records (default: the head); O(log n) reads."""
     size = _size(store, size, "size")
     return _resolve(store, [(0, size)])[0] if size else merkle.EMPTY_ROOT
 
 
-def inclusion_proof(store: LogStore, seq: int, size: int | None = None) -> InclusionProof:
+def inclusion_proof(store: FullStore, seq: int, size: int | None = None) -> InclusionProof:
     """The RFC 9162 inclusion proof of record ``seq`` in the tree of ``size`` (default: the head)."""
     size = _size(store, size, "size")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= size:
@@ -81,7 +81,7 @@ def inclusion_proof(store: LogStore, seq: int, size: int | None = None) -> Inclu
     return InclusionProof(seq, size, hashes[0], hashes[1:-1], hashes[-1])
 
 
-def consistency_proof(store: LogStore, old_size: int, new_size: int | None = None
+def consistency_proof(store: FullStore, old_size: int, new_size: int | None = None
                       ) -> ConsistencyProof:
     """The RFC 9162 consistency proof from size ``old_size`` to ``new_size`` (default: the head)."""
     new_size = _size(store, new_size, "new_size")
@@ -93,7 +93,7 @@ def consistency_proof(store: LogStore, old_size: int, new_size: int | None = Non
     return ConsistencyProof(old_size, new_size, hashes[0], hashes[-1], hashes[1:-1])
 
 
-def check_tree_extends(store: LogStore, size: int, expected_root: bytes, what: str) -> None:
+def check_tree_extends(store: FullStore, size: int, expected_root: bytes, what: str) -> None:
     """IntegrityError unless the log still holds ``size`` records whose root is ``expected_root``."""
     head = store.head().seq
     if size > head:
@@ -115,7 +115,7 @@ def check_tree_extends(store: LogStore, size: int, expected_root: bytes, what: s
                              seq=size, expected=expected_root, found=found)
 
 
-def before_upgrade(store: LogStore, size: int, *, hash: bytes | None = None,
+def before_upgrade(store: FullStore, size: int, *, hash: bytes | None = None,
                    root: bytes | None = None) -> str | None:
     """When the chain ``hash`` or tree ``root`` of the first ``size`` records is what they had
     before the store was upgraded to format 4 (re-chained over the committed forms, the tree

@@ -16,7 +16,7 @@ from ..audit import _records
 from ..delta import decode
 from ..errors import DecodeError, IntegrityError, ValidationError
 from ..projection import Projection
-from ..store import HW_SIZE, LogStore
+from ..store import HW_SIZE, FullStore
 from .prove import ConsistencyProof, _resolve, _size, consistency_proof
 
 __all__ = ["StateProof", "state_proof", "refold"]
@@ -61,7 +61,7 @@ class StateProof(msgspec.Struct, frozen=True):
         }
 
 
-def state_proof(store: LogStore, projection: Projection, entity: str, at: int,
+def state_proof(store: FullStore, projection: Projection, entity: str, at: int,
                 size: int | None = None) -> StateProof:
     """The deltas of ``entity`` that ``projection`` reads, seqs 1..``at``, proved in the tree of
     ``size`` records (default: the head): the records the refers-to index holds for the entity

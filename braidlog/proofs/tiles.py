@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from .. import tree as merkle
 from ..errors import IntegrityError, StorageError, ValidationError
-from ..store import LogStore
+from ..store import FullStore
 from . import verify as v
 from .checkpoint import issue
 from .keys import SigningKey
@@ -67,7 +67,7 @@ def read_checkpoint_size(directory: Path, key: SigningKey) -> tuple[int, bytes] 
     return cp.size, cp.root
 
 
-def write_tiles(store: LogStore, directory: str | os.PathLike[str], key: SigningKey
+def write_tiles(store: FullStore, directory: str | os.PathLike[str], key: SigningKey
                 ) -> TilesReport:
     """Write (or bring up to the head) the tlog-tiles directory of ``store`` at ``directory``,
     with a checkpoint of the head signed by ``key`` (kept in the store as ``issue`` keeps it)."""
@@ -99,7 +99,7 @@ def write_tiles(store: LogStore, directory: str | os.PathLike[str], key: Signing
     return TilesReport(size, tiles, bundles, written, since)
 
 
-def _new_files(store: LogStore, since: int, size: int) -> Iterator[tuple[str, bytes]]:
+def _new_files(store: FullStore, since: int, size: int) -> Iterator[tuple[str, bytes]]:
     """(path, bytes) of every tile and bundle the records ``since..size`` touch, level 0 and the
     bundles first, a chunk of 256 entries at a time."""
     if size == 0:

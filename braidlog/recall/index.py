@@ -41,7 +41,7 @@ import msgspec
 import numpy as np
 
 from ..errors import RecallWarning, ValidationError
-from ..store import HW_SIZE, LogStore, OnDisk, Progress, resolve_point
+from ..store import HW_SIZE, FullStore, OnDisk, Progress, resolve_point, store_of
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
 from .columns import NO_FILTER, UNFILTERED, Body, Columns, Filter, Where, make_filter
@@ -94,8 +94,8 @@ class Recall(GraphSearch):
                 raise ValidationError(name, f"must be an int of at least {low}, not {value!r}")
         if not isinstance(exact_ratio, (int, float)) or not 0.0 <= exact_ratio <= 1.0:
             raise ValidationError("exact_ratio", f"must be in [0, 1], not {exact_ratio!r}")
-        self.store: LogStore = getattr(source, "log", source)
-        if not isinstance(self.store, LogStore):
+        self.store: FullStore = store_of(source)
+        if not isinstance(self.store, FullStore):
             raise ValidationError("source", f"must be a Braid or a LogStore, not {type(source).__name__}; "
                                   "for a view (braid.at(point)) use recall_at(view, ...)")
         self.space = space

@@ -7,6 +7,7 @@ import threading
 import weakref
 from typing import Any
 
+from ..store import store_of
 from .index import Metric, Recall
 from .query import Hit
 
@@ -48,4 +49,4 @@ def discard_for(braid: Any) -> None:
     with _instances_lock:
         _instances.pop(braid, None)
     with keyword._shared_lock:
-        keyword._shared.pop(getattr(braid, "log", braid), None)
+        keyword._shared.pop(store_of(braid), None)

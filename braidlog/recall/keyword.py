@@ -37,7 +37,7 @@ from msgspec import Struct
 from ..chain import digest
 from ..errors import RecallWarning, StorageError, ValidationError
 from ..kinds import REGISTRY, Registry
-from ..store import LogStore, Progress
+from ..store import FullStore, Progress, store_of
 from ._deps import need
 from .columns import NO_FILTER, Filter, scope
 from .embedder import delta_text
@@ -98,7 +98,7 @@ class KeywordIndex:
     def __init__(self, source: Any, *, directory: Any = None, registry: Registry = REGISTRY,
                  follow: bool = True, progress: Progress | None = None) -> None:
         t = _tantivy()
-        self.store: LogStore = getattr(source, "log", source)
+        self.store: FullStore = store_of(source)
         self.registry = registry
         self.follow = follow
         self.notices: list[str] = []
@@ -382,7 +382,7 @@ _shared_lock = threading.Lock()
 def keyword_for(store: Any, directory: Any = None) -> KeywordIndex:
     """The one KeywordIndex of ``store`` (per directory), opened on first use and kept: every
     vector space's ``Recall`` of a store shares it, so only one writer ever follows the log."""
-    store = getattr(store, "log", store)
+    store = store_of(store)
     key = str(directory) if directory not in (None, True) else None
     with _shared_lock:
         per = _shared.setdefault(store, {})

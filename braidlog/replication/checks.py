@@ -17,7 +17,7 @@ import time
 from ..chain import GENESIS
 from ..delta import decode
 from ..errors import DecodeError, IntegrityError, StaleWriter
-from ..store import HW_SIZE, Head, LogStore
+from ..store import HW_SIZE, FullStore, Head
 from .stream import Last, Stream
 from .wire import HDR_HASH, Epochs, Watermark, chains, header, read_epoch
 
@@ -28,7 +28,7 @@ RECOVER = ("this store's log is intact: ship it to a new stream (`braidlog ship 
            "stream's subjects (docs/replication.md, *A foreign or corrupt record*)")
 
 
-def fenced(stream: Stream, store: LogStore, epochs: Epochs, mark: Watermark, head: Head,
+def fenced(stream: Stream, store: FullStore, epochs: Epochs, mark: Watermark, head: Head,
            refused: int | None) -> StaleWriter:
     """The error for a writer whose epoch is older than its stream's."""
     where = ""
@@ -55,7 +55,7 @@ def fenced(stream: Stream, store: LogStore, epochs: Epochs, mark: Watermark, hea
         expected=epochs.current, actual=mark.epoch)
 
 
-def _common(stream: Stream, store: LogStore, seq: int) -> int:
+def _common(stream: Stream, store: FullStore, seq: int) -> int:
     """The last seq at or below ``seq`` where the stream holds this store's own record (the
     epoch record may be preceded by its kind's declaration, in the same batch)."""
     for _ in range(4):
@@ -69,7 +69,7 @@ def _common(stream: Stream, store: LogStore, seq: int) -> int:
     return seq
 
 
-def check_stream(stream: Stream, store: LogStore, epochs: Epochs, last: Last, head: Head,
+def check_stream(stream: Stream, store: FullStore, epochs: Epochs, last: Last, head: Head,
                  refused: int | None = None) -> None:
     """Raise unless ``stream`` ends at a record of this log (a prefix of it, or its head).
 

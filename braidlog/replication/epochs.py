@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from ..chain import GENESIS
 from ..errors import ConflictError, StaleWriter
-from ..store import Head, LogStore
+from ..store import FullStore, Head
 from .replica import Replica
 from .stream import Stream
 from .sync import SyncLog
@@ -57,7 +57,7 @@ def _still_moving(stream: Any, before: int, after: int, when: str) -> ConflictEr
         "fences it while it runs: its next write is refused", expected=before, actual=after)
 
 
-def promote(store: LogStore, stream: Stream, *, writer: str | None = None, quiet: float = 2.0,
+def promote(store: FullStore, stream: Stream, *, writer: str | None = None, quiet: float = 2.0,
             force: bool = False, timeout: float = 60.0, now: datetime | None = None
             ) -> Promotion:
     """Make ``store``, a replica of ``stream``, the writer of a new epoch that fences the old.

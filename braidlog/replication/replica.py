@@ -29,7 +29,7 @@ from ..erasure import ERASED, reproduced
 from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, ReplicationError, ValidationError
 from ..kind_schema import KIND_DECLARED, admit_declaration
 from ..kind_schema import sync as sync_kinds
-from ..store import HW_SIZE, Head, LogStore, chain_fault, hw_fault, hw_of, ts_micros
+from ..store import HW_SIZE, FullStore, Head, chain_fault, hw_fault, hw_of, ts_micros
 from .stream import Stream
 from .wire import (
     EPOCH_BRAID,
@@ -71,7 +71,7 @@ class Replica:
     replica stays stopped (``.error``).
     """
 
-    def __init__(self, store: LogStore, stream: Stream, *, batch: int = MAX_BATCH,
+    def __init__(self, store: FullStore, stream: Stream, *, batch: int = MAX_BATCH,
                  checkpoints: Callable[[bytes], Any] | None = None,
                  witness_key: Any = None, cosign_dir: str | None = None) -> None:
         if not 1 <= batch <= MAX_BATCH:
@@ -382,7 +382,7 @@ class _Witness:
             raise IntegrityError(f"the last checkpoint cosigned, {directory}/last, is damaged: "
                                  f"{e}") from None
 
-    def cosign(self, store: LogStore, note: bytes) -> None:
+    def cosign(self, store: FullStore, note: bytes) -> None:
         from ..proofs.prove import consistency_proof
 
         c = self._c

@@ -15,7 +15,7 @@ import time
 
 from ..chain import digest
 from ..errors import BraidlogError, ReplicationError, ValidationError
-from ..store import LogStore
+from ..store import FullStore
 from .checks import check_stream
 from .stream import HINT, Stream, Transient
 from .wire import HDR_TREE_SIZE, MAX_BATCH, Epochs, Watermark, header, rows
@@ -31,7 +31,7 @@ class Shipper:
     Shipper resumes from the stream's watermark: nothing is lost, duplicated or reordered.
     """
 
-    def __init__(self, store: LogStore, stream: Stream, *, batch: int = MAX_BATCH) -> None:
+    def __init__(self, store: FullStore, stream: Stream, *, batch: int = MAX_BATCH) -> None:
         if type(batch) is not int or not 1 <= batch <= MAX_BATCH:
             raise ValidationError("batch", f"must be 1 to {MAX_BATCH} (JetStream's atomic batch "
                                   f"limit), got {batch!r}")

@@ -1,23 +1,28 @@
 """Synchronous writing: an append returns once the stream holds it, and a write the stream
 refused is never committed locally.
 
-The records are published from inside the store's open write transaction (the store's
-``admit`` hook, after the caller's own ``admit`` checks) with ``Nats-Expected-Last-Sequence`` = the seq before them, and the
-transaction commits only after the stream acknowledged them. If the stream refuses them (a
-newer writer epoch, another writer, a foreign record) or does not answer in time, the
-transaction is abandoned: the store is exactly as it was before the call.
+The records are published from inside the store's open write transaction (the store's ``admit``
+hook, after the caller's own ``admit`` checks) with ``Nats-Expected-Last-Sequence`` = the seq
+before them, and the transaction commits only after the stream acknowledged them. If the stream
+refuses them (a newer writer epoch, another writer, a foreign record) or does not answer in
+time, the transaction is abandoned: the store is exactly as it was before the call.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from os import PathLike
+from pathlib import Path
 from typing import Any, TypeVar
 
+from ..chain import Row as ChainRow
 from ..delta import GenericDelta
 from ..errors import IntegrityError, NotAcknowledged, StaleWriter, ValidationError
-from ..store import Admit, Head, LogStore, Record, Staged
+from ..kinds import Registry
+from ..store import Admit, BraidHead, FullStore, Head, OnDisk, Progress, Record, Staged
 from .checks import check_stream
 from .replica import Replica
 from .shipper import Shipper
@@ -39,20 +44,26 @@ class _Refused(Exception):
         super().__init__("the stream refused the batch")
 
 
-class SyncLog:
+class SyncLog(FullStore):
     """A store whose appends return only after the stream acknowledged them with its replicas.
 
-    Every other attribute is the wrapped store's, so ``Braid(SyncLog(store, stream), ...)``
-    makes every append and ``execute`` synchronous. An append the stream does not acknowledge
-    raises and leaves the store unchanged: StaleWriter (a newer writer epoch or another writer
-    holds the stream; every later call is refused at once), IntegrityError (a foreign or
-    corrupt record ends the stream), NotAcknowledged (no answer in time: the stream may still
-    store it when the connection comes back; the next call catches up from the stream first,
-    and appending the same deltas again is idempotent). One transaction is at most 1000
-    deltas, one JetStream atomic batch.
+    It implements every role of the store it wraps (``FullStore``; ``OnDisk`` too when the
+    store is on disk: ``SyncLog`` is then an ``OnDiskSyncLog``), answered by that store, so
+    ``Braid(SyncLog(store, stream), ...)`` makes every append and ``execute`` synchronous. An
+    append the stream does not acknowledge raises and leaves the store unchanged: StaleWriter
+    (a newer writer epoch or another writer holds the stream; every later call is refused at
+    once), IntegrityError (a foreign or corrupt record ends the stream), NotAcknowledged (no
+    answer in time: the stream may still store it when the connection comes back; the next call
+    catches up from the stream first, and appending the same deltas again is idempotent). One
+    transaction is at most 1000 deltas, one JetStream atomic batch.
     """
 
-    def __init__(self, store: LogStore, stream: Stream, *, timeout: float = 30.0,
+    def __new__(cls, store: FullStore, stream: Stream, **kw: Any) -> SyncLog:
+        if cls is SyncLog and isinstance(store, OnDisk):
+            cls = OnDiskSyncLog
+        return super().__new__(cls)
+
+    def __init__(self, store: FullStore, stream: Stream, *, timeout: float = 30.0,
                  batch: int = MAX_BATCH) -> None:
         self.store = store
         self.stream = stream
@@ -247,11 +258,153 @@ class SyncLog:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
+    # -- every other role of the store, answered by the store ----------------------------------
+    # Reads, checkpoints and side tables need no stream: the records they see are committed.
+    # An erasure appends its ``erased`` delta locally; the next call ships it (as anything
+    # appended around this SyncLog), and a replica applies it (Replica.catch_up).
+
+    @property
+    def registry(self) -> Registry:  # type: ignore[override]  # the store's, read-only here
+        return self.store.registry
+
+    @property
+    def readonly(self) -> bool:  # type: ignore[override]  # the store's, read-only here
+        return self.store.readonly
+
+    def head(self) -> Head:
+        return self.store.head()
+
+    def read(self, seq: int) -> Record:
+        return self.store.read(seq)
+
+    def get(self, delta_id: str) -> Record | None:
+        return self.store.get(delta_id)
+
+    def seq_of(self, delta_id: str) -> int | None:
+        return self.store.seq_of(delta_id)
+
+    def scan(self, start: int = 1, stop: int | None = None, *, reverse: bool = False,
+             limit: int | None = None) -> Iterator[Record]:
+        return self.store.scan(start, stop, reverse=reverse, limit=limit)
+
+    def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
+                   reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self.store.scan_braid(braid_id, start, stop, reverse=reverse, limit=limit)
+
+    def scan_kind(self, kind: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self.store.scan_kind(kind, start, stop, reverse=reverse, limit=limit)
+
+    def scan_refs(self, entity_id: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False, limit: int | None = None) -> Iterator[Record]:
+        return self.store.scan_refs(entity_id, start, stop, reverse=reverse, limit=limit)
+
+    def braid_head(self, braid_id: str) -> BraidHead:
+        return self.store.braid_head(braid_id)
+
+    def body(self, seq: int) -> bytes:
+        return self.store.body(seq)
+
+    def entry(self, seq: int) -> bytes:
+        return self.store.entry(seq)
+
+    def hash_at(self, seq: int) -> bytes:
+        return self.store.hash_at(seq)
+
+    def scan_bodies(self, start: int = 1, stop: int | None = None
+                    ) -> Iterator[tuple[int, bytes, bytes]]:
+        return self.store.scan_bodies(start, stop)
+
+    def scan_rows(self, start: int = 1, stop: int | None = None) -> Iterator[ChainRow]:
+        return self.store.scan_rows(start, stop)
+
+    def seq_at(self, ts: datetime) -> int:
+        return self.store.seq_at(ts)
+
+    def verify(self, start: int = 1, stop: int | None = None, *,
+               progress: Progress | None = None) -> Head:
+        return self.store.verify(start, stop, progress=progress)
+
+    def braids(self) -> dict[str, BraidHead]:
+        return self.store.braids()
+
+    def counts(self, index: str) -> dict[str, int]:
+        return self.store.counts(index)
+
+    def spaces(self) -> dict[str, int]:
+        return self.store.spaces()
+
+    def put_checkpoint(self, name: str, version: int, seq: int, blob: bytes) -> None:
+        self.store.put_checkpoint(name, version, seq, blob)
+
+    def checkpoint_seqs(self, name: str, version: int) -> list[int]:
+        return self.store.checkpoint_seqs(name, version)
+
+    def get_checkpoint(self, name: str, version: int, seq: int) -> bytes | None:
+        return self.store.get_checkpoint(name, version, seq)
+
+    def checkpoint_keys(self) -> list[tuple[str, int, int]]:
+        return self.store.checkpoint_keys()
+
+    def projections_used(self) -> list[str]:
+        return self.store.projections_used()
+
+    def use_projections(self, names: Iterable[str]) -> None:
+        self.store.use_projections(names)
+
+    def put_note(self, size: int, note: bytes) -> None:
+        self.store.put_note(size, note)
+
+    def notes(self, *, last: bool = False) -> list[tuple[int, bytes]]:
+        return self.store.notes(last=last)
+
+    def tree_hashes(self, nodes: list[tuple[int, int]]) -> list[bytes]:
+        return self.store.tree_hashes(nodes)
+
+    def erase(self, seqs: Iterable[int], delta: GenericDelta) -> tuple[Record, list[bytes]]:
+        return self.store.erase(seqs, delta)
+
+    def apply_erasures(self, erase: Mapping[int, int], append: Callable[[Any], Any]
+                       ) -> tuple[Any, list[bytes]]:
+        return self.store.apply_erasures(erase, append)
+
+    def close(self) -> None:
+        self.store.close()
 
     def __repr__(self) -> str:
         return f"SyncLog({self.store!r}, {self.stream!r})"
+
+
+class OnDiskSyncLog(SyncLog, OnDisk):
+    """A SyncLog over a store kept in a directory: its ``OnDisk`` capability too."""
+
+    store: Any  # an OnDisk FullStore
+
+    @property
+    def path(self) -> Path:  # type: ignore[override]  # the store's, read-only here
+        return self.store.path
+
+    @property
+    def format_version(self) -> int:  # type: ignore[override]  # the store's, read-only here
+        return self.store.format_version
+
+    def last_commit(self) -> int:
+        return self.store.last_commit()
+
+    def release_pages(self) -> None:
+        self.store.release_pages()
+
+    def stat(self) -> dict[str, int]:
+        return self.store.stat()
+
+    def copy(self, dest: str | PathLike[str], *, compact: bool = True) -> None:
+        self.store.copy(dest, compact=compact)
+
+    def upgraded(self) -> Any:
+        return self.store.upgraded()
+
+    def before_hashes(self, *sizes: int) -> dict[int, tuple[bytes, bytes]]:
+        return self.store.before_hashes(*sizes)
 
 
 class _Moved(Exception):

@@ -36,7 +36,7 @@ from ..erasure import erased_bytes, erased_entry
 from ..errors import DecodeError, IntegrityError
 from ..kind_schema import KIND_DECLARED, sync
 from ..kinds import Registry
-from ..store import HW_SIZE, LogStore
+from ..store import HW_SIZE, FullStore
 
 __all__ = [
     "HDR_SEQ", "HDR_HASH", "HDR_COMMIT", "HDR_EPOCH", "HDR_SALT", "HDR_TREE_SIZE", "entry_of",
@@ -208,7 +208,7 @@ def epoch_header(headers: Mapping[str, str] | None) -> int:
 class Epochs:
     """The writer epochs of a store's log: which epoch each seq was written in."""
 
-    def __init__(self, store: LogStore) -> None:
+    def __init__(self, store: FullStore) -> None:
         self.starts: list[int] = [0]   # seq of each epoch record (0 for epoch 0)
         self.epochs: list[int] = [0]
         self.writers: list[str] = [""]
@@ -239,7 +239,7 @@ class Epochs:
         return self.epochs[-1]
 
 
-def rows(store: LogStore, epochs: Epochs, subject: Any, start: int, stop: int) -> list[Row]:
+def rows(store: FullStore, epochs: Epochs, subject: Any, start: int, stop: int) -> list[Row]:
     """The records ``start..stop`` (inclusive) as rows to publish, gap-free."""
     out: list[Row] = []
     epoch = epochs.at(start - 1)
