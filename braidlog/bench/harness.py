@@ -19,12 +19,12 @@ from ..errors import ValidationError
 from .data import AgentSession
 from .peers import IndexKeys, index_keys
 
-__all__ = ["WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "no_detail", "Run", "percentile", "quiet_heap",
-           "timed", "each", "latencies", "remove", "fresh", "launch"]
+__all__ = ["WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "no_detail", "Run", "percentile",
+           "quiet_heap", "timed", "each", "latencies", "remove", "fresh", "launch"]
 
 #: Workload names, in the order a run does them (``--only`` takes these).
 WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall",
-             "proofs", "scaling", "langgraph")
+             "proofs", "scaling", "langgraph", "eventsourcing")
 
 #: Log sizes of the scaling curves (the scaling workload grows one log through them).
 SCALING_SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000)

@@ -13,7 +13,7 @@ from typing import Any
 
 import lmdb
 
-__all__ = ["machine_facts", "load"]
+__all__ = ["machine_facts", "load", "fsync_ms"]
 
 def machine_facts(path: str) -> dict[str, Any]:
     """Cores, CPU, memory, Python, library versions and the storage under ``path``."""
@@ -100,11 +100,11 @@ def _storage(path: str) -> dict[str, Any]:
             break
         except OSError:
             continue
-    out["fsync_ms_p50"] = _fsync_ms(path)
+    out["fsync_ms_p50"] = fsync_ms(path)
     return out
 
 
-def _fsync_ms(path: str, n: int = 30) -> float:
+def fsync_ms(path: str, n: int = 30) -> float:
     """Median time of a 4 KiB write plus fsync under ``path``: the floor of a durable commit."""
     fname = os.path.join(path, "fsync.probe")
     lat = []

@@ -266,12 +266,22 @@ class EventsourcingApp:
             agg = self.aggregates[braid_id] = AgentMemory(braid_id)
         return agg
 
+    @staticmethod
+    def new_aggregate(braid_id: str) -> Any:
+        """A new aggregate this object does not keep (a thread's own)."""
+        return AgentMemory(braid_id)
+
+    @staticmethod
+    def record(agg: Any, d: GenericDelta) -> None:
+        """Record ``d`` as one event of ``agg`` (not saved yet)."""
+        agg.record(d.kind, d.payload, d.provenance.kind, d.confidence, list(d.tags))
+
     def save(self, deltas: Sequence[GenericDelta]) -> None:
         """Record one event per delta on its braid's aggregate and save them in one go."""
         touched = {}
         for d in deltas:
             agg = self.aggregate(d.braid_id)
-            agg.record(d.kind, d.payload, d.provenance.kind, d.confidence, list(d.tags))
+            self.record(agg, d)
             touched[d.braid_id] = agg
         self.app.save(*touched.values())
 
