@@ -509,6 +509,19 @@ class Braid:
         seq = None if as_of is None else self.resolve(as_of)
         return recall_for(self, space, metric).recall(query, k, as_of=seq, **filters)
 
+    def record_context(self, items: Iterable[Any], *, run: Any, turn: Any, model: str | None = None,
+                       context_bytes: bytes | str | None = None, role: str = "injected",
+                       braid_id: str = "context") -> str:
+        """Record a context receipt (a ``context_used`` delta): ``items`` (recall hits, records,
+        seqs or delta ids) were given to a model in turn ``turn`` of run ``run``, with the
+        SHA-256 of the exact ``context_bytes`` when given. Returns the receipt's delta id; an
+        item that is not a record of the log is refused and nothing is written
+        (docs/receipts.md)."""
+        from .receipts.record import record_context
+
+        return record_context(self, items, run=run, turn=turn, model=model,
+                              context_bytes=context_bytes, role=role, braid_id=braid_id)
+
     def close(self) -> None:
         """Checkpoint the live states (unless a lazy braid never caught them up), save the
         recall index, and close the store."""

@@ -225,7 +225,7 @@ def test_recall_carries_the_options_recall_accepts():
     fields = set(recall_args().__struct_fields__)
     assert {"query", "k", "as_of", "space", "braid", "kinds", "tags", "namespace", "workspace"} <= fields
     assert ("mode" in fields) == ("mode" in params)
-    assert fields - {"query", "as_of", "space"} <= params
+    assert fields - {"query", "as_of", "space", "context"} <= params  # context: its context_bytes
 
 
 @pytest.mark.parametrize("arguments, field, rule", [

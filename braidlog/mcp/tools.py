@@ -346,14 +346,33 @@ class HitOut(Struct):
     delta: GenericDelta
 
 
-class RecallOut(Struct):
+class RecallOut(Struct, omit_defaults=True):
     query: str
     as_of: int | None
     head: str
     hits: list[HitOut]
+    context_id: str | None = None
 
 
 _FILTERS = ("braid", "kinds", "tags", "namespace", "workspace")
+#: Recall's receipt options, which the tool carries as its own arguments (``_receipt_params``).
+_RECEIPT = ("record", "run", "turn", "model", "context_bytes", "hash_query")
+
+
+def _receipt_params() -> list[tuple[str, Any, Any]]:
+    return [
+        ("record", described(bool, "record a context receipt (a context_used delta) naming the "
+                             "hits, the request and the seq it saw; its id comes back as "
+                             "context_id (needs a writable server)"), False),
+        ("run", described(str | None, "with record: the run (session, conversation) the recall "
+                          "served"), None),
+        ("turn", described(str | None, "with record: the turn of that run"), None),
+        ("model", described(str | None, "with record: the model the context is for"), None),
+        ("context", described(str | None, "with record: the exact context given to the model "
+                              "(only its SHA-256 and length are recorded)"), None),
+        ("hash_query", described(bool, "with record: record only the query's SHA-256, not its "
+                                 "text"), False),
+    ]
 
 
 def _recall_params() -> list[tuple[str, Any, Any]]:
@@ -365,7 +384,8 @@ def _recall_params() -> list[tuple[str, Any, Any]]:
     hints = typing.get_type_hints(Recall.recall)
     out: list[tuple[str, Any, Any]] = []
     for name, p in sig.parameters.items():
-        if name in ("self", "query", "as_of", "where", "deltas") or p.kind is not p.KEYWORD_ONLY and name != "k":
+        if name in ("self", "query", "as_of", "where", "deltas", *_RECEIPT) \
+                or p.kind is not p.KEYWORD_ONLY and name != "k":
             continue
         if name == "k":
             out.append(("k", described(Annotated[int, Meta(ge=1, le=MAX_LIST)], "how many hits"), p.default))
@@ -394,6 +414,7 @@ def recall_args() -> type[Struct]:
         ("query", described(Annotated[str, Meta(min_length=1)], "the text to recall by meaning"),
          msgspec.NODEFAULT),
         *_recall_params(),
+        *_receipt_params(),
         ("as_of", described(int | str | None, "recall as of a point (seq, delta id or ISO time): "
                             "only deltas up to it"), None),
         ("space", described(str, "the vector space"), "default"),
@@ -402,14 +423,19 @@ def recall_args() -> type[Struct]:
 
 def _recall(b: Backend, a: Any) -> RecallOut:
     options = {f: getattr(a, f) for f in a.__struct_fields__
-               if f not in ("query", "as_of", "space")}
-    with b.read() as braid:
+               if f not in ("query", "as_of", "space", "context")}
+    if a.record:
+        options["context_bytes"] = a.context
+    elif any(getattr(a, f) for f in ("run", "turn", "model", "context", "hash_query")):
+        raise ValidationError("record", "run, turn, model, context and hash_query describe a "
+                              "recorded recall: pass record true with them")
+    with (b.write() if a.record else b.read()) as braid:
         index = b.recall(a.space)
         point = parse_point(a.as_of, "as_of")
         as_of = None if point is None else index.resolve(point)
         hits = index.recall(a.query, as_of=as_of, **options)
         head = str(braid.head())
-    return RecallOut(query=a.query, as_of=as_of, head=head, hits=[
+    return RecallOut(query=a.query, as_of=as_of, head=head, context_id=hits.context_id, hits=[
         HitOut(seq=h.seq, delta_id=h.delta_id, score=round(h.score, 6),
                delta=msgspec.structs.replace(h.delta, vector=None)) for h in hits])
 
@@ -450,6 +476,8 @@ def log_tools() -> list[ToolSpec]:
             "recall", recall_args(), RecallOut, _recall, title="Recall",
             description="The deltas that best match a text, best first (by meaning, by keyword "
             "or both when `mode` offers it), as of a point when given, with filters applied "
-            "before the top k is cut."))
+            "before the top k is cut. With `record` true it also records a context receipt "
+            "(which memory versions were retrieved, for `run` and `turn`) and returns its "
+            "`context_id`."))
     return tools
 

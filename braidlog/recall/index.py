@@ -42,12 +42,14 @@ import numpy as np
 
 from ..errors import RecallWarning, ValidationError
 from ..store import HW_SIZE, FullStore, OnDisk, Progress, resolve_point, store_of
+from . import otel
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
 from .columns import NO_FILTER, UNFILTERED, Body, Columns, Filter, Where, make_filter
-from .embedder import Embedder
+from .embedder import Embedder, delta_text
 from .files import index_directory
 from .query import MODES, Hit, Mode, fuse, normalised, query_vector
+from .receipts import Hits, recall_request, record_hits
 from .saved import FORMAT, Saved, read_index, write_index
 from .search import EMPTY, GraphSearch, knn
 from .vectors import Rows, trim_heap
@@ -95,6 +97,7 @@ class Recall(GraphSearch):
         if not isinstance(exact_ratio, (int, float)) or not 0.0 <= exact_ratio <= 1.0:
             raise ValidationError("exact_ratio", f"must be in [0, 1], not {exact_ratio!r}")
         self.store: FullStore = store_of(source)
+        self._writer = source  # where a receipt goes: a Braid (its boundary) or the store
         if not isinstance(self.store, FullStore):
             raise ValidationError("source", f"must be a Braid or a LogStore, not {type(source).__name__}; "
                                   "for a view (braid.at(point)) use recall_at(view, ...)")
@@ -432,7 +435,9 @@ class Recall(GraphSearch):
                tags: str | Iterable[str] | None = None, namespace: str | Iterable[str] | None = None,
                workspace: str | Iterable[str] | None = None, where: Where = None,
                reproducible: bool = False, deltas: bool = True,
-               min_score: float | None = None) -> list[Hit]:
+               min_score: float | None = None, record: bool = False, run: str | None = None,
+               turn: str | None = None, model: str | None = None,
+               context_bytes: bytes | str | None = None, hash_query: bool = False) -> Hits:
         """The k deltas that best match ``query`` among those the filters admit, best first.
 
         By meaning, a delta scoring below ``min_score`` is left out: the answer stops there
@@ -446,19 +451,51 @@ class Recall(GraphSearch):
         "hybrid" fuses both rankings by reciprocal rank (``RRF_K``). ``as_of`` (a seq, delta id
         or datetime) sees only deltas up to it; ``reproducible=True`` answers it by meaning with
         the graphs of those deltas alone, the same answer forever (docs/recall.md). ``braid``,
-        ``kinds``, ``namespace`` and ``workspace`` admit any of the values given; ``tags`` requires every tag given; ``where``
-        is a collection of eligible delta ids or a predicate over delta ids (for projection
-        state, e.g. only active decisions). Every filter applies before the top k is cut.
+        ``kinds``, ``namespace`` and ``workspace`` admit any of the values given; ``tags``
+        requires every tag given; ``where`` is a collection of eligible delta ids or a predicate
+        over delta ids (for projection state, e.g. only active decisions). Every filter applies before the top k is cut.
+
+        ``record=True`` appends a context receipt (a ``context_used`` delta, docs/receipts.md)
+        naming the hits, the request and the seq it saw, for turn ``turn`` of run ``run`` (and
+        ``model``, and the SHA-256 of the exact ``context_bytes`` given to the model, when
+        passed; ``hash_query`` keeps only the query's SHA-256): ``hits.context_id`` is its
+        delta id. With opentelemetry-api installed each recall is a ``search_memory`` span.
         """
         if mode not in MODES:
             raise ValidationError("mode", f"must be one of {', '.join(MODES)}, not {mode!r}")
         _check_k(k)
         floor = _check_floor(min_score)
         flt = make_filter(braid, kinds, tags, namespace, workspace, where)
+        if record is not False and record is not True:
+            raise ValidationError("record", f"must be True or False, not {record!r}")
+        if not record and not otel.ENABLED:
+            return self._hits(query, k, mode, as_of, flt, reproducible, deltas, floor)
+        asked = self.resolve(as_of)
+
+        def answer() -> Hits:
+            hits = self._hits(query, k, mode, asked, flt, reproducible, deltas, floor)
+            if record:
+                seen = asked if asked is not None else (
+                    self.covered_seq if mode == "vector" else self.store.head().seq)
+                request = recall_request(self, query, k, mode, seen, flt, reproducible, floor,
+                                         hash_query)
+                record_hits(self._writer, hits, request, run=run, turn=turn, model=model,
+                            context_bytes=context_bytes)
+            return hits
+        if not otel.ENABLED:
+            return answer()
+        with otel.search_span(self.store) as span:
+            hits = answer()
+            otel.describe(span, query, hits, hits.context_id, delta_text)
+            return hits
+
+    def _hits(self, query: Any, k: int, mode: str, as_of: Any,
+              flt: tuple[Filter, Callable[[str], bool] | None], reproducible: bool, deltas: bool,
+              floor: float | None) -> Hits:
         if mode == "vector":
             pos, scores = self._query(query, k, as_of, flt, reproducible)
-            found = [(self._cols.seq(p), self._cols.id(p), s) for p, s in zip(pos.tolist(), scores.tolist(), strict=False)
-                     if floor is None or s >= floor]
+            found = [(self._cols.seq(p), self._cols.id(p), s)
+                     for p, s in zip(pos.tolist(), scores.tolist(), strict=False) if floor is None or s >= floor]
         else:
             if not isinstance(query, str):
                 raise ValidationError("query", f"must be a text in {mode} mode, not {type(query).__name__}")
@@ -470,12 +507,12 @@ class Recall(GraphSearch):
             else:
                 # Each side ranks deeper than k, so a delta both find at rank k+1 can still win.
                 pos, scores = self._query(query, max(k, 2 * k + 10), seq, flt, reproducible)
-                vector = [(self._cols.seq(p), self._cols.id(p)) for p, s in zip(pos.tolist(), scores.tolist(), strict=False)
-                          if floor is None or s >= floor]
+                vector = [(self._cols.seq(p), self._cols.id(p))
+                          for p, s in zip(pos.tolist(), scores.tolist(), strict=False) if floor is None or s >= floor]
                 found = fuse([vector, [(s, i) for s, i, _ in words]], k)
         read = self.store.read
-        return [Hit(seq, delta_id, float(score), read(seq).delta if deltas else None)
-                for seq, delta_id, score in found]
+        return Hits([Hit(seq, delta_id, float(score), read(seq).delta if deltas else None)
+                     for seq, delta_id, score in found])
 
     def _query(self, query: Any, k: int, as_of: Any, flt: tuple[Filter, Callable[[str], bool] | None],
                reproducible: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -25,6 +25,7 @@ from ..errors import ConflictError, IntegrityError, StaleHead, ValidationError
 from ..kind_schema import KIND_DECLARED, admit_declaration
 from ..kind_schema import sync as sync_kinds
 from ..kinds import Registry
+from ..receipts.schema import CONTEXT_USED, check_citations
 from .ports import FullStore, Head, Progress, Record, Staged
 
 __all__ = [
@@ -262,6 +263,10 @@ def stage(checked: list[Checked], *, head: Head, hw: int,
               for seq, h, body, c, entry, salt
               in zip(range(first, first + len(fresh)), links(head.hash, first, entries), bodies,
                      fresh, entries, chosen, strict=False)]
+    receipts = [(n, s.seq, s.delta.payload) for n, s in enumerate(staged)
+                if s.delta.kind == CONTEXT_USED and not s.erased_by]
+    if receipts:  # the citations of a context receipt: records before it, by seq and id
+        check_citations(receipts, {s.delta.id: s.seq for s in staged}, lookup)
     if fresh is checked:
         return staged, [s.seq for s in staged]
     it = iter(staged)
