@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 import braidlog
 from braidlog import BraidlogError, LmdbLog, ValidationError
-from braidlog.receipts import CONTEXT_USED, ContextUsed, RecallRequest, read_receipt, sha256_hex
 from braidlog.recall import Recall
 from braidlog.recall.replay import replay
+from braidlog.receipts import CONTEXT_USED, ContextUsed, RecallRequest, read_receipt, sha256_hex
 
 
 def test_record_context_names_the_items_and_the_context_digest(braid):
