@@ -15,7 +15,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
@@ -87,9 +87,9 @@ _Finite = Annotated[float, Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)]  # refuses NaN a
 
 def _json_value(depth: int) -> Any:
     """The JSON values nested at most ``depth`` deep, as a type msgspec checks while decoding."""
-    value: Any = Union[str, int, _Finite, bool, None]
+    value: Any = str | int | _Finite | bool | None
     for _ in range(depth):
-        value = Union[str, int, _Finite, bool, None, list[value], dict[str, value]]  # type: ignore[valid-type]
+        value = str | int | _Finite | bool | None | list[value] | dict[str, value]  # type: ignore[valid-type]
     return value
 
 

@@ -108,7 +108,7 @@ def schema_type(schema: Mapping[str, Any], name: str, path: str = "schema") -> A
     if isinstance(kinds, list):
         if not kinds or not all(isinstance(k, str) for k in kinds):
             raise ValueError(f"{path}.type: must be a type name or a non-empty list of them")
-        return Union[tuple(_one(schema, k, name, path) for k in kinds)]  # type: ignore[return-value]
+        return Union[tuple(_one(schema, k, name, path) for k in kinds)]  # type: ignore[return-value]  # noqa: UP007 - a union of a run-time list of types
     return _one(schema, kinds, name, path)
 
 
@@ -131,7 +131,7 @@ def _one(schema: Mapping[str, Any], kind: Any, name: str, path: str) -> Any:
             if not isinstance(key, str) or not key.isidentifier() or key.startswith("_"):
                 raise ValueError(f"{path}.properties: {key!r} must be an identifier not starting with '_'")
             t = schema_type(sub, name, f"{path}.properties.{key}")
-            fields.append((key, t) if key in required else (key, Union[t, None], None))
+            fields.append((key, t) if key in required else (key, t | None, None))
         fields.sort(key=len)  # required fields (no default) first, as Structs need
         return msgspec.defstruct(f"{name}:{path}", fields, forbid_unknown_fields=not extra)
     if kind == "array":

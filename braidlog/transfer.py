@@ -27,9 +27,9 @@ a refused import leaves the target exactly as it was. A braid export (or any exp
 head with new seqs and hashes; deltas already present with identical bytes are skipped.
 
 **Backup** is LMDB's compacting copy (``MDB_CP_COMPACT``) taken inside one read transaction:
-consistent while a writer appends, and free of the live file's free pages. **Restore** copies a backup into a new directory beside the target, verifies the
-chain, the head recorded at backup time and every checkpoint there, and only then moves it into
-place.
+consistent while a writer appends, and free of the live file's free pages. **Restore** copies a backup into a new
+directory beside the target, verifies the chain, the head recorded at backup time and every checkpoint there, and only
+then moves it into place.
 """
 
 from __future__ import annotations

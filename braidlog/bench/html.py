@@ -72,7 +72,8 @@ def page(report: Report, *, compare: Report | None = None) -> str:
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1f2328;margin:0;background:#fff}
 main{max-width:1100px;margin:0 auto;padding:24px}
-h1{font-size:24px;margin:0 0 4px} h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+h1{font-size:24px;margin:0 0 4px}
+h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 h3{font-size:15px;margin:18px 0 4px} p.note{color:#59636e;margin:4px 0 12px}
 table{border-collapse:collapse;width:100%;margin:8px 0 16px;font-size:13px}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eaeef2} th{background:#f6f8fa}

@@ -89,8 +89,8 @@ def _append(run: Run) -> list[Sample]:
     for label, projections, follow in (
             (BRAID_FOLLOWING, unchecked, True), (BRAID_CHECKED, shipped, False)):
         with fresh(run, f"append · {label}", "braidlog-projections",
-                   lambda path: Braid(_durable_log(path), projections)) as braid:
-            def write() -> None:
+                   lambda path, projections=projections: Braid(_durable_log(path), projections)) as braid:
+            def write(follow: bool = follow) -> None:
                 for b in checked_batches:
                     braid.append_batch(b)
                     if follow:
@@ -121,7 +121,7 @@ def _append(run: Run) -> list[Sample]:
         es_batches = [ds[i:i + ES_BATCH] for i in range(0, n, ES_BATCH)]
         for persistence, label in ES_PEERS:
             with fresh(run, f"append · {label}", "es.db",
-                       lambda path: EventsourcingApp(persistence, path)) as es:
+                       lambda path, persistence=persistence: EventsourcingApp(persistence, path)) as es:
                 seconds, _ = timed(lambda: [es.save(b) for b in es_batches])
             rates(f"{label} ({ES_BATCH}/save)", seconds, len(es_batches))
     return out
@@ -154,7 +154,7 @@ def _single(run: Run) -> list[Sample]:
     if eventsourcing_installed():
         for persistence, label in ES_PEERS:
             with fresh(run, f"single · {label}", "es.db",
-                       lambda path: EventsourcingApp(persistence, path)) as es:
+                       lambda path, persistence=persistence: EventsourcingApp(persistence, path)) as es:
                 latencies(W, f"{label} (1/save)", each(lambda d: es.save((d,)), ds), out)
     return out
 

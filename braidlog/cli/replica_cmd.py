@@ -105,8 +105,9 @@ def _replicas(p: Any) -> None:
 
 def _replication() -> Any:
     from .. import replication  # raises ReplicationError with the install hint without nats-py
+    from ..replication.stream import _nats
 
-    replication._nats()
+    _nats()
     return replication
 
 

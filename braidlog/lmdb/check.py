@@ -105,7 +105,7 @@ def _by_lookup(log: LogAccess):
         while lo < stop:
             hi = min(stop, lo + CHUNK)
             try:
-                got = log.read(lambda txn: read(txn, start, stop, lo, hi), buffers=False)
+                got = log.read(lambda txn, lo=lo, hi=hi: read(txn, start, stop, lo, hi), buffers=False)
             except IntegrityError as e:
                 if e.seq is not None:
                     raise
@@ -113,7 +113,7 @@ def _by_lookup(log: LogAccess):
                 # hand on every record before the damage, then name the first it cannot read
                 for seq in range(lo, hi):
                     try:
-                        one = log.read(lambda txn: read(txn, start, stop, seq, seq + 1),
+                        one = log.read(lambda txn, seq=seq: read(txn, start, stop, seq, seq + 1),
                                         buffers=False)
                     except IntegrityError as e2:
                         if e2.seq is not None:

@@ -217,7 +217,7 @@ class Env:
             if why is not None:
                 raise StorageError(why, hint="restore the store from a backup (`braidlog "
                                    "restore`); it was not opened, nothing was read or written")
-        for attempt in range(100):
+        for _attempt in range(100):
             try:
                 self.env = lmdb.open(
                     str(path), map_size=map_size, max_dbs=len(self.tables) + 4, subdir=True,

@@ -541,7 +541,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         lo, hi = max(start, 1), stop if stop is not None else 2**63
         left = limit if limit is not None else 2**63
         while left > 0 and lo < hi:
-            seqs, got = self._read(lambda txn: chunk(txn, lo, hi, min(CHUNK, left)),
+            seqs, got = self._read(lambda txn, lo=lo, hi=hi, left=left: chunk(txn, lo, hi, min(CHUNK, left)),
                                    buffers=buffers)
             if not seqs:
                 return

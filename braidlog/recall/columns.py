@@ -227,7 +227,8 @@ def _names(field: str, value: str | Iterable[str] | None) -> frozenset[str] | No
     try:
         out = frozenset(value)
     except TypeError:
-        raise ValidationError(field, f"must be a string or an iterable of strings, not {type(value).__name__}") from None
+        raise ValidationError(field, "must be a string or an iterable of strings, "
+                              f"not {type(value).__name__}") from None
     if not all(isinstance(v, str) for v in out):
         raise ValidationError(field, "must hold strings only")
     return out

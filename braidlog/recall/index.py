@@ -453,7 +453,8 @@ class Recall(GraphSearch):
         the graphs of those deltas alone, the same answer forever (docs/recall.md). ``braid``,
         ``kinds``, ``namespace`` and ``workspace`` admit any of the values given; ``tags``
         requires every tag given; ``where`` is a collection of eligible delta ids or a predicate
-        over delta ids (for projection state, e.g. only active decisions). Every filter applies before the top k is cut.
+        over delta ids (for projection state, e.g. only active decisions). Every filter applies
+        before the top k is cut.
 
         ``record=True`` appends a context receipt (a ``context_used`` delta, docs/receipts.md)
         naming the hits, the request and the seq it saw, for turn ``turn`` of run ``run`` (and

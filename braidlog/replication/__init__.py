@@ -18,7 +18,7 @@ from ..errors import NotAcknowledged, ReplicationError, StaleWriter
 from .epochs import Promotion, promote
 from .replica import Replica
 from .shipper import Shipper
-from .stream import Stream, _nats
+from .stream import Stream
 from .sync import SyncLog
 from .wire import (
     EPOCH_BRAID,

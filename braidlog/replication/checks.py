@@ -61,7 +61,7 @@ def _common(stream: Stream, store: FullStore, seq: int) -> int:
     for _ in range(4):
         if seq <= 0:
             return 0
-        rows = stream._retry(lambda: stream._read(seq, 1), time.monotonic() + stream.timeout,
+        rows = stream._retry(lambda seq=seq: stream._read(seq, 1), time.monotonic() + stream.timeout,
                              "reading the stream")
         if rows and rows[0][0] == seq and header(rows[0][1], HDR_HASH) == store.hash_at(seq).hex():
             return seq

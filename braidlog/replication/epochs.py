@@ -104,7 +104,7 @@ def promote(store: FullStore, stream: Stream, *, writer: str | None = None, quie
                 actual=caught.seq)
         name, ts = writer or socket.gethostname(), now or datetime.now(UTC)
 
-        def fence(head: Head) -> list:
+        def fence(head: Head, name: str = name, ts: datetime = ts) -> list:
             # decided under the store's write lock, after the SyncLog levelled the store with
             # the stream: the epoch is the one after the last this log holds
             return epoch_deltas(store.registry, Epochs(store).current + 1, name, forced=force,

@@ -276,7 +276,7 @@ class Replica:
         stream = self.stream
         while True:
             start = self._note_seq
-            got = stream._retry(lambda: stream._read_notes(start, MAX_BATCH), deadline,
+            got = stream._retry(lambda start=start: stream._read_notes(start, MAX_BATCH), deadline,
                                 "reading checkpoints")
             for seq, _headers, note in got:
                 self._note_seq = seq + 1

@@ -30,7 +30,7 @@ HUMAN = "user"  # the one provenance kind that counts as a human (TrustBoundary.
 
 # ------------------------------------------------------------------------------ seed enums
 
-class DecisionPhase(str, enum.Enum):
+class DecisionPhase(str, enum.Enum):  # noqa: UP042 - a StrEnum member formats as its value, not as Class.NAME
     """How mature a stream is: PATTERN -> EMERGENT -> CANONICAL."""
 
     PATTERN = "pattern"
@@ -38,7 +38,7 @@ class DecisionPhase(str, enum.Enum):
     CANONICAL = "canonical"
 
 
-class DecisionVitality(str, enum.Enum):
+class DecisionVitality(str, enum.Enum):  # noqa: UP042 - a StrEnum member formats as its value, not as Class.NAME
     """How recently a stream was used: ACTIVE (< 7 days), DECAYING (7-30), DORMANT (> 30)."""
 
     ACTIVE = "active"
@@ -46,7 +46,7 @@ class DecisionVitality(str, enum.Enum):
     DORMANT = "dormant"
 
 
-class PatternScope(str, enum.Enum):
+class PatternScope(str, enum.Enum):  # noqa: UP042 - a StrEnum member formats as its value, not as Class.NAME
     """What a decision affects: one component, several, or the infrastructure."""
 
     LOCAL = "local"
@@ -54,7 +54,7 @@ class PatternScope(str, enum.Enum):
     INFRA = "infra"
 
 
-class ProposalStatus(str, enum.Enum):
+class ProposalStatus(str, enum.Enum):  # noqa: UP042 - a StrEnum member formats as its value, not as Class.NAME
     """A proposal's status: DRAFT -> ACCEPTED or REJECTED or FALSIFIED."""
 
     DRAFT = "draft"
@@ -63,7 +63,7 @@ class ProposalStatus(str, enum.Enum):
     FALSIFIED = "falsified"
 
 
-class TrustBoundary(str, enum.Enum):
+class TrustBoundary(str, enum.Enum):  # noqa: UP042 - a StrEnum member formats as its value, not as Class.NAME
     """Who may change decisions: agents with intent, or humans only."""
 
     AGENT_WITH_INTENT = "agent_with_intent"

@@ -13,11 +13,11 @@ checked by the engine before any of these.
 | ``id_is_delta_id`` | decision_recorded, proposal_drafted | (choice: a record's id is its delta's id) |
 | ``trust_boundary`` | decision_recorded, proposal_* | 000, TrustBoundary |
 | ``resolution_targets_active`` | decision_recorded | 000, ResolutionIntent |
-| ``supersede_same_target`` | decision_recorded | LedgerMind v3.2.1 Memory.supersede_decision ("no longer active for target") |
+| ``supersede_same_target`` | decision_recorded | LedgerMind v3.2.1 supersede_decision ("no longer active for target") |
 | ``one_active_decision_per_target`` | decision_recorded | 000, ResolutionIntent; MemoryDecision "CONFLICT" |
 | ``intervention_confidence`` | decision_recorded | LifecycleEngine.process_intervention |
 | ``decision_known`` | decision_used | |
-| ``proposal_status_flow`` | decision_recorded (from a proposal), proposal_accepted/rejected/falsified | 000, ProposalStatus |
+| ``proposal_status_flow`` | proposal_accepted/rejected/falsified, decision_recorded (from one) | 000, ProposalStatus |
 | ``accepted_as_its_decision`` | proposal_accepted | |
 | ``boundary_set_by_human`` | trust_boundary_set | 000, TrustBoundary (HUMAN_ONLY operations) |
 | ``alias_names_one_target`` | target_alias_registered | LedgerMind TargetRegistry |

@@ -29,7 +29,7 @@ Authority = Annotated[float, Meta(ge=0.0)]
 HalfLife = Annotated[float, Meta(gt=0.0)]
 
 
-class ConflictPolicy(str, enum.Enum):
+class ConflictPolicy(str, enum.Enum):  # noqa: UP042 - a StrEnum member formats as its value, not as Class.NAME
     """What happens when an added memory lands in an occupied slot."""
 
     REPLACE = "replace"

@@ -509,7 +509,8 @@ class BraidlogStore(_Reader, BaseStore):
         for (ns, key), (items, _, cur) in refresh.items():
             if cur.ttl is None or (ns, key) in puts:
                 continue
-            if cur.expires_at is not None and now + timedelta(minutes=cur.ttl) - cur.expires_at < timedelta(minutes=cur.ttl / 100):
+            if (cur.expires_at is not None
+                    and now + timedelta(minutes=cur.ttl) - cur.expires_at < timedelta(minutes=cur.ttl / 100)):
                 continue
             out.append(self._delta(items.braid, {"namespace": list(ns), "key": key, "ttl": cur.ttl,
                                                  "refreshed": True}, now))
