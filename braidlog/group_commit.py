@@ -1,5 +1,8 @@
 """Group commit: appenders in many threads share one transaction, and so one fsync.
 
+``LmdbLog`` does this itself now (lmdb/env.py's writer queue, docs/operations.md): this wrapper, the
+opt-in of earlier releases, is kept for the stores that do not (and for code that uses it).
+
 A durable commit costs an fsync, and LMDB admits one writer at a time, so N threads that each
 append one delta pay N fsyncs one after another. ``GroupCommitter`` wraps a store: an appender
 queues its batch; the first one to find no commit in progress becomes the leader, takes every

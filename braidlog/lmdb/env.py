@@ -14,6 +14,9 @@ Hazards, handled here so callers never meet them (docs/operations.md has the lon
   MDB_MAP_FULL (double the map and run the write again). ``set_mapsize`` is only called with no
   transaction of this process open (the ``_Gate``). The transactions that open the tables run
   through the same retry.
+- Writers in several threads share commits (``Env.write``'s queue): each ``fn`` of a group runs
+  in a nested transaction after those before it and is undone alone if it raises; a read made
+  from inside a ``fn`` reads its transaction; a write begun from inside one is refused.
 - ``fork``: py-lmdb refuses to open an environment that is already open in the process, and a
   forked child inherits the parent's. After a fork, the child closes the inherited environments
   that no thread was using at the moment of the fork (closing touches only the child's own copy
@@ -31,6 +34,7 @@ import os
 import struct
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +58,27 @@ MAX_READERS = 512
 _TREE_CHECKS = 10
 
 T = TypeVar("T")
+
+
+#: The most a group commit takes at once, in its writers' weights (a batch weighs its deltas).
+GROUP_WEIGHT = 10_000
+
+
+class _Job:
+    """One writer's ``fn``, waiting in the queue for the commit of its group."""
+
+    __slots__ = ("fn", "weight", "event", "lead", "done", "result", "error")
+
+    def __init__(self, fn: Callable[[Any], Any], weight: int) -> None:
+        self.fn, self.weight = fn, max(1, weight)
+        self.event = threading.Event()
+        self.lead = self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _Inside(threading.local):
+    txn: Any = None
 
 
 class _Gate:
@@ -193,6 +218,10 @@ class Env:
         self.format_version = 0
         self.tables = tables
         self.erasing = False  # an erasure holds it alone (``alone``): no new user meanwhile
+        self._queue: deque[_Job] = deque()  # writers waiting for their group's commit (``write``)
+        self._queue_lock = threading.Lock()
+        self._leading = False
+        self._inside = _Inside()  # the write transaction this thread is running a write in
         data = path / "data.mdb"
         # An existing store is opened under a shared lock that an erasure takes exclusively
         # while it puts a new data.mdb in place: an opener waits for it, never maps the old file.
@@ -239,7 +268,16 @@ class Env:
 
     # -- transactions --------------------------------------------------------------------------
     def read(self, fn: Callable[[Any], T], *, buffers: bool = True) -> T:
-        """``fn(txn)`` in a read transaction, run again if another process grew the map."""
+        """``fn(txn)`` in a read transaction, run again if another process grew the map. Called
+        by a write's ``fn`` (a projection's check reading the store), it reads that write's own
+        transaction: what the batches committed before it in the same group wrote, and nothing
+        of its own yet, as if each had committed alone."""
+        inside = self._inside.txn
+        if inside is not None:
+            return fn(inside)
+        return self._fresh_read(fn, buffers)
+
+    def _fresh_read(self, fn: Callable[[Any], T], buffers: bool = True) -> T:
         while True:
             try:
                 with self.gate.shared():
@@ -253,13 +291,108 @@ class Env:
             except lmdb.Error as e:
                 raise self.error("read", e) from e
 
-    def write(self, fn: Callable[[Any], T]) -> T:
-        """``fn(txn)`` in a write transaction, committed when it returns; run again after
-        growing the map when it is full, or adopting another process's growth."""
+    def write(self, fn: Callable[[Any], T], weight: int = 1) -> T:
+        """``fn(txn)`` in a write transaction, committed (and, durable, synced) before it
+        returns; run again after growing the map when it is full, or adopting another process's
+        growth.
+
+        Writers in several threads of this process share transactions without asking: a writer
+        that finds no commit in flight leads, and runs its own ``fn`` and those of every writer
+        queued by then (up to ``GROUP_WEIGHT`` of ``weight``, in the order they came) in one
+        transaction with one sync; those that queue meanwhile form the next group (LevelDB's
+        writer queue, PostgreSQL's group commit). Each ``fn`` of a group runs in a nested
+        transaction of its own, after the ones before it: one that raises is undone alone and
+        its writer alone gets the error; the others commit. Every writer returns only once the
+        transaction holding its write is committed."""
+        if self._inside.txn is not None:
+            raise StorageError("a write was begun inside a write transaction of the same store",
+                               hint="write from the transaction's caller, after it returns")
+        if self.gate._owner == threading.get_ident():
+            return self._transact(fn)  # holding the store alone (an erasure): no group to wait for
+        job = _Job(fn, weight)
+        with self._queue_lock:
+            self._queue.append(job)
+            lead = not self._leading
+            if lead:
+                self._leading = True
+        if lead:
+            self._lead()
+        while not job.done:
+            job.event.wait()
+            job.event.clear()
+            if job.lead and not job.done:
+                job.lead = False
+                self._lead()
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def _lead(self) -> None:
+        """Commit the group at the head of the queue, then hand the lead to the next writer
+        waiting (or put it down)."""
+        group: list[_Job] = []
+        try:
+            with self._queue_lock:
+                weight = 0
+                while self._queue and (not group or weight + self._queue[0].weight <= GROUP_WEIGHT):
+                    group.append(self._queue.popleft())
+                    weight += group[-1].weight
+            self._commit_group(group)
+        finally:
+            for job in group:
+                job.done = True
+                job.event.set()
+            with self._queue_lock:
+                if self._queue:
+                    self._queue[0].lead = True
+                    self._queue[0].event.set()
+                else:
+                    self._leading = False
+
+    def _commit_group(self, group: list[_Job]) -> None:
+        if len(group) == 1:
+            job = group[0]
+            try:
+                job.result = self._transact(job.fn)
+            except BaseException as e:
+                job.error = e
+            return
+
+        def each(txn: Any) -> None:
+            for job in group:
+                job.result, job.error = None, None
+                child = self.env.begin(write=True, parent=txn)
+                self._inside.txn = child
+                try:
+                    job.result = job.fn(child)
+                except (lmdb.MapFullError, lmdb.MapResizedError):
+                    child.abort()
+                    raise  # the whole group runs again, on the grown map
+                except BaseException as e:
+                    child.abort()
+                    job.error = self.error("write", e) if isinstance(e, lmdb.Error) else e
+                else:
+                    try:
+                        child.commit()
+                    except lmdb.Error as e:
+                        job.result, job.error = None, self.error("write", e)
+                finally:
+                    self._inside.txn = txn
+        try:
+            self._transact(each)
+        except BaseException as e:  # the commit failed: nothing of the group was written
+            for job in group:
+                job.result, job.error = None, e
+
+    def _transact(self, fn: Callable[[Any], T]) -> T:
         while True:
             try:
                 with self.gate.shared(), self.env.begin(write=True) as txn:
-                    return fn(txn)
+                    self._inside.txn = txn
+                    try:
+                        return fn(txn)
+                    finally:
+                        self._inside.txn = None
             except lmdb.MapFullError:
                 self.grow()
             except lmdb.MapResizedError:
@@ -330,7 +463,7 @@ class Env:
         every commit of any process. Taken from a read transaction, not from the meta page: a
         writer stamps the meta page a moment before new readers are given its commit, and a
         caller that saw the new id then read the old snapshot would take it for the new one."""
-        return self.read(_commit_id)
+        return self._fresh_read(_commit_id)
 
     def release_pages(self) -> None:
         """Drop the store's file pages from this process's resident set (Linux; elsewhere

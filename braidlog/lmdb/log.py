@@ -214,11 +214,11 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         self._alive()
         return self._shared_env.read(fn, buffers=buffers)
 
-    def _write(self, fn: Callable[[Any], T]) -> T:
+    def _write(self, fn: Callable[[Any], T], weight: int = 1) -> T:
         self._alive()
         if self.readonly:
             raise StorageError("this store is open read-only", hint="open it without readonly=True")
-        result = self._shared_env.write(fn)
+        result = self._shared_env.write(fn, weight)
         if self.durable and not self._shared_env.durable:
             # the environment was opened non-durable by another LmdbLog of this process: make
             # this log's commits durable anyway
@@ -262,8 +262,8 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         with collector_paused() if isinstance(deltas, Sized) and len(deltas) >= MANY else _ALONE:
             checked = check_batch(deltas, self.registry,  # before the writer lock is taken
                                   erasure=salts is not None)
-            return self._write(lambda txn: self._append_in(txn, checked, expected_version,
-                                                           expected_head, admit, salts))
+            return self._write(lambda txn: self._append_in(
+                txn, checked, expected_version, expected_head, admit, salts), len(checked))
 
     def _append_in(self, txn, checked, expected_version, expected_head, admit=None, salts=None):
         db = self._db
