@@ -4,6 +4,8 @@ Every change is an immutable ``GenericDelta`` in a hash-chained LMDB log; projec
 log into state; ``at(point)`` replays any earlier state exactly.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import vocabulary as _vocabulary  # noqa: F401  (declares the seed's minimum kinds)
 from .braid import DEFAULT_STORE, Braid, ReadView, View, open
 from .chain import GENESIS
@@ -48,7 +50,7 @@ from .errors import (
 from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
 from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, check_payload, declare, plain, typed, typed_or_none
 from .lmdb.log import LmdbLog
-from .projection import Boundary, Context, Decider, Projection, refuse
+from .projection import Boundary, Check, Context, Decider, Projection, refuse
 from .store import BraidHead, Head, LogStore, MemoryLog, Record
 
 __version__ = "0.1.0"
@@ -56,14 +58,22 @@ __version__ = "0.1.0"
 _RECALL = ("Recall", "Hit", "Embedder", "HashingEmbedder", "embed_delta", "KeywordIndex")
 
 
-def __getattr__(name: str):
-    """Recall's names load on first use: braidlog.recall imports numpy and hnswlib (the recall
-    extra); without them it raises ``MissingDependency`` saying how to install them."""
-    if name in _RECALL:
-        from . import recall
+if TYPE_CHECKING:  # the type checker sees recall's names; a module __getattr__ would admit any name
+    from .recall import Embedder as Embedder
+    from .recall import HashingEmbedder as HashingEmbedder
+    from .recall import Hit as Hit
+    from .recall import KeywordIndex as KeywordIndex
+    from .recall import Recall as Recall
+    from .recall import embed_delta as embed_delta
+else:
+    def __getattr__(name: str) -> Any:
+        """Recall's names load on first use: braidlog.recall imports numpy and hnswlib (the recall
+        extra); without them it raises ``MissingDependency`` saying how to install them."""
+        if name in _RECALL:
+            from . import recall
 
-        return getattr(recall, name)
-    raise AttributeError(f"module 'braidlog' has no attribute {name!r}")
+            return getattr(recall, name)
+        raise AttributeError(f"module 'braidlog' has no attribute {name!r}")
 
 
 __all__ = [
@@ -77,7 +87,7 @@ __all__ = [
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed", "typed_or_none",
     "check_payload", "plain",
     "declare_kind", "KindDeclared", "KIND_DECLARED",
-    "Projection", "Decider", "Context", "Command", "Boundary", "refuse",
+    "Projection", "Decider", "Context", "Command", "Boundary", "Check", "refuse",
     "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",
     *_RECALL,
     "__version__",

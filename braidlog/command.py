@@ -29,7 +29,7 @@ import datetime
 import decimal
 import re
 import uuid
-from typing import Any
+from typing import Any, dataclass_transform
 
 import msgspec
 from msgspec import Struct, StructMeta
@@ -47,6 +47,9 @@ _ARGUMENT = re.compile(r"(Missing required|Unexpected keyword) argument '([^']+)
                        r"|Argument '([^']+)' given by name and position|Extra positional arguments provided")
 
 
+# Declared a dataclass transform, as msgspec declares Struct, so a type checker treats ``Command``
+# (which names this metaclass) as neither frozen nor not: a command may be either (PEP 681).
+@dataclass_transform(field_specifiers=(msgspec.field,))
 class CommandMeta(StructMeta):
     """The metaclass of ``Command``: building an instance checks it (decoding does too)."""
 

@@ -48,7 +48,7 @@ class _Command(_BaseCommand, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     pass
 
 
-class OpenEpisode(_Command):
+class OpenEpisode(_Command, frozen=True):
     """Open an episode (a new id when ``episode_id`` is None; give one to make retries safe)."""
 
     labels: Labels = Labels()
@@ -56,21 +56,21 @@ class OpenEpisode(_Command):
     episode_id: Ident | None = None
 
 
-class LabelEpisode(_Command):
+class LabelEpisode(_Command, frozen=True):
     """Replace an episode's labels."""
 
     episode_id: Ident
     labels: Labels
 
 
-class LinkKnot(_Command):
+class LinkKnot(_Command, frozen=True):
     """Add a tied knot to an episode's ``knot_refs``."""
 
     episode_id: Ident
     knot_id: Ident
 
 
-class AddEdge(_Command):
+class AddEdge(_Command, frozen=True):
     """Add an edge from one episode to another, or change its confidence."""
 
     episode_id: Ident
@@ -79,14 +79,14 @@ class AddEdge(_Command):
     confidence: Confidence = 1.0
 
 
-class SummarizeEpisode(_Command):
+class SummarizeEpisode(_Command, frozen=True):
     """Replace an episode's summary cache."""
 
     episode_id: Ident
     summary: SummaryText
 
 
-class NoteQuote(_Command):
+class NoteQuote(_Command, frozen=True):
     """Note a candidate anchor quote (a constraint, decision or open question) for an episode."""
 
     episode_id: Ident
@@ -96,7 +96,7 @@ class NoteQuote(_Command):
     source_delta_id: Ident | None = None
 
 
-class ProposeForks(_Command):
+class ProposeForks(_Command, frozen=True):
     """Propose forks off ``parent_episode_id`` from one drift signal (a knot or delta id)."""
 
     parent_episode_id: Ident
@@ -104,7 +104,7 @@ class ProposeForks(_Command):
     signal_id: Ident
 
 
-class ClassifyFork(_Command):
+class ClassifyFork(_Command, frozen=True):
     """Record a classifier's verdict on a pending fork; enough confirmations promote it."""
 
     fork_id: Ident
@@ -114,7 +114,7 @@ class ClassifyFork(_Command):
     signal_id: Ident | None = None
 
 
-class ExpireForks(_Command):
+class ExpireForks(_Command, frozen=True):
     """Record the expiry of every pending fork of the braid whose TTL ran out by ``as_of``."""
 
     as_of: UtcTime | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 import msgspec
 
@@ -70,6 +70,7 @@ def resolve(existing: Memory, incoming: Memory, policy: ConflictPolicy) -> Confl
     if existing.sources and incoming.sources:
         if max(s.authority for s in incoming.sources) < max(s.authority for s in existing.sources):
             return ConflictPolicy.IGNORE
+    assert incoming.timestamp is not None and existing.timestamp is not None  # both completed memories
     if incoming.timestamp < existing.timestamp or incoming.confidence < existing.confidence:
         return ConflictPolicy.IGNORE
     return ConflictPolicy.REPLACE
@@ -84,6 +85,10 @@ def reinforce_confidence(c_old: float, c_new: float, weight_sources: Iterable[So
     return min(1.0, c_old + (1.0 - c_old) * bump), w, bump
 
 
+@overload
+def _text(value: Any, name: str, optional: Literal[False] = False, max_length: int | None = None) -> str: ...
+@overload
+def _text(value: Any, name: str, optional: bool, max_length: int | None = None) -> str | None: ...
 def _text(value: Any, name: str, optional: bool = False, max_length: int | None = None) -> str | None:
     if value is None and optional:
         return None
@@ -269,7 +274,9 @@ def decide(command: Any, state: State, ctx: Context, *,
 def _add(c: AddMemory, state: State, ctx: Context, profiles: Mapping[str, DomainProfile],
          default_profile: str) -> list[GenericDelta]:
     m = _incoming(c.memory, ctx)
-    if m.id in state.memories or m.id in state.absorbed:
+    mid, ts = m.id, m.timestamp
+    assert mid is not None and ts is not None  # _incoming fills both
+    if mid in state.memories or mid in state.absorbed:
         return []  # the id is the add's idempotency key: this add is already done
     profile = _profile(state, m.workspace, profiles, default_profile)
     spec = profile.spec(m.type)
@@ -278,34 +285,37 @@ def _add(c: AddMemory, state: State, ctx: Context, profiles: Mapping[str, Domain
                                              f"(profile {profile.name!r}); use one of {', '.join(profile.all_types())}")
     _check_spec(spec, m, "memory.")
     existing = _current(state, m.workspace, m.type, m.subject)
+    existing_id = existing.id if existing is not None else None
     _check_version(c.expected_version, existing.version if existing else 0,
                    f"slot ({m.workspace}, {m.type}, {m.subject})")
     policy = None if existing is None else resolve(existing, m, spec.conflict_policy)
     if policy is ConflictPolicy.IGNORE:
         return []
-    if policy is ConflictPolicy.REPLACE:
-        payload = MemoryReplaced(id=existing.id, incoming_id=m.id, content=m.content,
-                                 confidence=m.confidence, timestamp=m.timestamp, tags=m.tags,
-                                 sources=m.sources, metadata=m.metadata)
-        return [ctx.delta("memory_replaced", msgspec.to_builtins(payload))]
-    if policy is ConflictPolicy.REINFORCE:
+    if existing is not None and policy is ConflictPolicy.REPLACE:
+        assert existing_id is not None  # a kept memory has its id
+        replaced = MemoryReplaced(id=existing_id, incoming_id=mid, content=m.content,
+                                  confidence=m.confidence, timestamp=ts, tags=m.tags,
+                                  sources=m.sources, metadata=m.metadata)
+        return [ctx.delta("memory_replaced", msgspec.to_builtins(replaced))]
+    if existing is not None and policy is ConflictPolicy.REINFORCE:
+        assert existing_id is not None  # a kept memory has its id
         seen = {s.key() for s in existing.sources}
         new = [s for s in m.sources if s.key() not in seen]
         conf, w, bump = reinforce_confidence(existing.confidence, m.confidence, new or m.sources)
-        payload = MemoryReinforced(id=existing.id, incoming_id=m.id, confidence=conf, weight=w, bump=bump,
-                                   sources=new, tags=m.tags,
-                                   content=m.content if m.confidence > conf else None)
-        return [ctx.delta("memory_reinforced", msgspec.to_builtins(payload))]
+        reinforced = MemoryReinforced(id=existing_id, incoming_id=mid, confidence=conf, weight=w, bump=bump,
+                                      sources=new, tags=m.tags,
+                                      content=m.content if m.confidence > conf else None)
+        return [ctx.delta("memory_reinforced", msgspec.to_builtins(reinforced))]
     status = m.status
     if status is None and m.type == "goal":
         status = "active"
-    payload = MemoryAdded(
-        id=m.id, type=m.type, content=m.content, confidence=m.confidence, workspace=m.workspace,
-        timestamp=m.timestamp, subject=m.subject, tags=m.tags, sources=m.sources, status=status,
+    added = MemoryAdded(
+        id=mid, type=m.type, content=m.content, confidence=m.confidence, workspace=m.workspace,
+        timestamp=ts, subject=m.subject, tags=m.tags, sources=m.sources, status=status,
         metadata=m.metadata, half_life_days=spec.half_life_days, policy=policy,
-        supersedes=existing.id if policy is ConflictPolicy.SUPERSEDE else None,
-        conflicts_with=existing.id if policy is ConflictPolicy.FLAG else None)
-    return [ctx.delta("memory_added", msgspec.to_builtins(payload))]
+        supersedes=existing_id if policy is ConflictPolicy.SUPERSEDE else None,
+        conflicts_with=existing_id if policy is ConflictPolicy.FLAG else None)
+    return [ctx.delta("memory_added", msgspec.to_builtins(added))]
 
 
 def _update(c: UpdateMemory, state: State, ctx: Context, profiles: Mapping[str, DomainProfile],

@@ -22,10 +22,10 @@ CLI's ``append`` and ``import``, MCP): a raw delta obeys what ``decide`` would h
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from braidlog import Boundary, GenericDelta, ValidationError, refuse
+from braidlog import Boundary, Check, GenericDelta, ValidationError, refuse
 
 from .decide import _current, _profile_or_none, resolve
 from .events import MemoryAdded, MemoryReinforced, MemoryReplaced, MemoryUpdated, WorkspaceProfileBound
@@ -103,7 +103,7 @@ def conflict_policy(applied: ConflictPolicy | None, policy: ConflictPolicy | Non
         return
     ws, type, subject = slot
     where = f"slot ({ws}, {type}, {subject})"
-    if existing is None:
+    if existing is None or policy is None:  # policy is None exactly when the slot is empty
         raise refuse("conflict_policy", f"{what} applies {applied.value if applied else 'no policy'}, but "
                                         f"{where} is empty: a new memory is simply stored")
     said = {P.REPLACE: f"replaces the active {existing.id!r} in place (memory_replaced)",
@@ -190,7 +190,7 @@ def _absorbing(state: State, d: GenericDelta, p: MemoryReplaced | MemoryReinforc
     if current is None or current.id != rec.id:
         raise refuse("conflict_policy", f"{rec.id!r} is not the active memory of slot "
                                         f"({slot[0]}, {slot[1]}, {slot[2]})")
-    if replaced:
+    if isinstance(p, MemoryReplaced):
         reserved_metadata(p.metadata)
         incoming = _incoming(p, rec)
         type_spec_fields(spec, incoming)
@@ -220,11 +220,12 @@ def _bound(state: State, d: GenericDelta, p: WorkspaceProfileBound, profiles: Ma
                                                  f"of {', '.join(profiles)}")
 
 
-_BY_KIND = {"memory_added": _added, "memory_replaced": _absorbing, "memory_reinforced": _absorbing,
-            "memory_updated": _updated, "workspace_profile_bound": _bound}
+_BY_KIND: dict[str, Callable[..., None]] = {
+    "memory_added": _added, "memory_replaced": _absorbing, "memory_reinforced": _absorbing,
+    "memory_updated": _updated, "workspace_profile_bound": _bound}
 
 
-def checker(profiles: Mapping[str, DomainProfile], default: str):  # noqa: ANN201 - a braidlog.Check
+def checker(profiles: Mapping[str, DomainProfile], default: str) -> Check:
     """The boundary check of a memories projection knowing ``profiles`` (``default`` for an
     unbound workspace)."""
     import braidlog

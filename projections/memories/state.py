@@ -53,7 +53,7 @@ def evolve(state: State, delta: GenericDelta) -> State:
         meta = dict(p.metadata)
         if p.conflicts_with is not None:
             meta["conflicts_with"] = [p.conflicts_with]
-        rec = Memory(
+        added = Memory(
             id=p.id, type=p.type, content=p.content, confidence=p.confidence, subject=p.subject,
             tags=list(p.tags), workspace=p.workspace,
             sources=[s if s.retrieved_at else msgspec.structs.replace(s, retrieved_at=ts) for s in p.sources],
@@ -70,7 +70,7 @@ def evolve(state: State, delta: GenericDelta) -> State:
                                   "conflicts_with": [*other.metadata.get("conflicts_with", []), p.id]}
             other.version += 1
             other.updated_at = ts
-        state.memories[p.id] = rec
+        state.memories[p.id] = added
         key = slot_key(p.workspace, p.type, p.subject)
         if key is not None:
             state.slots.setdefault(key, []).append(p.id)
@@ -88,7 +88,7 @@ def evolve(state: State, delta: GenericDelta) -> State:
         rec.tags = _union(rec.tags, p.tags)
         if p.sources:
             rec.sources = list(p.sources)
-        state.absorbed[p.incoming_id] = rec.id
+        state.absorbed[p.incoming_id] = p.id
     elif kind == "memory_reinforced":
         seen = {s.key() for s in rec.sources}
         rec.sources = [*rec.sources, *(s for s in p.sources if s.key() not in seen)]
@@ -96,7 +96,7 @@ def evolve(state: State, delta: GenericDelta) -> State:
         rec.tags = _union(rec.tags, p.tags)
         if p.content is not None:
             rec.content = p.content
-        state.absorbed[p.incoming_id] = rec.id
+        state.absorbed[p.incoming_id] = p.id
     else:  # memory_updated
         if p.content is not None:
             rec.content = p.content
