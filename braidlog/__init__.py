@@ -47,7 +47,14 @@ from .errors import (
     StoreFullError,
     ValidationError,
 )
-from .kind_schema import KIND_DECLARED, KindDeclared, declare_kind
+from .kind_schema import (
+    EMBEDDER_DECLARED,
+    KIND_DECLARED,
+    EmbedderDeclared,
+    KindDeclared,
+    declare_kind,
+    recorded_embedder,
+)
 from .kinds import MINIMUM_KINDS, REGISTRY, KindSpec, Registry, check_payload, declare, plain, typed, typed_or_none
 from .lmdb.log import LmdbLog
 from .projection import Boundary, Check, Context, Decider, Projection, refuse
@@ -86,7 +93,7 @@ __all__ = [
     "ReplicationError", "NotAcknowledged", "StaleWriter", "MissingDependency", "RecallWarning",
     "KindSpec", "Registry", "REGISTRY", "MINIMUM_KINDS", "declare", "typed", "typed_or_none",
     "check_payload", "plain",
-    "declare_kind", "KindDeclared", "KIND_DECLARED",
+    "declare_kind", "KindDeclared", "KIND_DECLARED", "EMBEDDER_DECLARED", "EmbedderDeclared", "recorded_embedder",
     "Projection", "Decider", "Context", "Command", "Boundary", "Check", "refuse",
     "LogStore", "MemoryLog", "LmdbLog", "Record", "Head", "BraidHead", "GENESIS",
     *_RECALL,

@@ -1,4 +1,5 @@
 """Kinds declared in the log itself: a ``kind_declared`` delta holds a payload's JSON Schema.
+(The embedder of each vector space is declared in the log too: ``embedder_declared``, below.)
 
 A kind declared in Python (``braidlog.declare``) lives in one process; a kind declared in the log
 is part of the history: covered by the chain, exported, shipped to replicas, and known to every
@@ -26,17 +27,19 @@ is an ``object``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
+from .delta import GenericDelta
 from .delta import delta as make_delta
-from .errors import ValidationError
+from .errors import StaleHead, ValidationError
 from .kinds import REGISTRY, KindSpec, Registry
 
 __all__ = ["KIND_DECLARED", "KindDeclared", "StoreKinds", "declare_kind", "schema_type",
-           "declaration_spec"]
+           "declaration_spec", "EMBEDDER_DECLARED", "EMBEDDERS_BRAID", "EmbedderDeclared", "recorded_embedder",
+           "recorded_embedders", "embedder_declaration", "embedder_mismatch", "append_with_embedder"]
 
 #: The engine's kind for a declaration; owned by braidlog itself.
 KIND_DECLARED = "kind_declared"
@@ -417,3 +420,135 @@ def admit_declaration(kinds: Registry, base: Registry, decl: Any, index: int) ->
 
 
 REGISTRY.declare(KIND_DECLARED, KindDeclared, owner=OWNER)
+
+
+# -- the embedder of each vector space, declared in the log -------------------------------------
+#
+# The embedder of each vector space, declared in the log with the space's first vectors.
+#
+# A vector is float32 bytes in a named space; nothing in it says which model made it, and two
+# models of the same dimension give vectors that look alike and mean nothing to each other. So the
+# first vectors an embedder writes into a space come with an ``embedder_declared`` delta (braid
+# ``embedders``), in the same batch: the space, the embedder's name, its dimension, a digest of
+# its weights or configuration, and the spec that loads it again (``model2vec:DIR`` ...).
+#
+# The declaration is a delta like any other: covered by the chain, exported and imported, shipped
+# to replicas, kept by an erasure of anything but itself. Rules:
+#
+# - The first declaration of a space stands (the log is a history of facts: a later one for the
+#   same space, appended by hand, is ignored, as a kind's first declaration is).
+# - Writers that embed (``braidlog.recall.append_embedded``, ``braidlog append --embed``, the MCP
+#   server, LangGraph's ``BraidlogStore``) write the declaration with a space's first vectors, and
+#   refuse vectors of another embedder (another digest or dimension) naming both; a query through
+#   another embedder is refused the same way.
+# - Vectors appended raw (a ``GenericDelta`` with its own ``vector``) are checked by dimension
+#   only: the log cannot know who made them.
+#
+# This needs no numpy: anything that reads the log (the receipts, an audit) can ask
+# ``recorded_embedder(store, space)`` (also ``braidlog.recorded_embedder``).
+
+#: The engine's kind of an embedder declaration; owned by braidlog itself.
+EMBEDDER_DECLARED = "embedder_declared"
+#: The braid the declarations go to.
+EMBEDDERS_BRAID = "embedders"
+
+
+class EmbedderDeclared(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The payload of an ``embedder_declared`` delta: the embedder of one vector space.
+
+    ``digest`` is a hex digest of the embedder's weights (a model) or configuration (the hashing
+    embedder, an object that says nothing more of itself); ``spec`` loads it again where it can
+    be loaded (``braidlog.recall.embedder(spec)``), empty for an object passed in Python."""
+
+    space: str
+    name: str
+    dim: int
+    digest: str
+    spec: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.space or not self.name or not self.digest:
+            raise ValueError("space, name and digest must not be empty")
+        if self.dim < 1:
+            raise ValueError(f"dim must be 1 or more, not {self.dim}")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.dim} dimensions, digest {self.digest[:12]})"
+
+
+REGISTRY.declare(EMBEDDER_DECLARED, EmbedderDeclared, owner=OWNER)
+
+
+def _log_of(source: Any) -> Any:
+    return getattr(source, "log", source)  # a Braid's store, or the store (or a view) itself
+
+
+def recorded_embedders(source: Any) -> dict[str, tuple[int, EmbedderDeclared]]:
+    """Every declared space of ``source`` (a Braid, a store or a view as of a seq): space ->
+    (seq of its declaration, the declaration). The first declaration of a space stands; an
+    erased one declares nothing."""
+    out: dict[str, tuple[int, EmbedderDeclared]] = {}
+    for rec in _log_of(source).scan_kind(EMBEDDER_DECLARED):
+        try:
+            d = msgspec.convert(rec.delta.payload, EmbedderDeclared)
+        except (msgspec.ValidationError, ValueError, TypeError):  # erased: its payload reads {}
+            continue
+        out.setdefault(d.space, (rec.seq, d))
+    return out
+
+
+def recorded_embedder(source: Any, space: str = "default") -> EmbedderDeclared | None:
+    """The embedder declared for ``space`` in the log of ``source`` (a Braid, a store or a view
+    as of a seq), or None if its vectors (if any) came with no declaration."""
+    got = recorded_embedders(source).get(space)
+    return None if got is None else got[1]
+
+
+def embedder_mismatch(recorded: EmbedderDeclared, name: str, dim: int, digest: str) -> str | None:
+    """Why an embedder (name, dim, digest) is not the one ``recorded`` for its space, or None."""
+    if recorded.dim == dim and recorded.digest == digest:
+        return None
+    how = f" (load it with {recorded.spec!r})" if recorded.spec else ""
+    return (f"space {recorded.space!r} holds vectors of {recorded}{how}; {name} ({dim} dimensions, "
+            f"digest {digest[:12]}) is another embedder: use the recorded one, or another space")
+
+
+def embedder_declaration(space: str, name: str, dim: int, digest: str, spec: str = "") -> GenericDelta:
+    """The ``embedder_declared`` delta of ``space``; ValidationError if a field is bad."""
+    try:
+        payload = msgspec.to_builtins(EmbedderDeclared(space, name, dim, digest, spec))
+    except (ValueError, TypeError) as e:
+        raise ValidationError("embedder", f"cannot be declared: {e}") from None
+    return make_delta(EMBEDDERS_BRAID, EMBEDDER_DECLARED, payload, provenance="system", confidence=1.0)
+
+
+def append_with_embedder(target: Any, deltas: Sequence[GenericDelta] | Callable[[], Sequence[GenericDelta]],
+                    space: str, name: str, dim: int, digest: str, spec: str = "", *,
+                    expected_version: int | Mapping[str, int] | None = None,
+                    retries: int = 8) -> list[int]:
+    """Append ``deltas`` (vectors of ``space`` made by the embedder name/dim/digest) to
+    ``target`` (a Braid or a store), with the space's declaration first if it has none; return
+    the seqs of ``deltas``. Refused (ValidationError, nothing written) when the space was
+    declared with another embedder. The declaration is appended only if the head has not moved
+    since the log was read (retried ``retries`` times), so two writers cannot both declare."""
+    batch = list(deltas() if callable(deltas) else deltas)
+    for _ in range(retries):
+        head = _log_of(target).head().seq
+        recorded = recorded_embedder(target, space)
+        if recorded is not None:
+            why = embedder_mismatch(recorded, name, dim, digest)
+            if why is not None:
+                raise ValidationError("embedder", why)
+            return list(target.append_batch(batch, expected_version=expected_version))
+        first = embedder_declaration(space, name, dim, digest, spec)
+        try:
+            seqs = target.append_batch([first, *batch], expected_version=expected_version,
+                                       expected_head=head)
+        except StaleHead:
+            continue
+        except ValidationError as e:  # say which of the caller's deltas, not of the batch
+            if e.index is None or e.index == 0:
+                raise
+            raise ValidationError(e.field, e.rule, index=e.index - 1) from None
+        return list(seqs[1:])
+    raise StaleHead(f"the log kept moving while declaring the embedder of space {space!r}; try again")

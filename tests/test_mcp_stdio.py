@@ -62,7 +62,10 @@ def test_append_records_that_it_came_over_mcp(mcp):
     out = mcp.ok("append", {"braid_id": "agent-7", "kind": "message",
                             "payload": {"text": "The deploy window is Thursday 14:00 UTC."},
                             "tags": ["plan"], "confidence": 0.8})
-    assert out["seq"] == before["seq"] + 1 and out["embedded"] is True
+    # the space's first vectors written over MCP declare their embedder, just before them
+    declared = mcp.ok("show", {"ref": before["seq"] + 1})["delta"]
+    assert declared["kind"] == "embedder_declared" and declared["payload"]["spec"] == "hashing"
+    assert out["seq"] == before["seq"] + 2 and out["embedded"] is True
     assert out["head"] == head(mcp)
     by_seq, by_id = mcp.ok("show", {"ref": out["seq"]}), mcp.ok("show", {"ref": out["id"]})
     assert by_seq == by_id and by_seq["hash"] == out["hash"]

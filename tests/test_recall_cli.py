@@ -38,7 +38,8 @@ def shell_store(tmp_path, capsys):
     code, out, err = run(["--store", store, "append", str(src), "--embed", "--json"], capsys)
     assert code == 0, err
     got = json.loads(out)
-    assert got["seqs"] == [1, 2, 3, 4, 5] and got["embedded"] == 4
+    # seq 1 is the declaration of the space's embedder, written with its first vectors
+    assert got["seqs"] == [2, 3, 4, 5, 6] and got["embedded"] == 4
     return store
 
 
@@ -46,9 +47,12 @@ def test_append_embed_attaches_vectors_to_deltas_with_text(shell_store, capsys):
     import braidlog
 
     with braidlog.open(shell_store, readonly=True, projections=[]) as b:
-        vecs = [b.log.read(s).delta.vector for s in range(1, 6)]
+        vecs = [b.log.read(s).delta.vector for s in range(2, 7)]
+        declared = b.log.read(1).delta
     assert [v is not None for v in vecs] == [True, True, True, False, True]
     assert {v.dim for v in vecs if v} == {512} and {v.space for v in vecs if v} == {"default"}
+    assert declared.kind == "embedder_declared" and declared.payload["name"] == "hashing-v1-512"
+    assert declared.payload["space"] == "default" and declared.payload["spec"] == "hashing"
 
 
 def test_append_without_embed_attaches_nothing(tmp_path, capsys):
@@ -69,12 +73,12 @@ def test_recall_modes_from_the_shell(shell_store, capsys, mode):
     assert code == 0, err
     got = json.loads(out)
     assert got["mode"] == mode
-    assert {h["seq"] for h in got["hits"][:2]} == {1, 5}  # the two deltas that name the error
-    code, out, err = run(["--store", shell_store, "recall", "ERR-4012", "--mode", mode, "--at", "3",
+    assert {h["seq"] for h in got["hits"][:2]} == {2, 6}  # the two deltas that name the error
+    code, out, err = run(["--store", shell_store, "recall", "ERR-4012", "--mode", mode, "--at", "4",
                           "--braid", "ops", "--json"], capsys)
     assert code == 0, err
     hits = json.loads(out)["hits"]
-    assert hits[0]["seq"] == 1 and all(h["seq"] <= 3 and h["braid_id"] == "ops" for h in hits)
+    assert hits[0]["seq"] == 2 and all(h["seq"] <= 4 and h["braid_id"] == "ops" for h in hits)
 
 
 def test_recall_keyword_table(shell_store, capsys):

@@ -57,8 +57,13 @@ def register(sub: Any) -> None:
                    help="the number of deltas the braid must hold, else nothing is written")
     p.add_argument("--json", action="store_true", help="print the seqs as JSON")
     p.add_argument("--embed", nargs="?", const="default", default=None, metavar="SPACE",
-                   help="attach the offline embedder's vector (space SPACE, default: default) to each "
-                   "delta that has text and no vector, so `braidlog recall` finds it (needs the recall extra)")
+                   help="attach a vector (space SPACE, default: default) to each delta that has text and "
+                   "no vector, so `braidlog recall` finds it (needs the recall extra); the space's first "
+                   "vectors record their embedder in the log, and another one is refused")
+    p.add_argument("--embedder", default=None, metavar="SPEC",
+                   help="with --embed: hashing, model2vec:DIR, sentence-transformers:DIR, fastembed:NAME, "
+                   "wordllama or module:attribute (default: the space's recorded embedder, else "
+                   "$BRAIDLOG_EMBEDDER, else hashing; see docs/recall.md)")
     p.set_defaults(handler=cmd_append)
 
     p = sub.add_parser("log", help="list deltas", description="List deltas, oldest first.")
@@ -167,13 +172,17 @@ def cmd_append(args: Any, out: IO[str]) -> int:
         raise ValidationError("input", "no deltas given")
     load_kinds(args)
     embedded = None
-    if getattr(args, "embed", None) is not None:
-        from .recall_cmd import embed_deltas
-
-        deltas, embedded = embed_deltas(deltas, args.embed)
+    space = getattr(args, "embed", None)
+    if space is None and getattr(args, "embedder", None):
+        raise ValidationError("--embedder", "applies with --embed only")
     with open_for_state(args, lazy=True) as store:  # the store's projections' checks hold
         try:
-            seqs = store.append_batch(deltas, expected_version=args.expected_version)
+            if space is None:
+                seqs = store.append_batch(deltas, expected_version=args.expected_version)
+            else:
+                from .recall_cmd import append_embedded
+
+                seqs, embedded = append_embedded(store, deltas, space, args.embedder, args.expected_version)
         except ValidationError as e:
             if e.index is None:
                 raise

@@ -15,6 +15,7 @@ from .util import store_path
 
 INSTALL = "braidlog mcp needs the MCP SDK: pip install '.[mcp]'"
 TOKEN_ENV = "BRAIDLOG_MCP_TOKEN"  # also braidlog.mcp.server.TOKEN_ENV; kept here: no SDK import
+EMBEDDER_ENV = "BRAIDLOG_EMBEDDER"  # also braidlog.recall.ENV; kept here: no numpy import
 
 
 def register(sub: Any) -> None:
@@ -40,6 +41,11 @@ def register(sub: Any) -> None:
                    help="a provenance kind calls may claim besides the default ones (assistant, "
                    "tool, perception, dream); 'user' lets a call act as a human, past a "
                    "HUMAN_ONLY trust boundary. Repeat for several")
+    p.add_argument("--embedder", default=None, metavar="SPEC",
+                   help="the embedder of appends (embed) and recall queries: hashing, model2vec:DIR, "
+                   "sentence-transformers:DIR, fastembed:NAME, wordllama or module:attribute (default: "
+                   f"${EMBEDDER_ENV}, else each space's recorded embedder, else hashing); loaded at "
+                   "start, so a model that is not on this machine stops the server at once")
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                    help="server log level on standard error (default WARNING)")
     p.set_defaults(handler=cmd_mcp)
@@ -58,7 +64,8 @@ def cmd_mcp(args: Any, out: IO[str]) -> int:
     allowed = set(DEFAULT_ALLOWED) | set(args.allow_provenance or ())
     try:
         serve(store_path(args), http=args.http, token=token, read_only=args.read_only,
-              allow_provenance=allowed, apps=getattr(args, "app", None), log_level=args.log_level)
+              allow_provenance=allowed, apps=getattr(args, "app", None), log_level=args.log_level,
+              embedder=args.embedder or os.environ.get(EMBEDDER_ENV, "").strip() or None)
     except KeyboardInterrupt:
         pass
     return 0

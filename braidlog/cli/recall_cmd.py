@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
         "recall", help="find the deltas closest to a text, by meaning, keyword or both",
         description="Find the deltas that best match TEXT, best first, optionally as of an earlier "
         "point: by meaning (--mode vector, the default: vectors closest to TEXT embedded with the "
-        "offline embedder), by keyword (--mode keyword: BM25 over the deltas' text) or both "
+        "space's recorded embedder, or --embedder), by keyword (--mode keyword: BM25 over the deltas' text) or both "
         "(--mode hybrid: reciprocal-rank fusion). Filters apply before the top K is cut. The "
         "indexes are kept in STORE/recall/ and caught up from the log. Vectors come with the "
         "deltas: `braidlog append --embed` attaches them.")
@@ -51,6 +51,11 @@ def register(sub: Any) -> None:
                    "(default 0, the relevance floor: a vector pointing away from the query's is no "
                    "match); 'none' for the k closest whatever their score")
     p.add_argument("--space", default="default", help="the vector space (default: default)")
+    p.add_argument("--embedder", default=None, metavar="SPEC",
+                   help="embed TEXT with this embedder: hashing, model2vec:DIR, sentence-transformers:DIR, "
+                   "fastembed:NAME, wordllama or module:attribute (default: the one the space's vectors "
+                   "recorded in the log, else $BRAIDLOG_EMBEDDER, else hashing); another one than the "
+                   "recorded one is refused")
     p.add_argument("--metric", default="cosine", choices=("cosine", "ip"),  # braidlog.recall.METRICS
                    help="similarity (default cosine)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index from the log first")
@@ -64,7 +69,7 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
     with open_store(args) as store:
         head = store.head()
         with progress_bar("indexing vectors", head.seq, enabled=head.seq >= 50_000 and not args.json) as update:
-            index = Recall(store, args.space, args.metric, progress=update)
+            index = Recall(store, args.space, args.metric, embedder=args.embedder, progress=update)
             if args.rebuild:
                 index.rebuild(progress=update)
             if args.mode != "vector":
@@ -125,16 +130,15 @@ def _empty_because(index: Any, args: Any, as_of: int | None, filters: dict[str, 
     return f"each filter leaves something, but {flags} together leave nothing"
 
 
-def embed_deltas(deltas: list[Any], space: str) -> tuple[list[Any], int]:
-    """Each delta that has text and no vector, with the offline embedder's vector attached in
-    ``space``; and how many were embedded. Deltas without text are left as they are."""
-    from ..recall import default_embedder, delta_text, embed_delta  # the recall extra
+def append_embedded(store: Any, deltas: list[Any], space: str, spec: str | None,
+                    expected_version: int | None) -> tuple[list[int], int]:
+    """``braidlog append --embed``: each delta that has text and no vector, with a vector of
+    ``space`` from the embedder ``spec`` names (default: the space's recorded one, else
+    $BRAIDLOG_EMBEDDER, else hashing), appended with the space's declaration if it has none;
+    the seqs and how many were embedded. Deltas without text are appended as they are."""
+    from ..recall import embed_deltas, embedder_for  # the recall extra
+    from ..recall.recorded import append_vectors
 
-    embedder = default_embedder()
-    out, n = [], 0
-    for d in deltas:
-        if d.vector is None and delta_text(d):
-            d = embed_delta(d, embedder, space=space)
-            n += 1
-        out.append(d)
-    return out, n
+    chosen = embedder_for(store, space, spec)
+    deltas, n = embed_deltas(deltas, chosen, space)
+    return append_vectors(store, deltas, chosen, space, expected_version), n

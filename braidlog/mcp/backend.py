@@ -86,7 +86,7 @@ class Backend:
 
     def __init__(self, path: str, *, read_only: bool = False,
                  allow_provenance: Iterable[str] = DEFAULT_ALLOWED,
-                 apps: Iterable[str] | None = None) -> None:
+                 apps: Iterable[str] | None = None, embedder: str | None = None) -> None:
         allowed = frozenset(allow_provenance) | {DEFAULT_KIND}
         unknown = sorted(allowed - set(PROVENANCE_KINDS))
         if unknown:
@@ -97,6 +97,15 @@ class Backend:
         self.allowed = allowed
         self._lock = threading.RLock()
         self._recall: dict[str, Any] = {}
+        # the embedder of appends and recall queries: the one named (loaded now: a model that is
+        # not on this machine fails the start, not a call), else each space's recorded one
+        self.embedder: Any = None
+        if embedder is not None:
+            if not recall_installed():
+                raise ValidationError("embedder", "needs braidlog's recall extra (pip install '.[recall]')")
+            from ..recall import embedder as load_embedder
+
+            self.embedder = load_embedder(embedder)
         self.braid: Braid = _open(path, read_only, apps)
 
     # -- access ----------------------------------------------------------------------------------
@@ -135,7 +144,8 @@ class Backend:
         if index is None:
             from ..recall import Recall
 
-            index = Recall(self.braid, space, directory=False if self.read_only else None)
+            index = Recall(self.braid, space, embedder=self.embedder,
+                           directory=False if self.read_only else None)
             self._recall[space] = index
         return index
 

@@ -111,10 +111,11 @@ class BearerAuth:
 
 def serve(path: str, *, http: str | None = None, token: str | None = None, read_only: bool = False,
           allow_provenance: Iterable[str] = DEFAULT_ALLOWED, apps: Iterable[str] | None = None,
-          log_level: str = "WARNING", announce: Any = sys.stderr) -> None:
+          log_level: str = "WARNING", announce: Any = sys.stderr, embedder: str | None = None) -> None:
     """Serve the store at ``path`` until the client goes away (stdio) or the process is
     stopped (HTTP). Raises ValidationError before opening anything when the address or the
-    token does not allow serving."""
+    token does not allow serving. ``embedder`` (a spec) embeds appends and recall queries;
+    None: each space's recorded embedder, else hashing."""
     listen = None
     if http is not None:
         listen = parse_listen(http)
@@ -126,7 +127,8 @@ def serve(path: str, *, http: str | None = None, token: str | None = None, read_
     elif token:
         raise ValidationError("--token", "a token guards HTTP only; give --http too (stdio is "
                               "guarded by the process that starts the server)")
-    backend = Backend(path, read_only=read_only, allow_provenance=allow_provenance, apps=apps)
+    backend = Backend(path, read_only=read_only, allow_provenance=allow_provenance, apps=apps,
+                      embedder=embedder)
     try:
         server = build_server(backend, log_level=log_level)
         if listen is None:

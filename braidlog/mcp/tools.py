@@ -150,9 +150,10 @@ AppendArgs = arguments(
         "confidence": "how sure the writer is, in [0, 1]",
         "provenance": "who wrote it: kind (default assistant) and optionally model, tool, "
                       "episode_id, knot_id; source is stamped 'mcp'",
-        "embed": "store a vector of the payload's text (offline hashing embedder) so that "
-                 "`recall` finds the delta; a payload with no text is stored without one "
-                 "(needs the recall extra; the default when it is installed)",
+        "embed": "store a vector of the payload's text (the server's embedder: --embedder, else "
+                 "the space's recorded one, else the offline hashing embedder) so that `recall` "
+                 "finds the delta; a payload with no text is stored without one (needs the recall "
+                 "extra; the default when it is installed)",
     },
     doc="A delta to append to the log.")
 
@@ -161,20 +162,20 @@ def _append(b: Backend, a: Any) -> Appended:
     d = delta(a.braid_id, a.kind, a.payload, provenance=b.provenance(a.provenance),
               confidence=a.confidence, refs=a.refs, tags=tuple(a.tags))
     embedded = False
-    if a.embed:
-        if not recall_installed():
-            raise ValidationError("embed", "needs braidlog's recall extra (pip install "
-                                  "'.[recall]' where the server runs); pass embed false")
-        from ..recall import embed_delta
-
-        try:
-            d, embedded = embed_delta(d), True
-        except ValidationError as e:
-            if e.field != "payload":  # no text to embed: stored without a vector
-                raise
+    if a.embed and not recall_installed():
+        raise ValidationError("embed", "needs braidlog's recall extra (pip install "
+                              "'.[recall]' where the server runs); pass embed false")
     with b.write() as braid:
         try:
-            seq = braid.append(d)
+            if a.embed:  # a payload with no text is stored without a vector
+                from ..recall import embed_deltas, embedder_for
+                from ..recall.recorded import append_vectors
+
+                chosen = embedder_for(braid, "default", b.embedder)
+                [d], n = embed_deltas([d], chosen, "default")
+                seq, embedded = append_vectors(braid, [d], chosen, "default")[0], n == 1
+            else:
+                seq = braid.append(d)
         except ValidationError as e:  # one delta: no "delta 0" to point at
             raise ValidationError(e.field, e.rule) from None
         rec, head = braid.log.read(seq), braid.head()

@@ -1,5 +1,11 @@
 """Embedders: text to vectors. The offline ``HashingEmbedder`` needs no model; any object with
-``name``, ``dim`` and ``embed(texts)`` plugs in (docs/recall.md shows a sentence-transformers one).
+``name``, ``dim`` and ``embed(texts)`` plugs in, and ``specs.embedder(spec)`` loads real models
+from the local disk (docs/recall.md).
+
+An embedder may also have ``embed_documents(texts)`` and ``embed_queries(texts)`` (asymmetric
+models embed a query differently from a document: ``documents`` and ``queries`` here use them
+when present, ``embed`` otherwise), ``digest`` (of its weights or configuration) and ``spec``
+(what loads it again): the log records them with a space's first vectors (braidlog.embedders).
 """
 
 from __future__ import annotations
@@ -9,16 +15,18 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+import blake3
 import msgspec
 import numpy as np
 
 from ..delta import GenericDelta, Vector
-from ..errors import ValidationError
+from ..errors import BraidlogError, ValidationError
 from ..kinds import REGISTRY, Registry
 
-__all__ = ["Embedder", "HashingEmbedder", "DEFAULT_DIM", "default_embedder", "delta_text", "embed_delta"]
+__all__ = ["Embedder", "HashingEmbedder", "DEFAULT_DIM", "default_embedder", "delta_text", "embed_delta",
+           "documents", "queries", "identity", "Identity"]
 
 DEFAULT_DIM = 512
 
@@ -64,6 +72,24 @@ class HashingEmbedder:
         self.stopword_weight = stopword_weight
         self.name = f"hashing-v1-{dim}"
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    @property
+    def spec(self) -> str:
+        """What loads it again: ``hashing`` at the default settings, else ``hashing:DIM``
+        (other weights or n-grams have no spec: pass the object)."""
+        if self.config() != HashingEmbedder(self.dim).config():
+            return ""
+        return "hashing" if self.dim == DEFAULT_DIM else f"hashing:{self.dim}"
+
+    def config(self) -> str:
+        """Everything its vectors depend on, as text."""
+        return (f"hashing-v1 dim={self.dim} char_ngrams={list(self.char_ngrams)} word={self.word_weight} "
+                f"pair={self.pair_weight} char={self.char_weight} stopword={self.stopword_weight}")
+
+    @property
+    def digest(self) -> str:
+        """blake3 of its configuration: the same vectors on every machine, so no weights."""
+        return blake3.blake3(self.config().encode()).hexdigest()
 
     def __repr__(self) -> str:
         return f"HashingEmbedder(dim={self.dim})"
@@ -169,10 +195,60 @@ def embed_delta(d: GenericDelta, embedder: Embedder | None = None, *, space: str
         raise ValidationError("payload", f"kind {d.kind!r} delta {d.id} has no text to embed; "
                               "give it a text field or pass a vector")
     embedder = embedder or default_embedder()
-    row = np.asarray(embedder.embed([text]), dtype=np.float32)
-    if row.shape != (1, embedder.dim):
-        raise ValidationError("embedder", f"returned shape {row.shape}, expected (1, {embedder.dim})")
+    row = documents(embedder, [text])
     return msgspec.structs.replace(d, vector=Vector.of(row[0], space))
+
+
+class Identity(NamedTuple):
+    """What the log records of an embedder: name, dimension, digest and the spec that loads it."""
+
+    name: str
+    dim: int
+    digest: str
+    spec: str
+
+
+def identity(embedder: Embedder) -> Identity:
+    """The embedder's identity: its own ``digest`` and ``spec`` when it has them; otherwise the
+    digest of its name and dimension (all an object says of itself) and no spec."""
+    name, dim = getattr(embedder, "name", None), getattr(embedder, "dim", None)
+    if not isinstance(name, str) or not name or isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValidationError("embedder", f"{type(embedder).__name__} needs a name (a non-empty str) and "
+                              f"dim (an int >= 1), not name={name!r}, dim={dim!r}")
+    digest = getattr(embedder, "digest", None)
+    if not isinstance(digest, str) or not digest:
+        digest = blake3.blake3(f"{name}\0{dim}".encode()).hexdigest()
+    spec = getattr(embedder, "spec", None)
+    return Identity(name, dim, digest, spec if isinstance(spec, str) else "")
+
+
+def _embedded(embedder: Embedder, how: str, texts: Sequence[str]) -> np.ndarray:
+    if isinstance(texts, str):
+        raise ValidationError("texts", "must be a sequence of strings; wrap one text in a list")
+    fn = getattr(embedder, how, None) or embedder.embed
+    try:
+        rows = np.asarray(fn(list(texts)), dtype=np.float32)
+    except BraidlogError:
+        raise
+    except Exception as e:  # the model's own failure: say whose
+        raise ValidationError("embedder", f"{getattr(embedder, 'name', embedder)!r} failed to embed "
+                              f"{len(texts)} text(s): {type(e).__name__}: {e}") from e
+    if rows.shape != (len(texts), embedder.dim):
+        raise ValidationError("embedder", f"{embedder.name} returned shape {rows.shape}, expected "
+                              f"({len(texts)}, {embedder.dim})")
+    if not np.isfinite(rows).all():
+        raise ValidationError("embedder", f"{embedder.name} returned a NaN or infinity")
+    return rows
+
+
+def documents(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """``texts`` embedded as documents (stored): ``embed_documents`` if it has one, else ``embed``."""
+    return _embedded(embedder, "embed_documents", texts)
+
+
+def queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """``texts`` embedded as queries: ``embed_queries`` if it has one, else ``embed``."""
+    return _embedded(embedder, "embed_queries", texts)
 
 
 _DEFAULT: list[HashingEmbedder] = []

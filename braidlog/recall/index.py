@@ -41,6 +41,7 @@ import msgspec
 import numpy as np
 
 from ..errors import RecallWarning, ValidationError
+from ..kind_schema import recorded_embedder
 from ..store import HW_SIZE, FullStore, OnDisk, Progress, resolve_point, store_of
 from . import otel
 from ._sync import LRU, RWLock
@@ -50,8 +51,10 @@ from .embedder import Embedder, delta_text
 from .files import index_directory
 from .query import MODES, Hit, Mode, fuse, normalised, query_vector
 from .receipts import Hits, recall_request, record_hits
+from .recorded import embedder_for
 from .saved import FORMAT, Saved, read_index, write_index
 from .search import EMPTY, GraphSearch, knn
+from .specs import embedder as load_embedder
 from .vectors import Rows, trim_heap
 
 __all__ = ["Recall", "Metric", "METRICS", "FORMAT"]
@@ -81,7 +84,7 @@ class Recall(GraphSearch):
     """
 
     def __init__(self, source: Any, space: str = "default", metric: Metric = "cosine",
-                 embedder: Embedder | None = None, *, directory: str | os.PathLike[str] | bool | None = None,
+                 embedder: Embedder | str | None = None, *, directory: str | os.PathLike[str] | bool | None = None,
                  M: int = 16, ef_construction: int = 100, ef: int = 64, block: int = 4096,
                  fanout: int = 2, exact_max: int = 2048, exact_ratio: float = 0.05,
                  seed: int = 100, threads: int | None = None, save_every: int | None = None,
@@ -103,7 +106,9 @@ class Recall(GraphSearch):
                                   "for a view (braid.at(point)) use recall_at(view, ...)")
         self.space = space
         self.metric = metric
-        self.embedder = embedder
+        # the embedder of text queries: given (an object or a spec), else the space's recorded one
+        self.embedder = None if embedder is None else load_embedder(embedder)
+        self._text: tuple[int, Embedder] | None = None  # (seq looked up to, embedder); final once declared
         self.M, self.ef_construction, self._ef = M, ef_construction, ef
         self.block, self.fanout, self.seed = block, fanout, seed
         self.exact_max, self.exact_ratio = exact_max, exact_ratio
@@ -403,7 +408,21 @@ class Recall(GraphSearch):
     # -- querying --------------------------------------------------------------------------------
     def vector(self, query: Any) -> np.ndarray:
         """The query as a float32 vector of this space (embedding text with the embedder)."""
-        return query_vector(query, dim=self.dim, metric=self.metric, space=self.space, embedder=self.embedder)
+        return query_vector(query, dim=self.dim, metric=self.metric, space=self.space,
+                            embedder=self.text_embedder() if isinstance(query, str) else None)
+
+    def text_embedder(self) -> Embedder:
+        """The embedder of text queries: the one given, checked against the space's record in the
+        log (ValidationError naming both if it is another); else the recorded one, loaded from
+        its spec; else ``$BRAIDLOG_EMBEDDER`` or hashing. Looked up again only while the space
+        has no record and the log has grown."""
+        got = self._text
+        if got is not None and (got[0] < 0 or got[0] == self.covered_seq):
+            return got[1]
+        chosen = embedder_for(self.store, self.space, self.embedder)
+        declared = recorded_embedder(self.store, self.space) is not None
+        self._text = (-1 if declared else self.covered_seq, chosen)
+        return chosen
 
     def resolve(self, point: int | str | datetime | None) -> int | None:
         """The seq an as-of point names (a seq, a delta id or a datetime); None for the head."""
@@ -533,7 +552,8 @@ class Recall(GraphSearch):
             seq = self.resolve(as_of)
             if seq > self.covered_seq:
                 self.catch_up()
-        q = query_vector(query, dim=self.dim, metric=self.metric, space=self.space, embedder=self.embedder)
+        q = query_vector(query, dim=self.dim, metric=self.metric, space=self.space,
+                         embedder=self.text_embedder() if isinstance(query, str) else None)
         lock = self._lock
         while True:
             lock.acquire_read()

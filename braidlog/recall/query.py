@@ -12,7 +12,7 @@ from msgspec import Struct
 
 from ..delta import GenericDelta, Vector
 from ..errors import ValidationError
-from .embedder import Embedder, default_embedder
+from .embedder import Embedder, default_embedder, queries
 
 __all__ = ["Hit", "Mode", "MODES", "RRF_K", "fuse", "query_vector", "dots", "top", "normalised"]
 
@@ -78,7 +78,7 @@ def query_vector(query: Any, *, dim: int | None, metric: str, space: str,
             raise ValidationError(
                 "embedder", f"{embedder.name} makes {embedder.dim}-dimensional vectors but space "
                 f"{space!r} holds {dim}-dimensional ones; pass the embedder that wrote them")
-        q = np.asarray(embedder.embed([query]), dtype=np.float32)[0]
+        q = queries(embedder, [query])[0]
         if not q.any():
             raise ValidationError("query", f"{query!r} has no words to embed")
     else:

@@ -259,7 +259,10 @@ class BraidlogStore(_Reader, BaseStore):
             raise ValidationError("provenance", f"must be a braidlog.Provenance, not {type(provenance).__name__}")
         self.mode = mode
         self.provenance = provenance or PROVENANCE
+        if index is None and mode == "keyword":  # a query is answered by keyword: the whole value is text
+            index = {"fields": ["$"]}
         self.index_config, self.embeddings, self._fields = self._index(index, mode)
+        self._identity = self.index_config.pop("identity", None) if self.index_config else None
         self.ttl_config = self._ttl(ttl)
         self.serde = JsonPlusSerializer()
         self._braid, self._owned = open_braid(store)
@@ -275,7 +278,8 @@ class BraidlogStore(_Reader, BaseStore):
                     self._braid.close()
                 raise
         self._recall_on = self.index_config is not None
-        self._embedder = None if self.embeddings is None else _Embedder(self.embeddings, index["dims"])
+        self._embedder = None if self._identity is None else _Embedder(self.embeddings, self._identity)
+        self._declared = False  # the space's recorded embedder is known to be this one
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -285,21 +289,21 @@ class BraidlogStore(_Reader, BaseStore):
             return None, None, []
         if not isinstance(index, Mapping):
             raise ValidationError("index", f"must be an IndexConfig (dims, embed, fields), not {type(index).__name__}")
-        from langgraph.store.base.embed import ensure_embeddings, tokenize_path
+        from langgraph.store.base.embed import tokenize_path
+
+        from ._embed import embeddings_of
 
         cfg = dict(index)
         embed = cfg.get("embed")
         if embed is None and mode != "keyword":
             raise ValidationError("index.embed", "is required to search by meaning (mode "
                                   "'vector' or 'hybrid'); mode='keyword' needs none")
-        dims = cfg.get("dims")
-        if embed is not None:
-            _whole(dims, "index.dims", 1)
         fields = cfg.get("fields") or ["$"]
         if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
             raise ValidationError("index.fields", "must be a list of JSON paths such as 'text' or 'notes[*].body'")
+        # a callable, LangChain Embeddings, an init_embeddings string, or a braidlog embedder or spec
+        embeddings, cfg["dims"], cfg["identity"] = embeddings_of(embed, cfg.get("dims"))
         try:
-            embeddings = None if embed is None else ensure_embeddings(embed)
             paths = [(f, f if f == "$" else tokenize_path(f)) for f in fields]
         except BraidlogError:
             raise
@@ -438,12 +442,16 @@ class BraidlogStore(_Reader, BaseStore):
         """Run the ops in order. Reads see the store as it was before the batch; the batch's
         puts and deletes (the last per item) are written together, atomically, at its end."""
         ops, puts, texts, queries = self._plan(ops)
+        if texts or queries:
+            self._check_embedder()
         docs = self._vectors(texts, self.embeddings.embed_documents(texts)) if texts else []
         qvecs = {q: self._vectors([q], [self.embeddings.embed_query(q)])[0] for q in set(queries)}
         return self._run(ops, puts, texts, docs, qvecs)
 
     async def abatch(self, ops: Iterable[Any]) -> list[Any]:
         ops, puts, texts, queries = self._plan(ops)
+        if texts or queries:
+            await asyncio.to_thread(self._check_embedder)
         docs = self._vectors(texts, await self.embeddings.aembed_documents(texts)) if texts else []
         qvecs = {}
         for q in set(queries):
@@ -517,7 +525,26 @@ class BraidlogStore(_Reader, BaseStore):
         return out
 
     def _write(self, deltas: list[Any]) -> None:
-        self._braid.append_batch(deltas)
+        if self._identity is not None and any(d.vector is not None for d in deltas):
+            from ...kind_schema import append_with_embedder
+
+            append_with_embedder(self._braid, deltas, SPACE, *self._identity)  # declared with the first vectors
+            self._declared = True
+        else:
+            self._braid.append_batch(deltas)
+
+    def _check_embedder(self) -> None:
+        """Refuse a query through another embedder than the one the store's vectors recorded."""
+        if self._declared or self._identity is None:
+            return
+        from ...kind_schema import embedder_mismatch, recorded_embedder
+
+        recorded = recorded_embedder(self._log, SPACE)
+        if recorded is not None:
+            why = embedder_mismatch(recorded, *self._identity[:3])
+            if why is not None:
+                raise ValidationError("index.embed", why)
+            self._declared = True
 
     def _delta(self, braid: str, payload: dict[str, Any], now: datetime | None = None,
                vector: Any = None) -> Any:
@@ -592,16 +619,20 @@ class BraidlogStore(_Reader, BaseStore):
 
 
 class _Embedder:
-    """LangGraph's embeddings as braidlog recall's Embedder, so a hybrid search embeds its
-    query with the model that embedded the items."""
+    """LangGraph's embeddings as braidlog recall's Embedder (with the identity the store's
+    space records), so a hybrid search embeds its query, as a query, with the model that
+    embedded the items."""
 
-    def __init__(self, embeddings: Any, dim: int) -> None:
-        self.name, self.dim, self._embeddings = "langgraph", dim, embeddings
+    def __init__(self, embeddings: Any, identity: tuple[str, int, str, str]) -> None:
+        self.name, self.dim, self.digest, self.spec = identity
+        self._embeddings = embeddings
 
     def embed(self, texts: Any) -> Any:
         import numpy as np
 
         return np.asarray([self._embeddings.embed_query(t) for t in texts], dtype=np.float32)
+
+    embed_queries = embed
 
 
 def _minutes(value: Any, field: str) -> float:
