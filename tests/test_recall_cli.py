@@ -13,7 +13,8 @@ import pytest
 
 from braidlog.cli import main
 
-LINES = [{"ts": f"2025-01-01T00:00:0{i}Z", "provenance": {"kind": "user"}, "confidence": 1.0, **x} for i, x in enumerate([
+LINES = [{"ts": f"2025-01-01T00:00:0{i}Z", "provenance": {"kind": "user"}, "confidence": 1.0, **x}
+         for i, x in enumerate([
     {"braid_id": "ops", "kind": "message", "payload": {"text": "deploy failed with ERR-4012 on the canary"}},
     {"braid_id": "ops", "kind": "message", "payload": {"text": "the database timed out under load"}},
     {"braid_id": "dev", "kind": "message", "payload": {"text": "rename recall/keyword.py to match the docs"}},
