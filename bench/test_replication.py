@@ -29,7 +29,7 @@ nats = pytest.importorskip("nats")
 
 from braidlog import LmdbLog  # noqa: E402
 from braidlog.replication import MAX_BATCH, Replica, Shipper, Stream, SyncLog  # noqa: E402
-from tests.test_replication import NatsCluster, server_binary  # noqa: E402
+from tests.support.nats import NatsCluster, server_binary  # noqa: E402
 
 N = int(os.environ.get("BRAIDLOG_REPLICATION_BENCH_N", "20000"))
 N_SYNC = max(N // 10, 100)

@@ -15,8 +15,7 @@ import pytest
 from braidlog import GENESIS, BeadRef, ConflictError, Head, IntegrityError, Refs, StaleHead, ValidationError
 from braidlog.chain import link
 from braidlog.delta import committed_form, decode_entry, encode
-
-from .conftest import T0, make_delta
+from tests.support import T0, make_delta
 
 
 def test_empty_store(log):
@@ -263,8 +262,7 @@ def test_delta_ids_are_looked_up_case_insensitively(log):
 
 def test_the_merkle_tree_is_rfc_6962_over_the_committed_forms(log):
     from braidlog.proofs import consistency_proof, inclusion_proof, root
-
-    from .rfc9162 import Reference
+    from tests.support.rfc9162 import Reference
 
     for start, n in ((0, 1), (1, 2), (3, 5), (8, 1), (9, 12)):  # nodes complete across batches
         log.append_batch([make_delta(i) for i in range(start, start + n)])

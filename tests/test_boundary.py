@@ -30,9 +30,8 @@ from braidlog import (
     refuse,
 )
 from braidlog.replay import encode_state
-
-from .conftest import T0
-from .engine_projections import COUNTS
+from tests.support import T0
+from tests.support.engine_projections import COUNTS
 
 
 class Claims(msgspec.Struct):

@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 import braidlog
 from braidlog import CheckpointWarning, Rejected, ValidationError
 from braidlog.replay import encode_state
-
-from .conftest import T0, make_delta, random_deltas
-from .engine_projections import COUNTER, COUNTS, SEEN, TALLY, Counter, Increment, evolve_counts
+from tests.support import T0, make_delta, random_deltas
+from tests.support.engine_projections import COUNTER, COUNTS, SEEN, TALLY, Counter, Increment, evolve_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -112,7 +111,7 @@ def test_two_writer_processes_racing_lose_no_update(tmp_path):
 import sys
 sys.path.insert(0, {ROOT!r})
 import braidlog
-from tests.engine_projections import COUNTER, Increment
+from tests.support.engine_projections import COUNTER, Increment
 b = braidlog.open({path!r}, projections=[COUNTER], durable=False)
 for _ in range(60):
     b.execute(COUNTER, Increment(), braid_id="race")

@@ -13,8 +13,7 @@ import braidlog
 from braidlog import BeadRef, GenericDelta, Provenance, Refs, ValidationError, Vector
 from braidlog.delta import decode, encode, from_json, to_json, validate
 from braidlog.kinds import Registry
-
-from .conftest import T0, make_delta
+from tests.support import T0, make_delta
 
 GOOD = make_delta(0)
 

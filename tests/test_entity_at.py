@@ -13,9 +13,8 @@ import braidlog
 from braidlog import audit
 from braidlog.cli import main
 from braidlog.delta import referenced_ids
-
-from .conftest import T0
-from .test_invariant_all import build
+from tests.support import T0
+from tests.support.mixed_log import build
 
 
 @pytest.fixture(scope="module", params=[7, 3])

@@ -16,8 +16,7 @@ import pytest
 import braidlog
 from braidlog import DecodeError, GenericDelta, Provenance, Refs, StoreFullError, ValidationError
 from braidlog.cli import main
-
-from .conftest import make_delta
+from tests.support import make_delta
 
 GOOD = make_delta(1)
 

@@ -12,8 +12,7 @@ import braidlog
 from braidlog import LmdbLog, MemoryLog, ValidationError, declare_kind
 from braidlog.cli import main
 from braidlog.kind_schema import KindDeclared, schema_type
-
-from .conftest import make_delta
+from tests.support import make_delta
 
 NOTE = {
     "type": "object",

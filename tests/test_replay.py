@@ -11,9 +11,8 @@ import pytest
 import braidlog
 from braidlog import BeadRef, CheckpointWarning, GenericDelta, MemoryLog, Projection, Provenance, Refs
 from braidlog.replay import encode_state, fold
-
-from .conftest import T0, random_deltas
-from .engine_projections import COUNTS, SEEN, TALLY
+from tests.support import T0, random_deltas
+from tests.support.engine_projections import COUNTS, SEEN, TALLY
 
 
 def delta(kind="message", provenance="user", refs=None, i=0) -> GenericDelta:

@@ -159,7 +159,7 @@ def test_the_mcp_append_tool_refuses(tmp_path):
     """The MCP `append` tool stamps its own id and time, so each case's delta goes in as its
     payload under a fresh envelope; a supersede across targets goes through `supersede_decision`."""
     pytest.importorskip("mcp")
-    from .test_mcp_client import stdio
+    from tests.support.mcp import stdio
 
     stores = {}
     for name in MCP_CASES:

@@ -1,6 +1,6 @@
 """The LogStore contract, run against MemoryLog and LmdbLog (the ``log`` fixture)."""
 
-from .store_contract import *  # noqa: F401,F403
+from tests.store_contract import *  # noqa: F401,F403
 
 
 def test_each_store_asserts_the_ports_it_implements(tmp_path):

@@ -33,8 +33,7 @@ from braidlog.chain import link
 from braidlog.delta import committed_form
 from braidlog.lmdb.format import pack_row
 from braidlog.replay import write_checkpoint
-
-from .conftest import T0, make_delta, random_deltas
+from tests.support import T0, make_delta, random_deltas
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -467,7 +466,7 @@ def test_restore_drill_backup_while_a_writer_process_appends(tmp_path):
     """Back up during writes (a writer process), restore, verify, compare heads."""
     live = tmp_path / "live"
     LmdbLog(live).close()
-    writer = subprocess.Popen([sys.executable, "-m", "tests.workers", "appender", str(live), "3"],
+    writer = subprocess.Popen([sys.executable, "-m", "tests.support.workers", "appender", str(live), "3"],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with LmdbLog(live, create=False, readonly=True) as store:

@@ -11,8 +11,8 @@ pytest.importorskip("eventsourcing")
 from eventsourcing.application import AggregateNotFoundError  # noqa: E402
 
 import braidlog  # noqa: E402
-from tests.forgetting import files_holding  # noqa: E402
-from tests.integrations.test_eventsourcing_store import DogSchool  # noqa: E402
+from tests.support.eventsourcing import DogSchool  # noqa: E402
+from tests.support.forgetting import files_holding  # noqa: E402
 
 
 def test_an_erased_aggregate_reads_as_never_written(tmp_path):

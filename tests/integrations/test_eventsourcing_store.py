@@ -16,8 +16,6 @@ pytest.importorskip("eventsourcing", reason="needs braidlog[eventsourcing]")
 
 from datetime import UTC
 
-from eventsourcing.application import Application  # noqa: E402
-from eventsourcing.domain import Aggregate, event  # noqa: E402
 from eventsourcing.persistence import (  # noqa: E402
     DataError,
     InfrastructureFactoryError,
@@ -32,35 +30,7 @@ from hypothesis import strategies as st
 
 import braidlog  # noqa: E402
 from braidlog.integrations.eventsourcing import BraidlogApplicationRecorder, BraidlogDatastore, BraidlogProcessRecorder  # noqa: E402
-
-MODULE = "braidlog.integrations.eventsourcing"
-
-
-class Dog(Aggregate):
-    @event("Registered")
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.tricks: list[str] = []
-
-    @event("TrickAdded")
-    def add_trick(self, trick: str) -> None:
-        self.tricks.append(trick)
-
-
-class DogSchool(Application[UUID]):
-    def register(self, name: str) -> UUID:
-        dog = Dog(name)
-        self.save(dog)
-        return dog.id
-
-    def teach(self, dog_id: UUID, trick: str) -> None:
-        dog = self.repository.get(dog_id)
-        dog.add_trick(trick)
-        self.save(dog)
-
-
-def env(path, **more) -> dict[str, str]:
-    return {"PERSISTENCE_MODULE": MODULE, "BRAIDLOG_STORE": str(path), **more}
+from tests.support.eventsourcing import MODULE, DogSchool, env  # noqa: E402
 
 
 @pytest.fixture
@@ -248,7 +218,7 @@ def test_an_application_made_before_fork_works_in_the_child(tmp_path):
 
 WRITER = """
 import sys
-from tests.integrations.test_eventsourcing_store import DogSchool, env
+from tests.support.eventsourcing import DogSchool, env
 app = DogSchool(env=env(sys.argv[1]))
 print(app.register("Rex"))
 app.close()
@@ -351,7 +321,7 @@ def test_a_replica_rebuilt_from_nats_serves_the_application(tmp_path):
     the same application reads the same dogs and snapshots from the replica."""
     pytest.importorskip("nats")
     from braidlog.replication import Replica, Shipper, Stream
-    from tests.test_replication import NatsCluster, server_binary
+    from tests.support.nats import NatsCluster, server_binary
 
     binary = server_binary()
     if binary is None:

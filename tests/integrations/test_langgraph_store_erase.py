@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("langgraph")
 
 from braidlog.integrations.langgraph import BraidlogStore  # noqa: E402
-from tests.forgetting import files_holding  # noqa: E402
+from tests.support.forgetting import files_holding  # noqa: E402
 
 SECRET = "the-user-said-their-pin-is-4921"
 

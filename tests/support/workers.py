@@ -1,0 +1,72 @@
+"""Subprocess bodies for crash and multi-process tests: ``python -m tests.support.workers NAME ...``."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from datetime import timedelta
+
+from ulid import ULID
+
+from braidlog import GenericDelta, LmdbLog, Provenance
+from tests.support import T0
+
+
+def planned(seed: int, n_batches: int) -> list[list[GenericDelta]]:
+    """The batches a crash-test writer attempts, reproducible from the seed."""
+    rng = random.Random(seed)
+    batches, i = [], 0
+    for _ in range(n_batches):
+        batch = []
+        for _ in range(rng.randrange(1, 40)):
+            batch.append(GenericDelta(
+                id=str(ULID.from_bytes(rng.randbytes(16))), braid_id=f"b{rng.randrange(3)}",
+                kind="message", ts=T0 + timedelta(milliseconds=i), provenance=Provenance("user"),
+                confidence=1.0, payload={"text": f"delta {i} " + "x" * rng.randrange(300)}))
+            i += 1
+        batches.append(batch)
+    return batches
+
+
+def writer(path: str, seed: str, n_batches: str) -> None:
+    """Append the planned batches; print "ack K" after batch K commits."""
+    log = LmdbLog(path)
+    for k, batch in enumerate(planned(int(seed), int(n_batches))):
+        log.append_batch(batch)
+        print(f"ack {k}", flush=True)
+    print("done", flush=True)
+
+
+def appender(path: str, seconds: str) -> None:
+    """Append small batches for a while (for reader tests)."""
+    log = LmdbLog(path, durable=False)
+    end = time.monotonic() + float(seconds)
+    i = 0
+    while time.monotonic() < end:
+        log.append_batch([GenericDelta(braid_id=f"b{j % 3}", kind="message", ts=T0 + timedelta(seconds=i),
+                                       provenance=Provenance("user"), confidence=1.0,
+                                       payload={"text": f"m{i}-{j}"}) for j in range(20)])
+        i += 1
+    print(log.head().seq, flush=True)
+
+
+def reader(path: str, seconds: str) -> None:
+    """Repeatedly check that what it reads is one consistent, growing prefix of the chain."""
+    log = LmdbLog(path, readonly=True)
+    end = time.monotonic() + float(seconds)
+    last = 0
+    checks = 0
+    while time.monotonic() < end:
+        head = log.head()
+        assert head.seq >= last, (head, last)
+        assert log.verify(1, head.seq + 1) == head
+        seen = sum(v.version for v in log.braids().values())
+        assert seen >= head.seq
+        last = head.seq
+        checks += 1
+    print(f"{checks} {last}", flush=True)
+
+
+if __name__ == "__main__":
+    {"writer": writer, "appender": appender, "reader": reader}[sys.argv[1]](*sys.argv[2:])
