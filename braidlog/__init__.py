@@ -17,6 +17,7 @@ from .delta import (
     GenericDelta,
     Ident,
     Provenance,
+    ProvenanceKind,
     Refs,
     Text,
     Ulid,
@@ -85,7 +86,7 @@ else:
 
 __all__ = [
     "open", "Braid", "View", "ReadView", "DEFAULT_STORE",
-    "GenericDelta", "Provenance", "Refs", "BeadRef", "Vector", "PROVENANCE_KINDS",
+    "GenericDelta", "Provenance", "ProvenanceKind", "Refs", "BeadRef", "Vector", "PROVENANCE_KINDS",
     "delta", "new_id", "encode", "decode", "to_json", "from_json", "validate",
     "Ident", "Ulid", "Confidence", "UtcTime", "Text",
     "BraidlogError", "ValidationError", "DecodeError", "ConflictError", "StaleHead", "Rejected",

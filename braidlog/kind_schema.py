@@ -35,7 +35,7 @@ import msgspec
 from .delta import GenericDelta
 from .delta import delta as make_delta
 from .errors import StaleHead, ValidationError
-from .kinds import REGISTRY, KindSpec, Registry
+from .kinds import REGISTRY, KindSpec, Registry, Schema
 
 __all__ = ["KIND_DECLARED", "KindDeclared", "StoreKinds", "declare_kind", "schema_type",
            "declaration_spec", "EMBEDDER_DECLARED", "EMBEDDERS_BRAID", "EmbedderDeclared", "recorded_embedder",
@@ -104,14 +104,14 @@ def schema_type(schema: Mapping[str, Any], name: str, path: str = "schema") -> A
         if (not isinstance(values, list) or not values
                 or not all(type(v) in (str, int, bool) for v in values)):
             raise ValueError(f"{path}.enum: must be a non-empty list of strings, integers or booleans")
-        return Literal[tuple(values)]  # type: ignore[valid-type]
+        return Literal[tuple(values)]
     kinds = schema.get("type")
     if kinds is None:
         return Any
     if isinstance(kinds, list):
         if not kinds or not all(isinstance(k, str) for k in kinds):
             raise ValueError(f"{path}.type: must be a type name or a non-empty list of them")
-        return Union[tuple(_one(schema, k, name, path) for k in kinds)]  # type: ignore[return-value]  # noqa: UP007 - a union of a run-time list of types
+        return Union[tuple(_one(schema, k, name, path) for k in kinds)]  # noqa: UP007 - a union of a run-time list of types
     return _one(schema, kinds, name, path)
 
 
@@ -186,9 +186,11 @@ def declaration_spec(d: KindDeclared, at: int | None,
     if d.version != old.version + 1:
         raise ValidationError("payload.version", f"kind {d.name!r} is at version {old.version}; "
                               f"the next declaration is version {old.version + 1}, not {d.version}")
-    before = old.json_schemas[old.version]
-    _check_additive(before, d.schema, "payload.schema")
-    return _spec(d, {**old.json_schemas, d.version: d.schema}, at)
+    schemas = old.json_schemas
+    assert schemas is not None  # a kind declared in a store keeps its JSON schemas
+    _check_additive(schemas[old.version], d.schema, "payload.schema")
+    merged: dict[int, Mapping[str, Any]] = {**schemas, d.version: d.schema}
+    return _spec(d, merged, at)
 
 
 def _check_additive(old: Mapping[str, Any], new: Mapping[str, Any], path: str) -> None:
@@ -230,7 +232,7 @@ def _referrer(fields: tuple[str, ...]) -> Callable[[Any], list[str]] | None:
     return refers
 
 
-def _spec(d: KindDeclared, json_schemas: dict[int, dict[str, Any]], at: int | None) -> KindSpec:
+def _spec(d: KindDeclared, json_schemas: Mapping[int, Mapping[str, Any]], at: int | None) -> KindSpec:
     schemas = {v: schema_type(s, d.name) for v, s in json_schemas.items()}
     return KindSpec(d.name, d.owner, schemas, {v: _identity for v in range(1, d.version)},
                     refers=_referrer(tuple(d.refers)), declared_at=at, json_schemas=json_schemas,
@@ -296,7 +298,7 @@ class StoreKinds(Registry):
         self.refresh()
         return {**self.parent._all(), **self._specs}
 
-    def declare(self, kind: str, schema: type | None, **kw: Any) -> KindSpec:
+    def declare(self, kind: str, schema: Schema, **kw: Any) -> KindSpec:
         """Python declarations go to the process-wide parent registry."""
         return self.parent.declare(kind, schema, **kw)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import UnionType
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -63,6 +64,8 @@ def default_confidence(kind: str, provenance: str, payload: Any = None) -> float
 
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+#: A payload schema: a Struct type, a union of tagged Struct types, or None for any JSON object.
+Schema: TypeAlias = type | UnionType | None
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class KindSpec:
 
     kind: str
     owner: str
-    schemas: Mapping[int, type | None]
+    schemas: Mapping[int, Schema]
     upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
     refers: Callable[[Any], Iterable[str]] | None = None
     #: The seq of the ``kind_declared`` delta that declared the current version in a store's
@@ -85,7 +88,7 @@ class KindSpec:
     json_schemas: Mapping[int, Mapping[str, Any]] | None = None
     text: tuple[str, ...] = ()  # the payload fields (dotted paths) that recall indexes as text
     version: int = field(init=False)
-    schema: type | None = field(init=False)
+    schema: Schema = field(init=False)
 
     def __post_init__(self) -> None:  # computed once: both are read on every append and fold
         object.__setattr__(self, "version", max(self.schemas))
@@ -180,8 +183,8 @@ class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, KindSpec] = {}
 
-    def declare(self, kind: str, schema: type | None, *, owner: str, version: int = 1,
-                previous: Mapping[int, type | None] | None = None,
+    def declare(self, kind: str, schema: Schema, *, owner: str, version: int = 1,
+                previous: Mapping[int, Schema] | None = None,
                 upcasters: Mapping[int, Upcaster] | None = None,
                 refers: Callable[[Any], Iterable[str]] | None = None,
                 text: Iterable[str] = ()) -> KindSpec:

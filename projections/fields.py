@@ -506,7 +506,7 @@ def decide(command: Any, state: State, ctx: Context) -> list[GenericDelta]:
         topic = topic_known(state, _check_topic_id(command.topic_id))
         if not topic.archived:
             return []
-        payload = {"topic_id": topic.topic_id}
+        payload: dict[str, Any] = {"topic_id": topic.topic_id}
         if command.reason is not None:
             payload["reason"] = _check_note(command.reason, "reason")
         return [ctx.delta("topic_restored", payload)]
@@ -638,7 +638,9 @@ def get_field(state: State, topic_id: str, field: str, *, history: bool = False,
     """
     _check_limit(limit)
     topic = _visible(state, topic_id, include_archived)
-    f = topic.fields.get(field) if topic is not None else None
+    if topic is None:
+        return None
+    f = topic.fields.get(field)
     return None if f is None else _view(topic, f, history, limit)
 
 

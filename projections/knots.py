@@ -655,7 +655,7 @@ def _default_range(state: State, k: Knot, log: Any) -> DeltaRange:
 
 def _check_thought(ref: BeadRef, log: Any) -> None:
     rule = "thought-summary-reasoning-bead"
-    found = None
+    found: beads.BeadVersioned | beads.BeadWritten | None = None
     if ref.bead_version_id is not None:
         for rec in log.scan_refs(ref.bead_version_id):
             p = typed_or_none(rec.delta) if rec.delta.kind == "bead_version" else None

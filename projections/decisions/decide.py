@@ -11,7 +11,7 @@ Time and ids come from the ``Context``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -194,7 +194,7 @@ def _decide_close(c: RejectProposal | FalsifyProposal, state: State, ctx: Contex
     target = ProposalStatus.FALSIFIED if falsify else ProposalStatus.REJECTED
     if rec.status is target and rec.reason == c.reason:
         return []  # already done
-    if falsify:
+    if isinstance(c, FalsifyProposal):
         payload: Struct = ProposalFalsified(proposal_id=rec.proposal_id, reason=c.reason,
                                             counter_evidence_event_ids=tuple(c.counter_evidence_event_ids))
         return [_delta(ctx, "proposal_falsified", payload)]
@@ -230,7 +230,7 @@ def _decide_reflect(c: Reflect, state: State, ctx: Context) -> list[GenericDelta
     return []  # no stream has new evidence: nothing to review
 
 
-_HANDLERS = {
+_HANDLERS: dict[type, Callable[[Any, State, Context], list[GenericDelta]]] = {
     RecordDecision: _decide_record, SupersedeDecision: _decide_supersede,
     DraftProposal: _decide_draft, AcceptProposal: _decide_accept,
     RejectProposal: _decide_close, FalsifyProposal: _decide_close,

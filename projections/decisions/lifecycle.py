@@ -217,10 +217,10 @@ def lifecycle(record: DecisionRecord, as_of: datetime) -> Lifecycle:
     first = last = record.recorded_at
     phase = DecisionPhase.EMERGENT if record.intervention else DecisionPhase.PATTERN
     confidence = record.confidence
+    cost: float | None = None
+    utility: float | None = None
     if record.intervention:
         cost, utility = INTERVENTION_REMOVAL_COST, INTERVENTION_UTILITY
-    else:
-        cost = utility = None
     frequency = hits = 0
     contexts: set[str] = set()
     n_intervals, mean, m2 = 0, 0.0, 0.0  # Welford's running variance of the intervals

@@ -70,17 +70,17 @@ def _candidate(matched: DecisionRecord | ProposalRecord, result: DecisionRecord 
     text = f"{text_of.title}\n{text_of.rationale}"
     if text_of.keywords:  # the seed's "search terms for retrieval"
         text += "\n" + " ".join(text_of.keywords)
+    mid = matched.proposal_id if isinstance(matched, ProposalRecord) else matched.decision_id
     if isinstance(result, ProposalRecord):
         c = result.content
         return SearchCandidate(
-            id=matched.proposal_id, result_id=result.proposal_id, kind="proposal",
+            id=mid, result_id=result.proposal_id, kind="proposal",
             status=result.status.value, phase=DecisionPhase.PATTERN, vitality=DecisionVitality.ACTIVE,
             namespace=c.namespace, target=c.target, preview=c.title, text=text,
             weight=_weight("proposal", result.status.value, "pattern", "active"))
     m = cache.get(result.decision_id)
     if m is None:
         m = cache[result.decision_id] = lifecycle(result, as_of)
-    mid = matched.proposal_id if isinstance(matched, ProposalRecord) else matched.decision_id
     return SearchCandidate(
         id=mid, result_id=result.decision_id, kind="decision", status=result.status,
         phase=m.phase, vitality=m.vitality, namespace=result.namespace, target=result.target,

@@ -8,8 +8,9 @@ that is not active is not linked, an outcome of a proposal that is not a draft i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any, Literal
 
 import msgspec
 from msgspec import Struct
@@ -28,7 +29,7 @@ from .events import (
     TargetAliasRegistered,
     TrustBoundarySet,
 )
-from .model import PatternScope, ProceduralContent, ProposalContent, ProposalStatus, TrustBoundary
+from .model import DecisionStatus, PatternScope, ProceduralContent, ProposalContent, ProposalStatus, TrustBoundary
 from .targets import resolve_target
 
 __all__ = ["Evidence", "DecisionRecord", "ProposalRecord", "State", "evolve"]
@@ -54,7 +55,7 @@ class DecisionRecord(Struct, gc=False):
     rationale: str
     namespace: str
     scope: PatternScope
-    provenance: str
+    provenance: Literal["internal", "external"]
     intervention: bool
     keywords: list[str]
     consequences: list[str]
@@ -64,7 +65,7 @@ class DecisionRecord(Struct, gc=False):
     confidence: float
     recorded_at: datetime
     recorded_by: Provenance
-    status: str = "active"
+    status: DecisionStatus = "active"
     superseded_by: str | None = None
     deprecated_by: str | None = None
     supersedes: list[str] = []
@@ -244,12 +245,13 @@ def _reflected(state: State, d: GenericDelta, p: DecisionsReflected) -> None:
 
 
 #: kind -> (read its payload, apply it): built once, so evolve does one lookup per delta
-_APPLY = {kind: (READ[kind], apply) for kind, apply in {
+_APPLIERS: dict[str, Callable[[State, GenericDelta, Any], None]] = {
     "decision_recorded": _recorded, "decision_used": _used, "proposal_drafted": _drafted,
     "proposal_accepted": _accepted, "proposal_rejected": _rejected,
     "proposal_falsified": _falsified, "trust_boundary_set": _boundary_set,
     "target_alias_registered": _alias_registered, "decisions_reflected": _reflected,
-}.items()}
+}
+_APPLY = {kind: (READ[kind], apply) for kind, apply in _APPLIERS.items()}
 
 
 def evolve(state: State, d: GenericDelta) -> State:

@@ -20,9 +20,12 @@ __all__ = ["Registered", "resolve_target", "canonical_target"]
 class Registered(Protocol):
     """What resolving a name reads of the decisions' state: the registered targets and aliases."""
 
-    targets: Mapping[str, str]  # lower-cased name -> registered target
-    aliases: Mapping[str, str]  # alias -> registered target
-    folded_aliases: Mapping[str, str]  # lower-cased alias -> registered target
+    @property
+    def targets(self) -> Mapping[str, str]: ...  # lower-cased name -> registered target
+    @property
+    def aliases(self) -> Mapping[str, str]: ...  # alias -> registered target
+    @property
+    def folded_aliases(self) -> Mapping[str, str]: ...  # lower-cased alias -> registered target
 
 
 def resolve_target(state: Registered, name: str) -> str | None:

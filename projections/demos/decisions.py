@@ -82,6 +82,7 @@ def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
                  f"({accepted.reason})")
     later = at[0] + timedelta(days=45)
     s = D.stream(braid.state("decisions"), pg_id, later)
+    assert s is not None  # recorded above
     lines.append(f"decisions: stream {pg_id} as of 45 days on: {s.status}, {s.phase.value}, "
                  f"{s.vitality.value}, frequency {s.frequency} in {s.unique_contexts} contexts, "
                  f"confidence {s.confidence:.2f}")

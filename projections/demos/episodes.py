@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import braidlog
-from braidlog import BeadRef, Provenance
+from braidlog import BeadRef, Provenance, ProvenanceKind
 from braidlog.projections import beads, knots
 from braidlog.projections import episodes as E
 
 BRAID = "braid-demo"
 
-CONVERSATION = [
+CONVERSATION: list[tuple[ProvenanceKind, str]] = [
     ("user", "We need a store for the agent's memory. What are the options?"),
     ("assistant", "Three fit: SQLite in WAL mode, an LMDB-backed log, or a server database."),
     ("user", "It has to run inside the agent process; no server to operate."),
@@ -26,7 +26,7 @@ CONVERSATION = [
     ("assistant", "Maybe later; log shipping per braid would work. Let's note it as open."),
 ]
 
-DRIFT = [
+DRIFT: list[tuple[ProvenanceKind, str, list[E.ForkCandidate]]] = [
     ("user", "How fast is it, though? Can we benchmark it against SQLite?",
      [E.ForkCandidate(labels=E.Labels(topics=("benchmarks",), intents=("measure throughput",)), score=0.72),
       E.ForkCandidate(labels=E.Labels(topics=("replication",)), score=0.41)]),  # below 0.65: no fork
@@ -57,7 +57,7 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
     def run(name: str, command: object, provenance: Provenance | str = "system"):
         return braid.execute(name, command, braid_id=braid_id, provenance=provenance, now=next(clock))
 
-    def say(who: str, text: str, knot_id: str | None = None) -> str:
+    def say(who: ProvenanceKind, text: str, knot_id: str | None = None) -> str:
         d = braidlog.delta(braid_id, "message", {"text": text}, ts=next(clock),
                            provenance=Provenance(who, episode_id=episode_id, knot_id=knot_id))
         braid.append(d)
@@ -72,6 +72,7 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
         run("episodes", E.NoteQuote(episode_id=episode_id, text=text, category=category,
                                     salience=salience, source_delta_id=said[text]))
     ep = E.episode(braid.state("episodes"), episode_id)
+    assert ep is not None  # opened above
     lines.append(f"episode {episode_id}: labels {_labels(ep.labels)}; anchor quotes "
                  f"{_mix(ep.anchor_quotes)} (weights 70/20/10)")
 
@@ -98,11 +99,13 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
 
     state = braid.state("episodes")
     ep = E.episode(state, episode_id)
+    assert ep is not None  # opened above
     lines.append(f"episode {episode_id}: primary_knot_span {ep.primary_knot_span.start_knot_id} .. "
                  f"{ep.primary_knot_span.end_knot_id}")
     fork = next(e for e in E.episodes(state, braid_id)
                 if e.fork is not None and e.fork.parent_episode_id == episode_id and e.status == "active")
     was = E.episode(braid.at(seqs[0]).state("episodes"), fork.id)
+    assert was is not None and was.fork is not None and fork.continuity is not None  # a promoted fork
     lines.append(f"fork {fork.id} ({_labels(fork.labels)}): fork_pending with "
                  f"{was.fork.confirmations} confirmation (its proposal) at seq {seqs[0]}, active "
                  f"since seq {seqs[1]}; edge {fork.edges[0].type} -> {fork.edges[0].to_episode_id}")
@@ -111,8 +114,9 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
                  f"\"{buf.summary.render()}\", anchor quotes {_mix(buf.anchor_quotes)}")
     for pending in E.pending_forks(state, braid_id):
         expiry = E.fork_expiry(state, pending.id)
+        assert expiry is not None  # a pending fork expires
         lines.append(f"fork {pending.id} ({_labels(pending.labels)}) stays fork_pending; it expires "
-                     f"at {expiry.expired_at:%H:%M:%S} UTC or after {pending.fork.ttl_knots} knots, "
+                     f"at {expiry.expired_at:%H:%M:%S} UTC or after {pending.fork_record.ttl_knots} knots, "
                      "whichever comes first, then decays to a soft_link")
     return lines
 

@@ -8,8 +8,10 @@ from braidlog.projections.demos import session_braid
 from braidlog.projections.fields import (
     ArchiveTopics,
     BumpSalience,
+    FieldView,
     RestoreTopic,
     ReviseField,
+    State,
     get_field,
     get_topic,
     list_topics,
@@ -18,6 +20,12 @@ from braidlog.projections.fields import (
 
 __all__ = ["write"]
 
+
+def _field(state: State, topic: str, name: str, history: bool = False) -> FieldView:
+    """A field this demo wrote."""
+    view = get_field(state, topic, name, history=history)
+    assert view is not None, f"{topic}.{name} was written"
+    return view
 
 
 def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
@@ -48,20 +56,21 @@ def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
                     provenance="llm"), 5, "assistant")
 
     state = braid.state("fields")
-    owner = get_field(state, topic, "owner", history=True)
+    owner = _field(state, topic, "owner", history=True)
+    assert owner.history is not None  # asked for
     trail = " <- ".join(f"{r.value!r} ({r.provenance})" for r in owner.history)
     before = owner.salience
     run(BumpSalience(topic_id=topic, field="owner", by=0.5), 6, "system")  # the read, recorded
-    after = get_field(braid.state("fields"), topic, "owner").salience
+    after = _field(braid.state("fields"), topic, "owner").salience
     archived = run(ArchiveTopics(below=0.5, reason="forget low-salience topics"), 7, "system")
     state = braid.state("fields")
-    then = get_field(braid.at(priya.seq).state("fields"), topic, "owner").value
+    then = _field(braid.at(priya.seq).state("fields"), topic, "owner").value
     return [
         f"fields: {topic}.owner is {owner.value!r}; history newest first: {trail}",
         f"fields: why it changed: {owner.why_changed!r}; expected impact: {owner.impact_expected!r}",
         f"fields: time travel to seq {priya.seq} reads owner = {then!r}",
-        f"fields: ticket is a {get_field(state, topic, 'ticket').field_type!r} field; the type asked "
-        f"for, {get_field(state, topic, 'ticket').requested_type!r}, is not MemState's",
+        f"fields: ticket is a {_field(state, topic, 'ticket').field_type!r} field; the type asked "
+        f"for, {_field(state, topic, 'ticket').requested_type!r}, is not MemState's",
         f"fields: reading owner bumped its salience {before:g} -> {after:g} by an explicit delta; "
         f"topic salience {topic_salience(state, topic):.2f} (mean of its fields)",
         f"fields: forgetting archived {len(archived)} topic(s) below salience 0.5 "

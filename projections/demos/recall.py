@@ -38,6 +38,7 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
     before = seqs[-2]  # the last delta before the revision
     then = recall_at(braid.at(before), QUERY, 1, braid=braid_id, tags="decision")[0]
     now = recall_for(braid).recall(QUERY, 1, braid=braid_id, tags="decision")[0]
+    assert then.delta is not None and now.delta is not None  # recall returns deltas by default
     return [
         f"recall: {len(seqs)} messages with vectors (offline hashing embedder) at seq {seqs[0]}..{seqs[-1]}",
         f"recall {QUERY!r} among decisions as of seq {before}: seq {then.seq} (score {then.score:.2f}) "

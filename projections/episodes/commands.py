@@ -8,7 +8,7 @@ the boundary whatever path brings the delta.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -277,7 +277,7 @@ def _classified(ctx: Context, fork: Episode, verdict: str, classifier: str, sign
 def _promotion(ctx: Context, state: State, fork: Episode, confirmations: int,
                policy: ForkPolicy, confidence: float) -> list[GenericDelta]:
     buffer = continuity_buffer(state, fork, ctx.now, policy)
-    parent_id = fork.fork.parent_episode_id
+    parent_id = fork.fork_record.parent_episode_id
     payload = ForkPromoted(fork.id, parent_id, confirmations, buffer)
     refs = Refs(episodes=(parent_id,), deltas=buffer.message_ids)
     return [
@@ -292,11 +292,11 @@ def _expiries(state: State, ctx: Context, policy: ForkPolicy,
     gone: set[str] = set()
     for e in expired_forks(state, ctx.braid_id, as_of):
         fork = state.episodes[e.fork_id]
-        parent_id, outcome = fork.fork.parent_episode_id, fork.fork.on_expiry
+        parent_id, outcome = fork.fork_record.parent_episode_id, fork.fork_record.on_expiry
         payload = ForkExpired(fork.id, parent_id, e.reason, e.expired_at, outcome)  # type: ignore[arg-type]
         out.append(ctx.delta("fork_expired", plain(payload)))
         if outcome == "soft_link":
-            confidence = round(fork.fork.confidence * SOFT_LINK_FACTOR, 6)
+            confidence = round(fork.fork_record.confidence * SOFT_LINK_FACTOR, 6)
             out.append(_edge_delta(ctx, fork.id, "soft_link", parent_id, confidence))
         gone.add(fork.id)
     return out, gone
@@ -310,13 +310,13 @@ def _propose(command: ProposeForks, state: State, ctx: Context, policy: ForkPoli
     children = [e for e in state.episodes.values()
                 if e.fork is not None and e.fork.parent_episode_id == parent.id]
     pending = [e for e in children if e.status == "fork_pending" and e.id not in expired]
-    confirmations = {f.id: f.fork.confirmations for f in pending}
-    confidence = {f.id: f.fork.confidence for f in pending}
+    confirmations = {f.id: f.fork_record.confirmations for f in pending}
+    confidence = {f.id: f.fork_record.confidence for f in pending}
     judged: set[str] = set()    # forks with a verdict from this signal: one each
     resolved: set[str] = set()  # forks promoted or rejected by this signal
     new: list[tuple[int, Labels, float]] = []
     for rank, (labels, score) in enumerate(ranked, start=1):
-        if any(c.labels == labels and (signal in c.fork.signals or c.fork.outcome == "promoted")
+        if any(c.labels == labels and (signal in c.fork_record.signals or c.fork_record.outcome == "promoted")
                for c in children):
             continue  # this signal was already applied, or this drift already forked
         candidate = ForkCandidate(labels=labels, score=score)
@@ -326,7 +326,7 @@ def _propose(command: ProposeForks, state: State, ctx: Context, policy: ForkPoli
             if verdict is None:
                 continue
             recognized = True
-            if signal in fork.fork.signals or fork.id in judged:
+            if signal in fork.fork_record.signals or fork.id in judged:
                 continue
             judged.add(fork.id)
             out.append(_classified(ctx, fork, verdict.verdict, policy.classifier_name, signal,
@@ -344,9 +344,9 @@ def _propose(command: ProposeForks, state: State, ctx: Context, policy: ForkPoli
             new.append((rank, labels, score))
     room = policy.top_k - sum(1 for f in pending if f.id not in resolved)
     expires_at = ctx.now + timedelta(minutes=policy.ttl_minutes)
-    on_expiry = "soft_link" if policy.on_expiry == "soft_link" else "discarded"
+    on_expiry: Literal["soft_link", "discarded"] = "soft_link" if policy.on_expiry == "soft_link" else "discarded"
     for rank, labels, score in new[:max(room, 0)]:
-        payload = ForkProposed(ctx.new_id(), parent.id, labels, score, rank, signal,  # type: ignore[arg-type]
+        payload = ForkProposed(ctx.new_id(), parent.id, labels, score, rank, signal,
                                policy.ttl_knots, expires_at, on_expiry)
         out.append(ctx.delta("fork_proposed", plain(payload), confidence=score))
     return out

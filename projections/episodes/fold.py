@@ -63,7 +63,7 @@ def _evolve_knot(state: State, d: GenericDelta) -> None:
             ep.primary_knot_span = KnotSpan(span.start_knot_id or knot_id, knot_id)
     due = False
     for fork_id in state.pending.get(braid, ()):
-        fork = state.episodes[fork_id].fork
+        fork = state.episodes[fork_id].fork_record
         if fork.knot_deadline is None and count - fork.knots_at_proposal >= fork.ttl_knots:
             fork.knot_deadline = d.ts
             due = True
@@ -93,8 +93,8 @@ def _add_candidate(state: State, ep: Episode, quote: AnchorQuote) -> None:
 
 def _resolve(state: State, ep: Episode, ts: datetime, status: str, outcome: str) -> None:
     ep.status = status
-    ep.fork.resolved_at = ts
-    ep.fork.outcome = outcome
+    ep.fork_record.resolved_at = ts
+    ep.fork_record.outcome = outcome
     pending = state.pending.get(ep.braid_id)
     if pending and ep.id in pending:
         pending.remove(ep.id)
@@ -104,7 +104,7 @@ def _resolve(state: State, ep: Episode, ts: datetime, status: str, outcome: str)
 def _next_expiry(state: State, braid: str) -> None:
     forks = state.pending.get(braid)
     if forks:
-        state.next_expiry[braid] = min(state.episodes[f].fork.expires_at for f in forks)
+        state.next_expiry[braid] = min(state.episodes[f].fork_record.expires_at for f in forks)
     else:
         state.next_expiry.pop(braid, None)
 
@@ -122,7 +122,7 @@ def expire_due(state: State, braid: str, now: datetime) -> None:
     link to its parent (confidence × SOFT_LINK_FACTOR) or is discarded, as its proposal said."""
     for fork_id in list(state.pending.get(braid, ())):
         ep = state.episodes[fork_id]
-        f = ep.fork
+        f = ep.fork_record
         at, reason = expiry_of(f)
         if at > now:
             continue

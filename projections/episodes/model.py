@@ -294,6 +294,12 @@ class Episode(Struct, gc=False):
         return select_anchor_quotes(self.candidates)
 
     @property
+    def fork_record(self) -> Fork:
+        """``fork`` of an episode known to be a fork (every id ``State.pending`` holds is one)."""
+        assert self.fork is not None, f"episode {self.id} is not a fork"
+        return self.fork
+
+    @property
     def visible(self) -> bool:
         return self.status not in ("rejected", "discarded")
 

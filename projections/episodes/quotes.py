@@ -49,7 +49,10 @@ def quote_key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def apportion(n: int, weights: Iterable[int] = tuple(w for _, w in CATEGORY_WEIGHTS)) -> list[int]:
+_WEIGHTS = tuple(w for _, w in CATEGORY_WEIGHTS)
+
+
+def apportion(n: int, weights: Iterable[int] = _WEIGHTS) -> list[int]:
     """Split ``n`` seats by integer weights: largest remainder, ties to fewer seats, then order."""
     ws = list(weights)
     total = sum(ws)
@@ -79,11 +82,11 @@ def select_anchor_quotes(candidates: Iterable[Candidate],
     """
     pools: dict[str, list[Candidate]] = {c: [] for c in QUOTE_CATEGORIES}
     seen: set[tuple[str, str]] = set()
-    for c in sorted(candidates, key=rank_key):
-        key = (c.quote.category, quote_key(c.quote.text))
-        if key not in seen and c.quote.category in pools:
+    for cand in sorted(candidates, key=rank_key):
+        key = (cand.quote.category, quote_key(cand.quote.text))
+        if key not in seen and cand.quote.category in pools:
             seen.add(key)
-            pools[c.quote.category].append(c)
+            pools[cand.quote.category].append(cand)
     n = min(limit, sum(len(p) for p in pools.values()))
     seats = dict(zip(QUOTE_CATEGORIES, apportion(n), strict=False))
     take = {c: min(seats[c], len(pools[c])) for c in QUOTE_CATEGORIES}

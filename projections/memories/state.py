@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import overload
 
 import msgspec
 from msgspec import Struct
@@ -24,6 +25,10 @@ class State(Struct, kw_only=True):
     profiles: dict[str, str] = {}
 
 
+@overload
+def slot_key(workspace: str, type: str, subject: str) -> str: ...
+@overload
+def slot_key(workspace: str, type: str, subject: str | None) -> str | None: ...
 def slot_key(workspace: str, type: str, subject: str | None) -> str | None:
     """The slot of ``(workspace, type, subject)`` as a string key; None without a subject."""
     if subject is None:

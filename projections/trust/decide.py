@@ -7,7 +7,7 @@ what the boundary would refuse, and builds the deltas.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -24,6 +24,7 @@ from .model import (
     HypothesisRejected,
     HypothesisTested,
     State,
+    TestKind,
     TrustAssessed,
     TrustPolicy,
     Ulid,
@@ -149,7 +150,7 @@ def _propose(c: ProposeHypothesis, state: State, ctx: Context, policy: TrustPoli
     if not required or unknown:
         raise ValidationError("required_tests", f"must be a non-empty selection of {', '.join(TESTS)}"
                               + (f"; unknown {unknown}" if unknown else ""))
-    required = tuple(dict.fromkeys(required))
+    required = cast("tuple[TestKind, ...]", tuple(dict.fromkeys(required)))  # each checked in TESTS above
     if c.hypothesis_id is not None and c.hypothesis_id in state.hypotheses:
         h = state.hypotheses[c.hypothesis_id]
         if h.statement == c.statement and tuple(h.required_tests) == required:

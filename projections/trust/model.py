@@ -261,9 +261,9 @@ def evolve(state: State, d: GenericDelta) -> State:
                 provenance=d.provenance.kind, reason=p.reason))
     elif not dream and d.refs is not None and state.subjects:  # no subject yet: none to cite
         for sid in _cited(state, d.refs):
-            s = state.subjects.get(sid)
-            if s is not None and s.subject_id != d.id:
-                s.reinforcements.append(Reinforcement(ts=d.ts, delta_id=d.id, how="cited",
+            cited = state.subjects.get(sid)
+            if cited is not None and cited.subject_id != d.id:
+                cited.reinforcements.append(Reinforcement(ts=d.ts, delta_id=d.id, how="cited",
                                                       confidence=d.confidence))
     return state
 

@@ -182,7 +182,8 @@ def _hypothesis(state: State, d: GenericDelta, p: Any, at: Boundary | None, poli
         id_is_delta_id(d, p.hypothesis_id, "hypothesis_id")
         proposed_once(state, p.hypothesis_id)
         return
-    verb = {HypothesisTested: "test", HypothesisPromoted: "promote", HypothesisRejected: "reject"}[type(p)]
+    verbs: dict[type, str] = {HypothesisTested: "test", HypothesisPromoted: "promote", HypothesisRejected: "reject"}
+    verb = verbs[type(p)]
     h = hypothesis_known(state, p.hypothesis_id, verb)
     rejection_is_final(h, verb)
     if isinstance(p, HypothesisTested):
