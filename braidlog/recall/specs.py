@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -145,7 +146,7 @@ def offline() -> Iterator[None]:
     with _env_lock:
         saved = {k: os.environ.get(k) for k in _OFFLINE}
         os.environ.update(_OFFLINE)
-        constants = None
+        constants: Any = None
         try:
             constants = importlib.import_module("huggingface_hub.constants")
         except ImportError:
@@ -176,10 +177,11 @@ def local_model(spec: str, name: str) -> Path:
     looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1
     found = None
     if not looks_local:
+        snapshot_download: Any = None
         try:
             from huggingface_hub import snapshot_download
         except ImportError:
-            snapshot_download = None
+            pass
         if snapshot_download is not None:
             with offline():
                 try:
@@ -256,7 +258,10 @@ class Model2VecEmbedder(_Loaded):
         path = local_model(self.spec, name_or_dir)
         with offline():
             try:
-                self.model = model2vec.StaticModel.from_pretrained(path, force_download=False)
+                load = model2vec.StaticModel.from_pretrained
+                # force_download (model2vec >= 0.5) is moot for a directory; older ones lack it
+                self.model = (load(path, force_download=False)
+                              if "force_download" in inspect.signature(load).parameters else load(path))
             except (OSError, ValueError, KeyError) as e:
                 raise ValidationError("embedder", f"{self.spec!r}: {path} is not a model2vec model "
                                       f"({type(e).__name__}: {e})") from None
@@ -345,7 +350,7 @@ class WordLlamaEmbedder(_Loaded):
             raise ValidationError("embedder", f"{self.spec!r}: dim must be 64, 128 or 256, not {dim}")
         wordllama = _need("wordllama", "wordllama", self.spec)
         safetensors = _need("safetensors", "wordllama", self.spec)
-        from wordllama.inference import WordLlamaInference
+        from wordllama.inference import WordLlamaInference  # type: ignore[import-untyped]  # no py.typed
 
         root = Path(wordllama.__file__).parent
         weights = root / "weights" / "l2_supercat_256.safetensors"
