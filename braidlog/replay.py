@@ -22,13 +22,13 @@ from msgspec import Struct
 
 from .chain import digest
 from .delta import Erasure
-from .errors import CheckpointWarning, DecodeError
+from .errors import CheckpointWarning, DecodeError, IntegrityError
 from .projection import REF_FIELDS, Projection
 from .store import HW_SIZE, FullStore, Progress
 
 __all__ = ["Checkpoint", "encode_state", "decode_state", "fold", "write_checkpoint",
            "write_encoded_checkpoint", "load_checkpoint", "state_at", "stale_checkpoints",
-           "fold_step", "check_step"]
+           "fold_step", "check_step", "CheckpointCheck", "check_checkpoints"]
 
 
 class Checkpoint(Struct, frozen=True):
@@ -355,3 +355,51 @@ def _warn(message: str) -> None:
     warnings.warn(message, CheckpointWarning, stacklevel=3)
 
 
+# -- checking the checkpoints a store holds -----------------------------------------------------
+
+class CheckpointCheck(Struct, frozen=True):
+    """One checkpoint checked: ``status`` ok, or why its state was not decoded."""
+
+    name: str
+    version: int
+    seq: int
+    status: str
+
+
+def check_checkpoints(store: FullStore, projections: Iterable[Projection] | None = None
+                      ) -> list[CheckpointCheck]:
+    """Check every checkpoint: its blob decodes, its digest matches its content, it covers a seq
+    of the log with the log's chain hash there, and (for a loaded projection at that version) its
+    state decodes. The first damaged one raises IntegrityError naming it."""
+    known = {p.name: p for p in (projections or ())}
+    head = store.head().seq
+    decoder = msgspec.msgpack.Decoder(Checkpoint)
+    out = []
+    for name, version, seq in store.checkpoint_keys():
+        label = f"checkpoint {name} v{version} at seq {seq}"
+        raw = store.get_checkpoint(name, version, seq)
+        try:
+            ckpt = decoder.decode(raw or b"")
+        except msgspec.MsgspecError:
+            raise IntegrityError(f"{label} does not decode as a checkpoint", seq=seq) from None
+        if ckpt.seq != seq or not ckpt.intact():
+            raise IntegrityError(f"{label}: its content does not match its digest", seq=seq)
+        if seq > head:
+            raise IntegrityError(f"{label} covers seq {seq} but the log ends at {head}", seq=seq)
+        chain = store.hash_at(seq)
+        if ckpt.chain != chain:
+            raise IntegrityError(f"{label}: it covers chain hash {ckpt.chain.hex()}, the log has "
+                                 f"{chain.hex()}", seq=seq, expected=chain, found=ckpt.chain)
+        p = known.get(name)
+        if p is None:
+            status = "ok (state not decoded: projection not loaded)"
+        elif p.version != version:
+            status = f"ok (stale: the projection is now v{p.version}; ignored on open)"
+        else:
+            try:
+                decode_state(p, ckpt.state)
+            except msgspec.MsgspecError as e:
+                raise IntegrityError(f"{label}: its state does not decode ({e})", seq=seq) from None
+            status = "ok"
+        out.append(CheckpointCheck(name, version, seq, status))
+    return out

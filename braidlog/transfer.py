@@ -26,18 +26,14 @@ a refused import leaves the target exactly as it was. A braid export (or any exp
 ``as_new=True``) is imported as new deltas: same ids and delta bytes, appended after the target's
 head with new seqs and hashes; deltas already present with identical bytes are skipped.
 
-**Backup** is LMDB's compacting copy (``MDB_CP_COMPACT``) taken inside one read transaction:
-consistent while a writer appends, and free of the live file's free pages. **Restore** copies a backup into a new
-directory beside the target, verifies the chain, the head recorded at backup time and every checkpoint there, and only
-then moves it into place.
+**Backup and restore**, which only an LMDB store can do, live in braidlog.lmdb.backup (their
+names are re-exported here); ``check_checkpoints`` in braidlog.replay.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,15 +43,28 @@ import msgspec
 from msgspec import Struct
 
 from .chain import GENESIS, HASH_SIZE
-from .delta import SALT_SIZE, GenericDelta, committed_form, decode, repeated_key, repeated_key_rule, validate_typed
-from .erasure import ERASED, Erasures, erased_bytes, erased_entry, erased_line, erasure_line
-from .errors import ConflictError, DecodeError, IntegrityError, StorageError, ValidationError
+from .delta import SALT_SIZE, GenericDelta, decode, repeated_key, repeated_key_rule, validate_typed
+from .erasure import ERASED, Erasures, erased_bytes, erased_line, erasure_line
+from .errors import ConflictError, DecodeError, IntegrityError, ValidationError
 from .kind_schema import KIND_DECLARED, admit_declaration
 from .kind_schema import sync as sync_kinds
 from .kinds import REGISTRY, Registry
-from .projection import Projection
-from .replay import Checkpoint, decode_state
-from .store import HW_SIZE, FullStore, Head, OnDisk, Progress, Row, chain_fault, hw_fault, hw_of, store_of, ts_micros
+from .lmdb.backup import MANIFEST, BackupReport, RestoreReport, backup, restore
+from .replay import CheckpointCheck, check_checkpoints
+from .store import (
+    HW_SIZE,
+    FullStore,
+    Head,
+    OnDisk,
+    Progress,
+    Row,
+    chain_fault,
+    hw_fault,
+    hw_of,
+    record_entry,
+    store_of,
+    ts_micros,
+)
 
 __all__ = [
     "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
@@ -65,8 +74,6 @@ __all__ = [
 
 FORMAT = 2
 READS = (1, 2)  # format 1: written before the committed form, imported only as new records
-#: The file a backup directory carries beside data.mdb: the head it holds, when and from where.
-MANIFEST = "braidlog-backup.json"
 
 
 # ------------------------------------------------------------------------------- the format
@@ -329,8 +336,7 @@ def read_export(source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
             if len(line.salt) != (0 if stored.erased else SALT_SIZE):
                 raise _refuse(n, f"the record's salt is {len(line.salt)} bytes, not "
                               f"{0 if stored.erased else SALT_SIZE}: it was edited", seq=seq)
-            entry = (erased_entry(seq, stored) if stored.erased
-                     else committed_form(seq, stored, line.salt, body[HW_SIZE:]))
+            entry = record_entry(seq, stored, line.salt, body[HW_SIZE:])
             if line.entry != entry:
                 raise _refuse(n, "the record's entry (committed form) is not what its delta "
                               "bytes and salt give: one of them was edited", seq=seq)
@@ -535,183 +541,6 @@ def _check_against(parsed: ParsedExport, against: Head) -> None:
                              f"{against.hash.hex()} given: it is not the log that head was taken "
                              "from; nothing was imported", seq=against.seq, expected=against.hash,
                              found=found)
-
-
-# ----------------------------------------------------------------------- backup and restore
-
-class BackupReport(Struct, frozen=True):
-    """A backup: where, the head it holds, its size in bytes, and its checkpoints."""
-
-    path: str
-    head: str
-    size: int
-    checkpoints: int
-    taken_at: datetime
-
-
-class CheckpointCheck(Struct, frozen=True):
-    """One checkpoint checked: ``status`` ok, or why its state was not decoded."""
-
-    name: str
-    version: int
-    seq: int
-    status: str
-
-
-class RestoreReport(Struct, frozen=True):
-    """A restore that verified: the head, how many deltas, and every checkpoint."""
-
-    path: str
-    head: str
-    verified: int
-    checkpoints: list[CheckpointCheck]
-
-
-def _empty_target(path: Path, what: str) -> None:
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise StorageError(f"{what} {path} exists and is not empty",
-                           hint="give a new path, or move the old one away first")
-
-
-def _lmdb(path: Any, **kw: Any) -> Any:
-    from .lmdb.log import LmdbLog
-
-    return LmdbLog(path, **kw)
-
-
-def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
-    """An online, consistent copy of ``store`` (an LmdbLog or its path) into the new or empty
-    directory ``dest``, verified against the live log, with a manifest beside it."""
-    dest = Path(dest)
-    _empty_target(dest, "backup target")
-    store = store_of(store)
-    own = not isinstance(store, OnDisk)  # a path: open it here
-    source = _lmdb(store, create=False, readonly=True) if own else store
-    created = not dest.exists()
-    try:
-        source.copy(dest, compact=True)
-        taken_at = datetime.now(UTC)
-        with _lmdb(dest, create=False) as copy:
-            head = copy.head()
-            copy.verify()
-            if source.hash_at(head.seq) != head.hash:
-                raise IntegrityError(f"the backup's head {head} is not on the live log's chain",
-                                     seq=head.seq)
-            ckpts = len(copy.checkpoint_keys())
-        manifest = {"braidlog": "backup", "format": 1, "head": str(head),
-                    "source": str(source.path), "taken_at": taken_at.isoformat(),
-                    "checkpoints": ckpts}
-        (dest / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        (dest / "lock.mdb").unlink(missing_ok=True)
-    except BaseException:
-        if created:
-            shutil.rmtree(dest, ignore_errors=True)
-        else:
-            for child in dest.iterdir():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-        raise
-    finally:
-        if own:
-            source.close()
-    size = (dest / "data.mdb").stat().st_size
-    return BackupReport(str(dest), str(head), size, ckpts, taken_at)
-
-
-def check_checkpoints(store: FullStore, projections: Iterable[Projection] | None = None
-                      ) -> list[CheckpointCheck]:
-    """Check every checkpoint: its blob decodes, its digest matches its content, it covers a seq
-    of the log with the log's chain hash there, and (for a loaded projection at that version) its
-    state decodes. The first damaged one raises IntegrityError naming it."""
-    known = {p.name: p for p in (projections or ())}
-    head = store.head().seq
-    decoder = msgspec.msgpack.Decoder(Checkpoint)
-    out = []
-    for name, version, seq in store.checkpoint_keys():
-        label = f"checkpoint {name} v{version} at seq {seq}"
-        raw = store.get_checkpoint(name, version, seq)
-        try:
-            ckpt = decoder.decode(raw or b"")
-        except msgspec.MsgspecError:
-            raise IntegrityError(f"{label} does not decode as a checkpoint", seq=seq) from None
-        if ckpt.seq != seq or not ckpt.intact():
-            raise IntegrityError(f"{label}: its content does not match its digest", seq=seq)
-        if seq > head:
-            raise IntegrityError(f"{label} covers seq {seq} but the log ends at {head}", seq=seq)
-        chain = store.hash_at(seq)
-        if ckpt.chain != chain:
-            raise IntegrityError(f"{label}: it covers chain hash {ckpt.chain.hex()}, the log has "
-                                 f"{chain.hex()}", seq=seq, expected=chain, found=ckpt.chain)
-        p = known.get(name)
-        if p is None:
-            status = "ok (state not decoded: projection not loaded)"
-        elif p.version != version:
-            status = f"ok (stale: the projection is now v{p.version}; ignored on open)"
-        else:
-            try:
-                decode_state(p, ckpt.state)
-            except msgspec.MsgspecError as e:
-                raise IntegrityError(f"{label}: its state does not decode ({e})", seq=seq) from None
-            status = "ok"
-        out.append(CheckpointCheck(name, version, seq, status))
-    return out
-
-
-def restore(backup_dir: str | os.PathLike[str], target: str | os.PathLike[str], *,
-            projections: Iterable[Projection] | None = None,
-            progress: Progress | None = None) -> RestoreReport:
-    """Restore a backup into the new path ``target``: copy it beside the target, verify the
-    chain, the head its manifest recorded and every checkpoint, then move it into place.
-
-    On any failure the target is left absent (or empty, as it was) and the error says why.
-    ``projections`` (default: every shipped one) decode the checkpoint states.
-    """
-    backup_dir, target = Path(backup_dir), Path(target)
-    if not (backup_dir / "data.mdb").exists():
-        raise StorageError(f"{backup_dir} is not a backup (no data.mdb)",
-                           hint="give the directory `braidlog backup` wrote")
-    _empty_target(target, "restore target")
-    if projections is None:
-        projections = _default_projections()
-    manifest = _manifest(backup_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.restoring-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        with _lmdb(backup_dir, create=False, readonly=True) as source:
-            source.copy(tmp, compact=True)
-        with _lmdb(tmp, create=False) as restored:
-            head = restored.head()
-            if manifest is not None and str(head) != manifest["head"]:
-                raise IntegrityError(f"the backup holds head {head}, its manifest recorded "
-                                     f"{manifest['head']} when it was taken", seq=head.seq)
-            verified = restored.verify(progress=progress)
-            checks = check_checkpoints(restored, projections)
-        if target.exists():
-            target.rmdir()
-        os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return RestoreReport(str(target), str(head), verified.seq, checks)
-
-
-def _manifest(backup_dir: Path) -> dict[str, Any] | None:
-    path = backup_dir / MANIFEST
-    if not path.exists():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        Head.parse(manifest["head"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise IntegrityError(f"{path} is damaged ({e}); restore without it only after checking "
-                             "the head by hand") from None
-    return manifest
-
-
-def _default_projections() -> list[Projection]:
-    from .apps import discover
-
-    return discover()
 
 
 # ------------------------------------------------------------------------------------ stats

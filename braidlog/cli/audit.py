@@ -14,6 +14,7 @@ from ..errors import StorageError, ValidationError
 from ..lmdb.log import LmdbLog
 from .util import (
     console,
+    json_flag,
     load_kinds,
     open_braid,
     open_for_state,
@@ -35,7 +36,7 @@ def register(sub: Any) -> None:
     p.add_argument("entity", help="the entity id")
     p.add_argument("--at", default=None, help="as of SEQ, delta ID or ISO time (default: the head)")
     p.add_argument("--no-state", action="store_true", help="skip the projection states (faster)")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_history)
 
     p = sub.add_parser("diff", help="what changed between two points",
@@ -46,7 +47,7 @@ def register(sub: Any) -> None:
     p.add_argument("b", nargs="?", default=None, help="the later point (default: the head)")
     p.add_argument("--projection", action="append", default=None,
                    help="only this projection (repeat for more)")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_diff)
 
     p = sub.add_parser("explain", help="why an entity is what it is, as of a point",
@@ -54,7 +55,7 @@ def register(sub: Any) -> None:
                        "provenance and reasons that led to it, for a person to read.")
     p.add_argument("entity", help="the entity id")
     p.add_argument("--at", default=None, help="as of SEQ, delta ID or ISO time (default: the head)")
-    p.add_argument("--json", action="store_true", help="as JSON (the history with its current value)")
+    json_flag(p, "as JSON (the history with its current value)")
     p.set_defaults(handler=cmd_explain)
 
     p = sub.add_parser("export", help="write records as JSON Lines with their chain hashes",
@@ -66,8 +67,7 @@ def register(sub: Any) -> None:
     p.add_argument("--start", type=int, default=1, help="first seq (default 1)")
     p.add_argument("--stop", type=int, default=None, help="stop before this seq (default: the head + 1)")
     p.add_argument("--braid", default=None, help="only this braid's records")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON (on stderr "
-                   "when the export goes to standard output)")
+    json_flag(p, "print the summary as JSON (on stderr when the export goes to standard output)")
     p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser("import", help="import an export, all of it or nothing",
@@ -82,7 +82,7 @@ def register(sub: Any) -> None:
                    "export); deltas already present are skipped")
     p.add_argument("--against", metavar="SEQ:HASH", default=None,
                    help="refuse unless the export's chain passes through this head")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_import)
 
     p = sub.add_parser("backup", help="online, consistent copy of the store",
@@ -90,7 +90,7 @@ def register(sub: Any) -> None:
                        "writers keep appending (LMDB's copy of one read transaction's snapshot), "
                        "verify the copy's chain against the live log and write a manifest.")
     p.add_argument("dest", help="a new or empty directory")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_backup)
 
     p = sub.add_parser("restore", help="restore a backup, verified, into a new store",
@@ -98,13 +98,13 @@ def register(sub: Any) -> None:
                        "directory): copy it beside the target, verify the hash chain, the head "
                        "recorded at backup time and every checkpoint, then move it into place.")
     p.add_argument("backup", help="a directory written by `braidlog backup`")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_restore)
 
     p = sub.add_parser("stats", help="what the store holds",
                        description="Deltas per kind and per braid, store size, head, checkpoints, "
                        "recall index coverage and the time span of the log.")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_stats)
 
 

@@ -9,7 +9,7 @@ from typing import IO, Any
 
 from .. import bench
 from ..errors import ValidationError
-from .util import console, write_json
+from .util import console, json_flag, write_json
 
 
 def register(sub: Any) -> None:
@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
         "(pip install '.[bench]'). docs/benchmarks.md explains how to read the table.")
     p.add_argument("--quick", action="store_true",
                    help="small sizes and 3 repeats: finishes in under a minute")
-    p.add_argument("--json", action="store_true", help="the full report as JSON on stdout")
+    json_flag(p, "the full report as JSON on stdout")
     p.add_argument("--size", type=int, default=None, metavar="N",
                    help="deltas in the append, scan, replay and time-travel logs "
                    "(default 100,000; 5,000 with --quick)")

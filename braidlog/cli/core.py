@@ -21,6 +21,7 @@ from ..store import Head, Record
 from .util import (
     console,
     holds_nothing,
+    json_flag,
     load_kinds,
     open_for_state,
     open_store,
@@ -39,7 +40,7 @@ TABLE_ROWS = 1000
 def register(sub: Any) -> None:
     p = sub.add_parser("init", help="create an empty store",
                        description="Create an empty store (a directory) at --store.")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_init)
 
     p = sub.add_parser("append", help="append deltas from JSON or JSON Lines",
@@ -55,7 +56,7 @@ def register(sub: Any) -> None:
                    + ", ".join(PROVENANCE_KINDS) + ")")
     p.add_argument("--expected-version", type=natural, default=None,
                    help="the number of deltas the braid must hold, else nothing is written")
-    p.add_argument("--json", action="store_true", help="print the seqs as JSON")
+    json_flag(p, "print the seqs as JSON")
     p.add_argument("--embed", nargs="?", const="default", default=None, metavar="SPACE",
                    help="attach a vector (space SPACE, default: default) to each delta that has text and "
                    "no vector, so `braidlog recall` finds it (needs the recall extra); the space's first "
@@ -73,7 +74,7 @@ def register(sub: Any) -> None:
     p.add_argument("--stop", type=natural, default=None, help="stop before this seq")
     p.add_argument("--limit", type=natural, default=None, help="at most this many")
     p.add_argument("--reverse", action="store_true", help="newest first")
-    p.add_argument("--json", action="store_true", help="one JSON record a line")
+    json_flag(p, "one JSON record a line")
     p.add_argument("--vectors", action="store_true",
                    help="print embedded vectors whole (default: their space and dimension only)")
     p.set_defaults(handler=cmd_log)
@@ -81,7 +82,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("show", help="show one delta by seq or id",
                        description="Show one delta, by seq or by delta id.")
     p.add_argument("ref", help="a seq or a delta id")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.add_argument("--vectors", action="store_true",
                    help="print an embedded vector whole (default: its space and dimension only)")
     p.add_argument("--entry", action="store_true",
@@ -93,7 +94,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("head", help="print the head (seq and chain hash) to write down",
                        description="Print the head SEQ:HASH. Keep it: `braidlog verify --against "
                        "SEQ:HASH` later proves the first SEQ deltas are unchanged.")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_head)
 
     p = sub.add_parser("verify", help="check the chain, every index and the file",
@@ -103,7 +104,7 @@ def register(sub: Any) -> None:
                        "the first damage (seq, index entry or page) and what to do.")
     p.add_argument("--against", metavar="SEQ:HASH",
                    help="also prove the first SEQ deltas are those of a head taken earlier")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_verify)
 
     p = sub.add_parser("repair", help="rebuild the indexes from the log",
@@ -112,7 +113,7 @@ def register(sub: Any) -> None:
                        "after checking the log's chain; then verify the store.")
     p.add_argument("--indexes", action="store_true", required=True,
                    help="rebuild the indexes (the only repair there is: the log is the truth)")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_repair)
 
     p = sub.add_parser("state", help="projection state as of a point",
@@ -127,20 +128,20 @@ def register(sub: Any) -> None:
     p.add_argument("--entity", default=None, metavar="ID",
                    help="only this entity (decision, bead, topic … id) of --projection; folds "
                    "only its deltas where the projection allows")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_state)
 
     p = sub.add_parser("rebuild", help="rebuild every projection from the log",
                        description="Fold the whole log into every projection again and "
                        "rewrite their checkpoints.")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_rebuild)
 
     p = sub.add_parser("demo", help="write a realistic agent session and show it",
                        description="Write a realistic agent session into the store (created if "
                        "needed) and show what is in it.")
     p.add_argument("--quiet", action="store_true", help="only the one-line summary")
-    p.add_argument("--json", action="store_true", help="the summary as JSON")
+    json_flag(p, "the summary as JSON")
     p.set_defaults(handler=cmd_demo)
 
 

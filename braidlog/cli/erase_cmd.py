@@ -7,7 +7,7 @@ import os
 from typing import IO, Any
 
 from ..errors import IntegrityError, ValidationError
-from .util import open_for_state, open_store, write_json
+from .util import json_flag, open_for_state, open_store, write_json
 
 
 def register(sub: Any) -> None:
@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
                    help="a signing key (`braidlog keygen`) to sign a receipt with")
     p.add_argument("--receipt", default=None, metavar="FILE",
                    help="where to write the signed receipt (needs --key; never overwritten)")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_erase)
 
 

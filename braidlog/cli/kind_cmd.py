@@ -7,7 +7,7 @@ from typing import IO, Any
 
 from ..errors import ValidationError
 from ..kind_schema import declare_kind
-from .util import load_kinds, open_store, write_json
+from .util import json_flag, load_kinds, open_store, write_json
 
 
 def register(sub: Any) -> None:
@@ -36,11 +36,11 @@ def register(sub: Any) -> None:
     a.add_argument("--text", action="append", default=[], metavar="FIELD",
                    help="a payload property recall reads as the delta's text (repeat for several)")
     a.add_argument("--braid", default="kinds", help="the braid the declaration goes in (default: kinds)")
-    a.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(a)
     a.set_defaults(handler=cmd_add)
 
     ls = kinds.add_parser("list", help="every kind the store knows, with owner and versions")
-    ls.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(ls)
     ls.set_defaults(handler=cmd_list)
 
 

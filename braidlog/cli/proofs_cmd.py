@@ -10,7 +10,7 @@ from typing import IO, Any
 from .. import proofs
 from ..errors import BraidlogError, ValidationError
 from ..proofs import verify
-from .util import open_for_state, open_store, parse_point, write_json
+from .util import json_flag, open_for_state, open_store, parse_point, write_json
 
 
 def register(sub: Any) -> None:
@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
                          "tree of the first N records (default: the head).")
     q.add_argument("seq", type=int, help="the record's seq")
     q.add_argument("--size", type=int, default=None, help="the tree size (default: the head)")
-    q.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(q)
     q.add_argument("--tlog-proof", action="store_true",
                    help="as a C2SP tlog-proof (c2sp.org/tlog-proof@v1, index SEQ-1) with a "
                    "checkpoint signed with --key for the tree")
@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
     q.add_argument("old", type=int, help="the older tree size")
     q.add_argument("new", type=int, nargs="?", default=None, help="the newer tree size (default: "
                    "the head)")
-    q.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(q)
     q.set_defaults(handler=cmd_prove_consistency)
 
     q = kinds.add_parser("state", help="one entity's deltas up to a seq, each proved",
@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
     q.add_argument("entity", help="the entity's id")
     q.add_argument("--at", required=True, help="SEQ, delta ID or ISO time")
     q.add_argument("--size", type=int, default=None, help="the tree size (default: the head)")
-    q.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(q)
     q.set_defaults(handler=cmd_prove_state)
 
     register_signing(sub)
@@ -170,7 +170,7 @@ def register_signing(sub: Any) -> None:
     q.add_argument("--export", default=None, help="an export (`braidlog export`): every record's "
                    "readable delta is checked against its bytes, and the proved record's "
                    "committed form against the leaf hash")
-    q.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(q)
     q.set_defaults(handler=cmd_proof_verify)
 
 
@@ -186,7 +186,7 @@ def register_tiles(sub: Any) -> None:
                    help="the signing key file (`braidlog keygen`) for the checkpoint")
     p.add_argument("--serve", action="store_true", help="serve DIR on 127.0.0.1 until stopped")
     p.add_argument("--port", type=int, default=0, help="with --serve: the port (default: any free)")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_tiles)
 
 

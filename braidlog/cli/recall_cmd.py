@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import IO, Any
 
-from .util import console, open_store, parse_point, progress_bar, summary, write_json
+from .util import console, json_flag, open_store, parse_point, progress_bar, summary, write_json
 
 
 def _floor(text: str) -> float | None:
@@ -59,7 +59,7 @@ def register(sub: Any) -> None:
     p.add_argument("--metric", default="cosine", choices=("cosine", "ip"),  # braidlog.recall.METRICS
                    help="similarity (default cosine)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index from the log first")
-    p.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(p)
     p.set_defaults(handler=cmd_recall)
 
 

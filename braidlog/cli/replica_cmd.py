@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from ..errors import ValidationError
 from ..lmdb.log import LmdbLog
-from .util import open_store, store_path, write_json
+from .util import json_flag, open_store, store_path, write_json
 
 
 def register(sub: Any) -> None:
@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
                    help="follow for this long, then exit (default: until interrupted)")
     p.add_argument("--poll", type=float, default=0.05, help="seconds between looks at the log")
-    p.add_argument("--json", action="store_true", help="the result as JSON")
+    json_flag(p, "the result as JSON")
     p.set_defaults(handler=cmd_ship)
 
     p = sub.add_parser(
@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
     p.add_argument("file", nargs="?", default="-", help="a file, or - for standard input")
     _common(p)
     _replicas(p)
-    p.add_argument("--json", action="store_true", help="print the seqs as JSON")
+    json_flag(p, "print the seqs as JSON")
     p.set_defaults(handler=cmd_sync_append)
 
     p = sub.add_parser(
@@ -64,7 +64,7 @@ def register(sub: Any) -> None:
     p.add_argument("--cosign-dir", default=None, metavar="DIR",
                    help="with --witness-key: where the cosigned notes go (<size>.cosig, and "
                    "`last`, the last checkpoint cosigned)")
-    p.add_argument("--json", action="store_true", help="the result as JSON")
+    json_flag(p, "the result as JSON")
     p.set_defaults(handler=cmd_replica)
 
     p = sub.add_parser(
@@ -82,7 +82,7 @@ def register(sub: Any) -> None:
                    help="refuse if the stream grew within this many seconds (default 2)")
     p.add_argument("--force", action="store_true",
                    help="promote even while the old writer still ships: it is fenced as it runs")
-    p.add_argument("--json", action="store_true", help="the result as JSON")
+    json_flag(p, "the result as JSON")
     p.set_defaults(handler=cmd_promote)
 
 

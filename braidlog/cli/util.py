@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -106,6 +107,11 @@ def _enc_hook(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     raise NotImplementedError(type(value))
+
+
+def json_flag(parser: argparse.ArgumentParser, help: str = "as JSON") -> None:
+    """The ``--json`` flag every command that prints a result takes (``args.json``)."""
+    parser.add_argument("--json", action="store_true", help=help)
 
 
 def write_json(out: IO[str], value: Any) -> None:

@@ -24,48 +24,30 @@ checking the pages and the log's chain: the log is the truth, and an index is on
 an intact one. It refuses a derived table whose pages are damaged, since emptying it would hand
 the pages its damaged branches name (possibly the log's own) to the free list.
 Nothing here imports ``lmdb`` or the log's module: what the checks use of the log (its store
-port, its file, its tables and transactions on them) is named in ``LogAccess``, which
-``LmdbLog`` hands them.
+port, its file, its tables and transactions on them) is named in ``LogAccess`` (access.py),
+which ``LmdbLog`` hands them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Iterator
+from typing import Any, TypeVar
 
 import msgspec
 
 from ..delta import referenced_ids
 from ..erasure import ERASURES_BRAID, envelope_refs
 from ..errors import BraidlogError, IntegrityError, StorageError
-from ..kinds import Registry
-from ..store import FullStore, Head, Progress, Record, verify_bodies
-from .env import Env
+from ..store import Head, Progress, verify_bodies
+from .access import LogAccess
 from .file import last_intact_key, meta_findings
 from .format import DUPS, fill_nodes, from_u64, id_digest, split_row, u64
 
-__all__ = ["LogAccess", "verify", "repair_indexes", "INDEXES"]
+__all__ = ["verify", "repair_indexes", "INDEXES"]
 
 T = TypeVar("T")
 
-
-class LogAccess(NamedTuple):
-    """What the checks use of an LmdbLog, and nothing more: the store as every store is (its
-    port), the file it lives in, and its tables inside the log's own transactions."""
-
-    store: FullStore
-    path: Path  # the store's directory
-    readonly: bool
-    registry: Registry
-    tables: Mapping[str, Any]  # the open LMDB tables by name (lmdb.format.TABLES)
-    env: Env  # the shared environment: tree_findings(), pinned()
-    read: Callable[..., Any]  # read(fn, *, buffers=True): fn(txn) in a read transaction
-    write: Callable[[Callable[[Any], T]], T]  # fn(txn) in the write transaction
-    head_in: Callable[[Any], tuple[Head, int]]  # (head, high-water time) seen by txn
-    decoded: Callable[[int, Any], Record]  # the record of a stored value, or DecodeError
-    landed: Callable[[Any, str, str, int], Any]  # the value of the record an index entry names
 
 CHUNK = 1024
 #: The derived tables ``verify`` checks and ``repair_indexes`` rebuilds, with their names in messages.

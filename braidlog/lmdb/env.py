@@ -48,6 +48,7 @@ except ImportError:  # pragma: no cover - not POSIX: no store-wide lock, erase r
     fcntl = None  # type: ignore[assignment]
 
 from ..errors import BraidlogError, IntegrityError, StorageError, StoreFullError, ValidationError
+from ..store.files import fsync_dir
 from .file import short_file
 
 __all__ = ["Env", "acquire", "release", "MAX_MAP_SIZE"]
@@ -631,7 +632,7 @@ class Env:
         tables' handles). Only inside ``alone``, with no transaction of this process open."""
         with self.gate.exclusive():
             os.replace(data, self.path / "data.mdb")
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
             self.env.close()  # drops LMDB's fcntl lock, not the flock: openers still wait
             self._open(self.path, readonly=self.readonly, create=False, durable=self.durable,
                        map_size=0)
@@ -685,14 +686,6 @@ def _lmdb_user(fd: int) -> int | None:
         return None
     kind, _, _, _, pid = struct.unpack_from("hhqqi", got)
     return None if kind == fcntl.F_UNLCK else pid
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _libc_madvise() -> Callable[[int, int, int], int] | None:

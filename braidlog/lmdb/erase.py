@@ -12,6 +12,8 @@ the erased records is left in its directory.
 
 It needs the store alone: no other process may have it open (refused, naming the remedy), and
 any that opens it meanwhile waits until it is done (lmdb/env.py).
+
+It uses the log through its ``LogAccess`` (access.py) and its ports, never its private members.
 """
 
 from __future__ import annotations
@@ -24,10 +26,9 @@ from typing import Any, TypeVar
 from ..delta import GenericDelta, decode_entry
 from ..erasure import payload_refs
 from ..errors import StorageError, ValidationError
-from ..store import Record, check_batch
+from ..store import FullStore, Record, check_batch
+from .access import LogAccess
 from .format import U64, delta_of, erased_row, from_u64, open_tables, row_data, row_entry, row_erased_by, u64
-
-LmdbLog = Any  # the store this module erases in (lmdb/log.py imports this module, not back)
 
 __all__ = ["LmdbErasure", "WORKDIR", "rewrite_erased", "clean_leftover", "erase_records", "apply_erasures"]
 
@@ -43,38 +44,38 @@ class LmdbErasure:
         """Erase the records at ``seqs`` and append ``delta`` (their ``erased`` delta), leaving
         nothing of them in any file of the store; the erased delta's record and the erased
         records' commitments. Needs the store alone."""
-        return erase_records(self, seqs, delta)  # type: ignore[arg-type]
+        return erase_records(self._access(), seqs, delta)  # type: ignore[attr-defined]
 
     def apply_erasures(self, erase: Any, append: Callable[[Any], T]) -> tuple[T, list[bytes]]:
         """Erase the records ``erase`` names (seq -> the seq of the erased delta) and run
         ``append(store)`` (the batch that holds those erased deltas, written elsewhere: an
         import, a replica's) in one step; what ``append`` returned and the commitments."""
-        return apply_erasures(self, dict(erase), append)  # type: ignore[arg-type]
+        return apply_erasures(self._access(), dict(erase), append)  # type: ignore[attr-defined]
 
 
-def erase_records(log: LmdbLog, seqs: Any, delta: GenericDelta) -> tuple[Record, list[bytes]]:
+def erase_records(log: LogAccess, seqs: Any, delta: GenericDelta) -> tuple[Record, list[bytes]]:
     """``LmdbLog.erase``: the records at ``seqs`` erased and ``delta`` appended, in a new file
     put in place of the old (``rewrite_erased``); the record of ``delta`` and the commitments
     of the erased records, in seq order."""
     seqs = sorted(set(seqs))
-    checked = check_batch([delta], log.registry, erasure=True)
+    check_batch([delta], log.registry, erasure=True)  # refused before anything is rewritten
 
-    def append(fresh: LmdbLog) -> Record:
-        head = fresh.head().seq
-        staged = fresh._write(lambda txn: fresh._append_in(txn, checked, None, head))[0]
-        return Record(staged[0].seq, staged[0].hash, staged[0].delta)
+    def append(fresh: FullStore) -> Record:
+        # ``salts`` given (none: fresh ones) is how a store is told that the batch is written
+        # by an erasure (or reproduced), the only writer an ``erased`` delta may come from
+        return fresh.commit([delta], expected_head=fresh.head().seq, salts={})[0]
 
     return apply_erasures(log, {s: 0 for s in seqs}, append)
 
 
-def apply_erasures(log: LmdbLog, erase: dict[int, int], append: Callable[[LmdbLog], T]
+def apply_erasures(log: LogAccess, erase: dict[int, int], append: Callable[[Any], T]
                    ) -> tuple[T, list[bytes]]:
     """The records ``erase`` names (seq -> the seq of the erased delta that erases it; 0: the
     first seq ``append`` writes) erased, and ``append(new store)`` run, in a new file put in
     place of the old; what ``append`` returned and the erased records' commitments."""
     seqs = sorted(erase)
-    log_db = log._db["log"]
-    values = log._read(lambda txn: {s: txn.get(u64(s), db=log_db) if 1 <= s < 2**63 else None
+    log_db = log.tables["log"]
+    values = log.read(lambda txn: {s: txn.get(u64(s), db=log_db) if 1 <= s < 2**63 else None
                                     for s in seqs}, buffers=False)
     drop: set[tuple[bytes, int]] = set()
     commitments = []
@@ -103,17 +104,17 @@ def clean_leftover(path: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def rewrite_erased(log: LmdbLog, rows: Callable[[int], dict[int, bytes]],
+def rewrite_erased(log: LogAccess, rows: Callable[[int], dict[int, bytes]],
                    drop_refs: set[tuple[bytes, int]],
-                   keep_checkpoints_below: int, append: Callable[[LmdbLog], T],
+                   keep_checkpoints_below: int, append: Callable[[Any], T],
                    derived: list[Path]) -> T:
     """Write ``log``'s store again with the rows of ``rows(head)`` (seq -> new row) in place of
     the old, the refers-to entries ``drop_refs`` (key, seq) left out and only the projection
     checkpoints below seq ``keep_checkpoints_below`` kept; run ``append(new log)`` on the new
     store (the erased delta); remove the files and directories ``derived``; put the new store
     in place. Returns what ``append`` returned. ``log`` stays open, on the new file."""
-    env = log._shared_env
-    log._alive()
+    env = log.env
+    log.alive()
     if log.readonly:
         raise StorageError("this store is open read-only", hint="open it without readonly=True")
     work = log.path / WORKDIR
@@ -121,7 +122,7 @@ def rewrite_erased(log: LmdbLog, rows: Callable[[int], dict[int, bytes]],
         clean_leftover(log.path)
         work.mkdir()
         new = work / "store"
-        replaced = rows(log.head().seq)
+        replaced = rows(log.store.head().seq)
 
         def edit(table: str, pairs: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
             if table == "log":
@@ -133,7 +134,8 @@ def rewrite_erased(log: LmdbLog, rows: Callable[[int], dict[int, bytes]],
             return pairs
 
         env.rewrite(new, edit)
-        fresh = type(log)(new, durable=True, registry=log.registry)  # an LmdbLog on the new file
+        opener: Any = type(log.store)  # LmdbLog (log.py imports this module, not back)
+        fresh = opener(new, durable=True, registry=log.registry)
         try:
             result = append(fresh)
         finally:
@@ -146,7 +148,7 @@ def rewrite_erased(log: LmdbLog, rows: Callable[[int], dict[int, bytes]],
             elif p.exists():
                 p.unlink()
         env.replace_file(new / "data.mdb", open_tables)
-        log._env, log._db = env.env, env.db
+        log.rebind()
         shutil.rmtree(work, ignore_errors=True)
     return result
 

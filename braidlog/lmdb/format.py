@@ -31,6 +31,7 @@ from ..delta import SALT_SIZE, GenericDelta, _decoder, committed_form
 from ..erasure import erased_bytes, erased_delta
 from ..errors import DecodeError, IntegrityError, StorageError
 from ..store import Record, Row
+from ..store.files import fsync_dir
 from .env import Env
 
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
@@ -347,7 +348,7 @@ def create(path: Path, map_size: int) -> None:
         finally:
             env.close()
         path.mkdir(exist_ok=True)
-        _fsync(parent)
+        fsync_dir(parent)
         try:
             os.link(aside / "data.mdb", path / "data.mdb")  # atomic, and never replaces a file
         except FileExistsError:
@@ -355,7 +356,7 @@ def create(path: Path, map_size: int) -> None:
         except OSError as e:
             raise StorageError(f"cannot create the store at {path}: {e}",
                                hint="check the directory's permissions and filesystem") from e
-        _fsync(path)
+        fsync_dir(path)
     finally:
         shutil.rmtree(aside, ignore_errors=True)
 
@@ -379,17 +380,6 @@ def sweep(parent: Path, name: str) -> None:
             continue
 
 
-def _fsync(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def upgrade(env: Env, version: int) -> int:

@@ -54,7 +54,7 @@ from ..store import (
 )
 from . import env as lmdb_env
 from .env import store_path as _store_path
-from .erase import LmdbErasure
+from .erase import LmdbErasure, clean_leftover
 from .file import edge_findings
 from .format import (
     FORMAT_VERSION,
@@ -99,7 +99,6 @@ _ALONE = nullcontext()
 T = TypeVar("T")
 
 _decode = _decoder.decode  # the strict decoder; records are decoded only as callers pull them
-
 
 _REPAIR = ("The index is damaged, the log may be intact: run `braidlog verify`, then "
            "`braidlog repair --indexes` to rebuild the indexes from the log")
@@ -150,7 +149,6 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         self._shared_env = shared
         self._env, self._db = shared.env, shared.db  # the lmdb handles, for tests and tools
         if not readonly:
-            from .erase import clean_leftover
             clean_leftover(self.path)
         self.format_version = shared.format_version
         _open_stores.add(self)
@@ -632,21 +630,24 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         return repair_indexes(self._access(), progress)
 
     def _access(self):
-        """What lmdb/check.py uses of this log (its ``LogAccess``)."""
-        from .check import LogAccess
+        """What check.py and erase.py use of this log (its ``LogAccess``, access.py)."""
+        from .access import LogAccess
         return LogAccess(self, self.path, self.readonly, self.registry, self._db, self._shared_env,
-                         self._read, self._write, self._head_in, self._decoded, self._landed)
+                         self._read, self._write, self._head_in, self._decoded, self._landed,
+                         self._alive, self._rebind)
+
+    def _rebind(self) -> None:
+        """Take the environment's handles again: an erasure reopened it on a new file."""
+        self._env, self._db = self._shared_env.env, self._shared_env.db
 
     def counts(self, index: str) -> dict[str, int]:
         """Number of deltas per key of an index ("braid" or "kind")."""
         def fn(txn):
             cur = txn.cursor(self._db[index])
-            out = {}
-            if cur.first():
-                while True:
-                    out[bytes(cur.key()).decode()] = cur.count()
-                    if not cur.next_nodup():
-                        break
+            out, ok = {}, cur.first()
+            while ok:
+                out[bytes(cur.key()).decode()] = cur.count()
+                ok = cur.next_nodup()
             return out
         return self._read(fn)
 
@@ -734,8 +735,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
                     return []
                 prefix = bytes(cur.key())[:U64]
                 cur.set_range(prefix)
-            rows = [(from_u64(bytes(k)[:U64]), bytes(v)) for k, v in cur]
-            return rows
+            return [(from_u64(bytes(k)[:U64]), bytes(v)) for k, v in cur]
         return self._read(fn)
 
     def upgraded(self) -> Before | None:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from .. import tree as merkle
 from ..errors import IntegrityError, StorageError, ValidationError
 from ..store import FullStore
+from ..store.files import write_atomic
 from . import verify as v
 from .checkpoint import issue
 from .keys import SigningKey
@@ -136,15 +137,9 @@ def _put(path: Path, data: bytes) -> int:
             raise IntegrityError(f"{path} exists with other bytes than this log's: the directory "
                                  "holds another log's tiles")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, data)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise StorageError(f"cannot write {path}: {e}", hint="check the directory's permissions "
                            "and free space") from e
     if full:

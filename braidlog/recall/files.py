@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ from ..chain import digest
 from ..erasure import ERASURES_BRAID
 from ..errors import ValidationError
 from ..store import OnDisk
+from ..store.files import temp_path, write_atomic
 
-__all__ = ["index_directory", "stale", "file_digest", "write_file", "write_with", "save_graph", "tmp_path"]
+__all__ = ["index_directory", "stale", "file_digest", "write_file", "write_with", "save_graph"]
 
 
 def index_directory(store: Any, directory: Any, name: str, suffix: str) -> Path | None:
@@ -63,10 +63,6 @@ def stale(store: Any, covered_seq: int, covered_hash: bytes) -> str | None:
     return None
 
 
-def tmp_path(path: Path) -> Path:
-    return path.with_name(path.name + f".{os.getpid()}.{threading.get_ident()}.tmp")
-
-
 def file_digest(path: Path) -> bytes:
     h = blake3()
     with open(path, "rb") as f:
@@ -76,13 +72,8 @@ def file_digest(path: Path) -> bytes:
 
 
 def write_file(path: Path, data: bytes) -> bytes:
-    """Write ``data`` to ``path`` atomically (fsynced temp file, then rename); its digest."""
-    tmp = tmp_path(path)
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write ``data`` to ``path`` atomically (store.files.write_atomic); its digest."""
+    write_atomic(path, data)
     return digest(data)
 
 
@@ -97,19 +88,19 @@ class _Hashing:
 
 def write_with(path: Path, fill: Callable[[Any], None]) -> bytes:
     """Write a file atomically by streaming ``fill(f)`` into it (no whole copy in memory); its digest."""
-    tmp = tmp_path(path)
-    with open(tmp, "wb") as f:
-        w = _Hashing(f)
-        fill(w)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return w.h.digest()
+    hashed: list[_Hashing] = []
+
+    def write(f: Any) -> None:
+        hashed.append(_Hashing(f))
+        fill(hashed[0])
+
+    write_atomic(path, write)
+    return hashed[0].h.digest()
 
 
 def save_graph(g: Any, path: Path) -> bytes:
     """Save an hnswlib graph to ``path`` atomically; the file's digest."""
-    tmp = tmp_path(path)
+    tmp = temp_path(path)
     g.save_index(str(tmp))
     d = file_digest(tmp)
     os.replace(tmp, path)

@@ -30,6 +30,7 @@ from ..errors import BraidlogError, ConflictError, DecodeError, IntegrityError, 
 from ..kind_schema import KIND_DECLARED, admit_declaration
 from ..kind_schema import sync as sync_kinds
 from ..store import HW_SIZE, FullStore, Head, chain_fault, hw_fault, hw_of, ts_micros
+from ..store.files import write_atomic
 from .stream import Stream
 from .wire import (
     EPOCH_BRAID,
@@ -398,17 +399,10 @@ class _Witness:
         line = c.cosign_checked(body, cp, self.key, last=last, proof=proof)
         cosigned = c.add_signatures(note, [line.rstrip("\n")]).encode()
         for name in (f"{cp.size}.cosig", "last"):
-            _write_atomic(os.path.join(self.dir, name), cosigned)
+            write_atomic(os.path.join(self.dir, name), cosigned)
         self.last = cp
         self.cosigned += 1
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 

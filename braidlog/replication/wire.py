@@ -31,12 +31,12 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from ..chain import GENESIS, link
-from ..delta import GenericDelta, _decoder, committed_form, decode, delta
-from ..erasure import erased_bytes, erased_entry
+from ..delta import GenericDelta, _decoder, decode, delta
+from ..erasure import erased_bytes
 from ..errors import DecodeError, IntegrityError
 from ..kind_schema import KIND_DECLARED, sync
 from ..kinds import Registry
-from ..store import HW_SIZE, FullStore
+from ..store import HW_SIZE, FullStore, record_entry
 
 __all__ = [
     "HDR_SEQ", "HDR_HASH", "HDR_COMMIT", "HDR_EPOCH", "HDR_SALT", "HDR_TREE_SIZE", "entry_of",
@@ -101,11 +101,9 @@ def entry_of(seq: int, body: bytes, salt: bytes | None) -> bytes:
         d = _decoder.decode(body[HW_SIZE:])
     except (msgspec.MsgspecError, ValueError):
         return b""
-    if d.erased is not None:  # an erased record ships its erased form, whose envelope it is
-        return b"" if salt else erased_entry(seq, d)
-    if not salt:
+    if (d.erased is None) != bool(salt):  # an erased record ships no salt, any other one
         return b""
-    return committed_form(seq, d, salt, body[HW_SIZE:])
+    return record_entry(seq, d, salt or b"", body[HW_SIZE:])
 
 
 def chains(prev: bytes, seq: int, body: bytes, salt: bytes | None) -> bytes:

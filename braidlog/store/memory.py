@@ -231,12 +231,14 @@ class MemoryLog(IndexScans, FullStore):
             for key in payload_refs(d, self.registry):
                 self._by[("refs", key)].remove(s)
             view = erased_delta(entry, by_seq[s] or head + 1)
+            mark = view.erased
+            assert mark is not None  # an erased delta carries its erasure
             self._records[s - 1] = (h, body[:HW_SIZE] + encode(view), view)
             self._sealed[s - 1] = (entry, b"")
-            self._erased[s] = view.erased.by
-            commitments.append(view.erased.commitment)
-        for key in [k for k in self._checkpoints if k[2] >= min(by_seq)]:
-            del self._checkpoints[key]  # they may hold what was erased
+            self._erased[s] = mark.by
+            commitments.append(mark.commitment)
+        for ckpt in [k for k in self._checkpoints if k[2] >= min(by_seq)]:
+            del self._checkpoints[ckpt]  # they may hold what was erased
         if append is not None:
             return append(self), commitments
         staged, _ = self._place(checked, None, head)

@@ -50,7 +50,7 @@ def resolve_point(store: FullStore, point: int | str | datetime, field: str = "p
     if isinstance(point, bool):
         raise ValidationError(field, "must be a seq, a delta id or a datetime")
     if isinstance(point, numbers.Integral):  # numpy integers too
-        if not 0 <= point <= head:
+        if not 0 <= int(point) <= head:
             raise ValidationError(field, f"seq {point} is outside the log (0..{head})")
         return int(point)
     if isinstance(point, datetime):
@@ -174,7 +174,7 @@ def check_expected(expected_version: Any, expected_head: Any
     """The optimistic-concurrency arguments, checked: ``expected_head`` a seq, ``expected_version``
     a braid version or a dict of them by braid id (ints >= 0; numpy ints become ints)."""
     def count(value: Any) -> int | None:
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
             return int(value)
         return None
 
@@ -187,13 +187,14 @@ def check_expected(expected_version: Any, expected_head: Any
     if expected_version is None:
         return None, expected_head
     if isinstance(expected_version, Mapping):
-        versions = {}
+        versions: dict[str, int] = {}
         for braid_id, value in expected_version.items():
-            if not isinstance(braid_id, str) or count(value) is None:
+            counted = count(value)
+            if not isinstance(braid_id, str) or counted is None:
                 raise ValidationError(
                     "expected_version", "a dict must map braid ids (str) to versions (ints >= 0), "
                     f"not {_shown(braid_id)}: {_shown(value)}")
-            versions[braid_id] = count(value)
+            versions[braid_id] = counted
         return versions, expected_head
     version = count(expected_version)
     if version is None:
