@@ -4,38 +4,71 @@ This module imports braidlog alone, not eventsourcing, and braidlog's metadata n
 ``braidlog.kinds`` entry point: every braidlog process (the command line, ``import``, a replica)
 knows these kinds whether or not eventsourcing is installed there.
 
-They are not declared in the log itself: an application's notification ids are the store's seqs,
-and eventsourcing (and its shipped tests) expect an application's first event to be
-notification 1 in a new store.
+They are not declared in the log itself: eventsourcing (and its shipped tests) expect an
+application's first event to be notification 1 of a new store.
+
+An aggregate's events are deltas of kind ``eventsourcing.events``: one save's consecutive events
+of one aggregate in one delta, whose tag ``n:FIRST-LAST`` (``n:FIRST`` for one event) names their
+notification ids (so an erased delta's ids stay known). Stores written before it have kind
+``eventsourcing.event``: one event a delta, its notification id the delta's seq. Those records are
+never rewritten, and the recorders read both kinds (as one sequence, in seq order).
 
 docs/eventsourcing.md says how a stored event maps to a delta.
 """
 
 from __future__ import annotations
 
-from msgspec import Struct
+from collections.abc import Iterable
+from typing import Annotated
+
+from msgspec import Meta, Struct
 
 from ..kinds import REGISTRY
 
-__all__ = ["OWNER", "EVENT", "SNAPSHOT", "TRACKING", "VIEW", "EventRecorded", "TrackingRecorded"]
+__all__ = ["OWNER", "EVENT", "EVENTS", "SNAPSHOT", "TRACKING", "VIEW", "EventRecorded", "EventsRecorded",
+           "TrackingRecorded", "IDS_TAG", "event_subjects"]
 
 OWNER = "eventsourcing"
-EVENT = "eventsourcing.event"  # an aggregate's event: one braid per originator
+EVENTS = "eventsourcing.events"  # one save's events of one aggregate: one braid per originator
+EVENT = "eventsourcing.event"  # one event of an aggregate, as stores before EVENTS hold them
 SNAPSHOT = "eventsourcing.snapshot"  # a snapshot of an aggregate: its own braid per originator
 TRACKING = "eventsourcing.tracking"  # how far a downstream application has processed an upstream one
 VIEW = "eventsourcing.view"  # a materialised view's own change, written with its tracking record
+IDS_TAG = "n:"  # the tag of an EVENTS delta: n:FIRST-LAST, its events' notification ids
 
 
 class EventRecorded(Struct, frozen=True, forbid_unknown_fields=True):
-    """A stored event (or snapshot): eventsourcing's StoredEvent. Its state (bytes) is stored as
-    the text it is when it is UTF-8 (the JSON of a mapper without cipher or compressor, so the
-    command line shows it), else in base64 with ``base64`` true."""
+    """A stored snapshot (``eventsourcing.snapshot``), or a stored event as stores written
+    before ``eventsourcing.events`` hold them (``eventsourcing.event``): eventsourcing's
+    StoredEvent. Its state (bytes) is stored as the text it is when it is UTF-8 (the JSON of a
+    mapper without cipher or compressor, so the command line shows it), else in base64 with
+    ``base64`` true."""
 
     originator_id: str
     originator_version: int
     topic: str
     state: str
     base64: bool = False
+
+
+#: One event of an ``eventsourcing.events`` delta: [originator_version, topic, state].
+Event = tuple[int, str, str]
+
+
+class EventsRecorded(Struct, frozen=True, forbid_unknown_fields=True):
+    """``eventsourcing.events``: consecutive events of one aggregate, saved together, versions
+    going up. ``base64``: every state is in base64 (a mapper with a cipher or a compressor), else
+    each is its UTF-8 text."""
+
+    originator_id: str
+    events: Annotated[list[Event], Meta(min_length=1)]
+    base64: bool = False
+
+
+def event_subjects(p: EventsRecorded) -> Iterable[str]:
+    """The refers-to index names an aggregate's deltas by its originator id, so that
+    ``braidlog history ID``, ``explain`` and ``erase`` find them by it."""
+    return (p.originator_id,)
 
 
 class TrackingRecorded(Struct, frozen=True, forbid_unknown_fields=True):
@@ -45,6 +78,7 @@ class TrackingRecorded(Struct, frozen=True, forbid_unknown_fields=True):
     notification_id: int
 
 
+REGISTRY.declare(EVENTS, EventsRecorded, owner=OWNER, refers=event_subjects)
 REGISTRY.declare(EVENT, EventRecorded, owner=OWNER)
 REGISTRY.declare(SNAPSHOT, EventRecorded, owner=OWNER)
 REGISTRY.declare(TRACKING, TrackingRecorded, owner=OWNER)

@@ -25,7 +25,8 @@ def test_an_erased_aggregate_reads_as_never_written(tmp_path):
     fido = school.register("Fido")
     school.close()
     with braidlog.open(path) as b:  # the events' state, as stored (base64 in the payload)
-        states = [r.delta.payload["state"] for r in b.log.scan_braid(f"dogschool_events:{rex}")]
+        states = [state for r in b.log.scan_braid(f"dogschool_events:{rex}")
+                  for _, _, state in r.delta.payload["events"]]
     assert len(states) == 2 and files_holding(path, *states)
     with braidlog.open(path) as b:
         report = b.erase(braid=f"dogschool_events:{rex}", reason="owner asked")

@@ -44,7 +44,7 @@ def event_(oid, version, topic="topic", state=b"{}") -> StoredEvent:
     return StoredEvent(originator_id=oid, originator_version=version, topic=topic, state=state)
 
 
-def test_each_aggregate_is_a_braid_and_notification_ids_are_seqs(tmp_path):
+def test_each_aggregate_is_a_braid_and_notification_ids_count_the_events(tmp_path):
     app = DogSchool(env=env(tmp_path / "s"))
     fido = app.register("Fido")
     app.teach(fido, "roll over")
@@ -54,10 +54,35 @@ def test_each_aggregate_is_a_braid_and_notification_ids_are_seqs(tmp_path):
     app.close()
     with braidlog.LmdbLog(tmp_path / "s", readonly=True) as log:
         fido_braid = [r.delta for r in log.scan_braid(f"dogschool_events:{fido}")]
-        assert [d.payload["originator_version"] for d in fido_braid] == [1, 2, 3]
-        assert {d.kind for d in fido_braid} == {"eventsourcing.event"}
+        assert [[e[0] for e in d.payload["events"]] for d in fido_braid] == [[1], [2], [3]]
+        assert [d.tags for d in fido_braid] == [("n:1",), ("n:2",), ("n:4",)]
+        assert {d.kind for d in fido_braid} == {"eventsourcing.events"}
         assert log.braid_head(f"dogschool_events:{rex}").version == 1
         assert log.verify().seq == 4
+
+
+def test_one_save_of_an_aggregate_is_one_delta_its_tag_naming_the_ids(recorder):
+    x, y = uuid4(), uuid4()
+    assert recorder.insert_events([event_(x, v) for v in range(1, 101)]) == list(range(1, 101))
+    # events of two aggregates, interleaved: a delta for each run, the ids in the call's order
+    assert recorder.insert_events([event_(y, 1), event_(y, 2), event_(x, 101), event_(y, 3)]) == [
+        101, 102, 103, 104]
+    records = list(recorder.datastore.log.scan())
+    assert [(r.delta.braid_id.split(":")[1], r.delta.tags) for r in records] == [
+        (str(x), ("n:1-100",)), (str(y), ("n:101-102",)), (str(x), ("n:103",)), (str(y), ("n:104",))]
+    assert [e.originator_version for e in recorder.select_events(x)] == list(range(1, 102))
+    assert [e.originator_version for e in recorder.select_events(x, gt=98, lte=100)] == [99, 100]
+    assert [e.originator_version for e in recorder.select_events(x, desc=True, limit=3)] == [101, 100, 99]
+    assert [e.originator_version for e in recorder.select_events(x, lte=3)] == [1, 2, 3]
+    assert [e.originator_version for e in recorder.select_events(y, gt=1)] == [2, 3]
+    # a page of notifications that starts and stops inside deltas
+    got = recorder.select_notifications(99, 4)
+    assert [(n.id, n.originator_id, n.originator_version) for n in got] == [
+        (99, x, 99), (100, x, 100), (101, y, 1), (102, y, 2)]
+    got = recorder.select_notifications(50, 100, stop=51)
+    assert [(n.id, n.originator_version) for n in got] == [(50, 50), (51, 51)]
+    assert [n.id for n in recorder.select_notifications(102, 10, inclusive_of_start=False)] == [103, 104]
+    assert recorder.max_notification_id() == 104
 
 
 def test_two_applications_share_a_store_and_see_only_their_own_notifications(tmp_path):
@@ -282,8 +307,8 @@ def test_time_travel_shows_an_aggregate_as_it_was(tmp_path):
     app.close()
     with braidlog.open(tmp_path / "s", projections=[]) as braid:
         then = braid.at(2).log
-        assert [r.delta.payload["originator_version"]
-                for r in then.scan_braid(f"dogschool_events:{fido}")] == [1, 2]
+        assert [e[0] for r in then.scan_braid(f"dogschool_events:{fido}")
+                for e in r.delta.payload["events"]] == [1, 2]
 
 
 def test_the_delta_ids_made_in_bulk_are_ulids_of_now_in_order():
@@ -307,11 +332,16 @@ def test_the_delta_ids_made_in_bulk_are_ulids_of_now_in_order():
 def test_a_state_that_is_utf8_is_stored_as_its_text_any_other_in_base64(recorder):
     x = uuid4()
     states = [b'{"name":"Fido \\u00e9"}', "caf\u00e9".encode(), b"\xff\x00\x80", b""]
-    recorder.insert_events([event_(x, v, state=s) for v, s in enumerate(states, 1)])
+    for v, s in enumerate(states, 1):  # a save each: a delta each
+        recorder.insert_events([event_(x, v, state=s)])
     assert [e.state for e in recorder.select_events(x)] == states
     payloads = [r.delta.payload for r in recorder.datastore.log.scan()]
-    assert [p["state"] for p in payloads[:2]] == [s.decode() for s in states[:2]]
+    assert [p["events"][0][2] for p in payloads[:2]] == [s.decode() for s in states[:2]]
     assert [p.get("base64", False) for p in payloads] == [False, False, True, False]
+    # one state that is not UTF-8 puts every state of its delta in base64
+    recorder.insert_events([event_(x, 5, state=b"{}"), event_(x, 6, state=b"\xff")])
+    assert recorder.datastore.log.read(5).delta.payload["base64"] is True
+    assert [e.state for e in recorder.select_events(x, gt=4)] == [b"{}", b"\xff"]
 
 
 @pytest.mark.slow
@@ -344,7 +374,7 @@ def test_a_replica_rebuilt_from_nats_serves_the_application(tmp_path):
     copy = DogSchool(env=env(tmp_path / "r", IS_SNAPSHOTTING_ENABLED="y"))
     assert copy.repository.get(fido).tricks == ["sit"] and copy.repository.get(rex).name == "Rex"
     assert [s.originator_version for s in copy.snapshots.get(fido)] == [2]
-    assert [n.id for n in copy.recorder.select_notifications(None, 10)] == [1, 2, 4]
+    assert [n.id for n in copy.recorder.select_notifications(None, 10)] == [1, 2, 3]  # not the snapshot
     copy.close()
 
 
@@ -355,3 +385,53 @@ def test_a_relative_store_path_is_resolved_when_the_application_is_made(tmp_path
     app.register("Fido")
     app.close()
     assert (tmp_path / "rel.lmdb" / "data.mdb").exists()
+
+
+def test_a_store_written_one_event_a_delta_reads_as_before_and_goes_on_counting(tmp_path):
+    """Stores written before ``eventsourcing.events`` hold one event a delta of kind
+    ``eventsourcing.event``, its notification id its seq: read as they are, never rewritten."""
+    x, y = uuid4(), uuid4()
+    old = [braidlog.delta(f"app_events:{oid}", "eventsourcing.event",
+                          {"originator_id": str(oid), "originator_version": v, "topic": "t", "state": "{}"},
+                          provenance=braidlog.Provenance("system", source="eventsourcing"), confidence=1.0)
+           for oid, v in ((x, 1), (y, 1), (x, 2))]
+    with braidlog.LmdbLog(tmp_path / "s") as log:
+        log.append_batch(old[:2])
+        log.append(braidlog.delta("other", "observation", {"text": "not an event"}))
+        log.append(old[2])
+    ds = BraidlogDatastore(tmp_path / "s")
+    recorder = BraidlogApplicationRecorder(ds, events_table_name="app_events")
+    try:
+        assert [(n.id, n.originator_id) for n in recorder.select_notifications(None, 10)] == [
+            (1, x), (2, y), (4, x)]  # their seqs
+        assert recorder.max_notification_id() == 4
+        assert recorder.insert_events([event_(x, 3), event_(x, 4)]) == [5, 6]  # counting on
+        assert [e.originator_version for e in recorder.select_events(x)] == [1, 2, 3, 4]
+        assert [n.id for n in recorder.select_notifications(2, 10)] == [2, 4, 5, 6]
+        assert [n.id for n in recorder.select_notifications(5, 10)] == [5, 6]
+        with pytest.raises(IntegrityError):
+            recorder.insert_events([event_(y, 1)])
+        assert [r.delta.kind for r in ds.log.scan()] == ["eventsourcing.event"] * 2 + [
+            "observation", "eventsourcing.event", "eventsourcing.events"]
+        assert ds.log.verify().seq == 5
+    finally:
+        ds.close()
+
+
+def test_the_ids_of_an_erased_last_delta_are_not_given_again(tmp_path):
+    ds = BraidlogDatastore(tmp_path / "s")
+    recorder = BraidlogApplicationRecorder(ds, events_table_name="app_events")
+    x, y = uuid4(), uuid4()
+    recorder.insert_events([event_(x, 1)])
+    recorder.insert_events([event_(y, 1), event_(y, 2), event_(y, 3)])
+    ds.close()
+    with braidlog.open(tmp_path / "s") as b:
+        b.erase(braid=f"app_events:{y}", reason="asked")
+    ds = BraidlogDatastore(tmp_path / "s")
+    recorder = BraidlogApplicationRecorder(ds, events_table_name="app_events")
+    try:
+        assert [n.id for n in recorder.select_notifications(None, 10)] == [1]
+        assert recorder.insert_events([event_(x, 2)]) == [5]  # 2..4 were y's: its tag keeps them
+        assert [n.id for n in recorder.select_notifications(None, 10)] == [1, 5]
+    finally:
+        ds.close()

@@ -1,12 +1,14 @@
 """eventsourcing's recorders on a braidlog store.
 
-A stored event is a delta of kind ``eventsourcing.event`` in the braid ``<table>:<originator id>``
-(one braid per aggregate; ``<table>`` is ``<application>_events``, the table name eventsourcing's
-PostgreSQL module would use); a snapshot is one of kind ``eventsourcing.snapshot`` in
-``<application>_snapshots:<originator id>``; a tracking record one of kind
-``eventsourcing.tracking`` in ``<application>_tracking:<upstream application>``. A notification
-id is the seq of the event's delta: gap-free across the store, and an application's own
-notifications are its events among them. docs/eventsourcing.md has the whole mapping.
+One save's consecutive events of one aggregate are one delta of kind ``eventsourcing.events`` in
+the braid ``<table>:<originator id>`` (one braid per aggregate; ``<table>`` is
+``<application>_events``, the table name eventsourcing's PostgreSQL module would use); a snapshot
+is one of kind ``eventsourcing.snapshot`` in ``<application>_snapshots:<originator id>``; a
+tracking record one of kind ``eventsourcing.tracking`` in ``<application>_tracking:<upstream
+application>``. Notification ids count the events of the store, 1, 2, 3 …, in seq order; each
+delta's tag ``n:FIRST-LAST`` names its events' ids. Stores written before hold one event a delta
+(kind ``eventsourcing.event``), whose notification id is its seq; both kinds are read as one
+sequence. docs/eventsourcing.md has the whole mapping.
 
 The rules, checked inside the store's write transaction so that no other writer (thread or
 process) can slip in between: within one braid, versions only go up (a version at or below the
@@ -18,12 +20,13 @@ one transaction: all are written, or none.
 from __future__ import annotations
 
 import binascii
+import heapq
 import os
 import threading
 import time
 from base64 import b32encode
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -44,7 +47,7 @@ from eventsourcing.persistence import (
 )
 
 from ... import GenericDelta, LmdbLog, Provenance, Record
-from ..eventsourcing_kinds import EVENT, SNAPSHOT, TRACKING
+from ..eventsourcing_kinds import EVENT, EVENTS, IDS_TAG, SNAPSHOT, TRACKING
 from .store import BraidlogDatastore, paged
 
 __all__ = [
@@ -54,7 +57,8 @@ __all__ = [
 
 MAX_BRAID_ID = 120  # characters: braidlog's limit on a braid id
 _I64 = 2**63
-_PROVENANCE = Provenance("system", source="eventsourcing")
+_PROVENANCE = Provenance("system")  # the kind says eventsourcing
+_EVENT_KINDS = (EVENTS, EVENT)  # an aggregate's events as this module writes them, and as it did
 _b64encode = binascii.b2a_base64
 _b64decode = binascii.a2b_base64
 
@@ -136,23 +140,26 @@ class BraidlogRecorder:
         return braid
 
     # -- the write path -------------------------------------------------------------------------
-    def _commit(self, deltas: list[GenericDelta], floors: Mapping[str, tuple[int, str, str]]
-                ) -> list[Record]:
-        """Append ``deltas`` in one transaction. ``floors`` maps a braid to (the first value the
-        batch adds to it, the payload field that value is in, what to call it): inside the write
-        transaction, the braid's last value of that field must be below it, else IntegrityError
-        and nothing is written."""
-        def admit(head: Any, staged: Any) -> None:
-            for braid, (first, field, what) in floors.items():
-                last = _last(log, braid, field)
-                if last is not None and first <= last[1]:
-                    raise IntegrityError(f"{what} {first} conflicts: {braid} is at {last[1]} "
-                                         f"(seq {last[0].seq}); it only goes up")
-
+    def _commit(self, build: Callable[[LmdbLog], list[GenericDelta]]) -> list[Record]:
+        """Append what ``build(log)`` returns in one write transaction, ``build`` called inside
+        it (so what it reads and checks cannot change before the write): it raises
+        IntegrityError, and nothing is written, on a conflict. Appenders in several threads
+        share commits (the store's own group commit)."""
         with self.datastore.using() as log:
-            records = log.commit(deltas, admit=admit)
+            records = log.commit_locked(lambda head: build(log))
         self.datastore.committed()
         return records
+
+    @staticmethod
+    def _check_floors(log: LmdbLog, floors: Mapping[str, tuple[int, str]],
+                      last: Callable[[dict[str, Any]], Any]) -> None:
+        """Inside the write: each braid's last value (``last(payload)``) must be below the first
+        the call adds (``floors``: braid -> (that value, what to call it)), else IntegrityError."""
+        for braid, (first, what) in floors.items():
+            found = _last(log, braid, last)
+            if found is not None and first <= found[1]:
+                raise IntegrityError(f"{what} {first} conflicts: {braid} is at {found[1]} "
+                                     f"(seq {found[0].seq}); it only goes up")
 
     def _check_tracking(self, tracking: Any) -> None:
         if not isinstance(tracking, Tracking):
@@ -165,29 +172,115 @@ class BraidlogRecorder:
                             f"{tracking.notification_id!r}")
 
 
-def _last(log: LmdbLog, braid: str, field: str) -> tuple[Record, Any] | None:
-    """The braid's last record whose payload holds ``field``, and its value (an erased record,
+def _last(log: LmdbLog, braid: str, value: Callable[[dict[str, Any]], Any]
+          ) -> tuple[Record, Any] | None:
+    """The braid's last record with a ``value(payload)``, and that value (an erased record,
     whose payload is gone, is passed over)."""
     for record in paged(partial(log.scan_braid, braid), reverse=True):
-        value = record.delta.payload.get(field)
-        if value is not None:
-            return record, value
+        found = value(record.delta.payload)
+        if found is not None:
+            return record, found
     return None
+
+
+def _last_version(payload: dict[str, Any]) -> int | None:
+    events = payload.get("events")
+    return events[-1][0] if events else payload.get("originator_version")
+
+
+def _tracked(payload: dict[str, Any]) -> int | None:
+    return payload.get("notification_id")
+
+
+def _seq(r: Record) -> int:
+    return r.seq
+
+
+def _ids(r: Record) -> tuple[int, int]:
+    """The first and last notification ids of an event delta: its tag ``n:FIRST-LAST`` (kind
+    ``eventsourcing.events``), or its seq (one event a delta, kind ``eventsourcing.event``)."""
+    if r.delta.kind == EVENTS:
+        for tag in r.delta.tags:
+            if tag.startswith(IDS_TAG):
+                first, _, last = tag[len(IDS_TAG):].partition("-")
+                return int(first), int(last or first)
+    return r.seq, r.seq
+
+
+def _scan_events(log: LmdbLog, start: int = 1, stop: int | None = None, *,
+                 reverse: bool = False, first: int = 1) -> Iterator[Record]:
+    """The event deltas of both kinds in seq order (``reverse``: newest first), read in pages."""
+    return heapq.merge(*(paged(partial(log.scan_kind, k), start, stop, reverse=reverse, first=first)
+                         for k in _EVENT_KINDS), key=_seq, reverse=reverse)
+
+
+def _first_event(log: LmdbLog, start: int, stop: int) -> Record | None:
+    found = [r for k in _EVENT_KINDS for r in log.scan_kind(k, start, stop, limit=1)]
+    return min(found, key=_seq) if found else None
+
+
+def _seek(log: LmdbLog, lo: int) -> int:
+    """The seq of the first event delta holding a notification id ``>= lo`` (past the head when
+    there is none): a binary search over seqs, since ids go up with seqs."""
+    a, b = 1, log.head().seq
+    found = b + 1
+    while a <= b:
+        mid = (a + b) // 2
+        r = _first_event(log, mid, b + 1)
+        if r is None:
+            b = mid - 1
+        elif _ids(r)[1] >= lo:
+            found, b = r.seq, mid - 1
+        else:
+            a = r.seq + 1
+    return found
+
+
+def _next_id(log: LmdbLog) -> int:
+    """The notification id the store's next event gets: one past its last event delta's."""
+    for r in _scan_events(log, reverse=True):
+        return _ids(r)[1] + 1
+    return 1
+
+
+class _Run:
+    """Consecutive events of one aggregate in one call: one delta."""
+
+    __slots__ = ("braid", "oid", "events", "base64")
+
+    def __init__(self, braid: str, oid: str) -> None:
+        self.braid, self.oid = braid, oid
+        self.events: list[tuple[int, str, bytes]] = []
+        self.base64 = False
+
+    def payload(self) -> dict[str, Any]:
+        if self.base64:
+            return {"originator_id": self.oid, "base64": True, "events": [
+                [v, t, _b64encode(s, newline=False).decode("ascii")] for v, t, s in self.events]}
+        return {"originator_id": self.oid, "events": [[v, t, str(s, "utf-8")] for v, t, s in self.events]}
+
+
+def _utf8(state: bytes) -> bool:
+    try:
+        str(state, "utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
     """Stored events (or snapshots) of aggregates: one braid per originator.
 
     ``events_table_name`` names the braids (``<events_table_name>:<originator id>``);
-    ``for_snapshots`` stores deltas of kind ``eventsourcing.snapshot`` instead of
-    ``eventsourcing.event``.
+    ``for_snapshots`` stores deltas of kind ``eventsourcing.snapshot``, one a snapshot, instead
+    of ``eventsourcing.events``.
     """
 
     def __init__(self, datastore: BraidlogDatastore, *, events_table_name: str = "stored_events",
                  for_snapshots: bool = False, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
         self.events_table_name = self._table(events_table_name, "events_table_name")
-        self.kind = SNAPSHOT if for_snapshots else EVENT
+        self.kind = SNAPSHOT if for_snapshots else EVENTS
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
                       ) -> Sequence[int] | None:
@@ -196,34 +289,73 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
 
     def _insert(self, stored_events: Sequence[StoredEvent], tracking: Tracking | None
                 ) -> list[int]:
-        """Write ``stored_events`` (and ``tracking``) in one transaction; their seqs."""
-        deltas, floors = self._event_deltas(stored_events)
+        """Write ``stored_events`` (and ``tracking``) in one transaction; their notification ids
+        (snapshots: their seqs)."""
+        runs, floors = self._runs(stored_events)
+        tracked = None
         if tracking is not None:
-            delta, braid = self._tracking_delta(tracking, deltas[0].ts if deltas else None)
-            deltas.append(delta)
-            floors[braid] = (tracking.notification_id, "notification_id",
-                             f"tracking of {tracking.application_name!r}: notification")
-        if not deltas:
+            self._check_tracking(tracking)
+            tracked = self._braid(self.tracking_table_name, tracking.application_name,  # type: ignore[attr-defined]
+                                  "tracking.application_name")
+        if not runs and tracking is None:
             return []
-        events = len(deltas) - (tracking is not None)
-        return [r.seq for r in self._commit(deltas, floors)[:events]]
+        ts = datetime.now(UTC)
+        kind = self.kind
+        out: list[int] = []
 
-    def _tracking_delta(self, tracking: Tracking, ts: datetime | None) -> tuple[GenericDelta, str]:
+        def build(log: LmdbLog) -> list[GenericDelta]:
+            self._check_floors(log, floors, _last_version)
+            if tracking is not None and tracked is not None:
+                self._check_floors(log, {tracked: (tracking.notification_id,
+                                   f"tracking of {tracking.application_name!r}: notification")}, _tracked)
+            ids = _new_ids(len(runs) + (tracking is not None))
+            deltas = []
+            out.clear()
+            if kind == EVENTS:
+                n = _next_id(log)
+                for i, run in enumerate(runs):
+                    k = len(run.events)
+                    tag = f"{IDS_TAG}{n}" if k == 1 else f"{IDS_TAG}{n}-{n + k - 1}"
+                    out.extend(range(n, n + k))
+                    n += k
+                    deltas.append(GenericDelta(id=ids[i], braid_id=run.braid, kind=kind, ts=ts,
+                                               provenance=_PROVENANCE, confidence=1.0,
+                                               payload=run.payload(), tags=(tag,)))
+            else:  # snapshots: one a delta, as eventsourcing.event was
+                for i, run in enumerate(runs):
+                    v, topic, state = run.events[0]
+                    payload = {"originator_id": run.oid, "originator_version": v, "topic": topic}
+                    if run.base64:
+                        payload["state"], payload["base64"] = _b64encode(state, newline=False).decode("ascii"), True
+                    else:
+                        payload["state"] = str(state, "utf-8")
+                    deltas.append(GenericDelta(id=ids[i], braid_id=run.braid, kind=kind, ts=ts,
+                                               provenance=_PROVENANCE, confidence=1.0, payload=payload))
+            if tracking is not None and tracked is not None:
+                deltas.append(self._tracking_delta(tracking, tracked, ids[-1], ts))
+            return deltas
+
+        records = self._commit(build)
+        if kind == EVENTS:
+            return out
+        return [r.seq for r in records[:len(runs)]]
+
+    def _tracking_delta(self, tracking: Tracking, braid: str, delta_id: str, ts: datetime
+                        ) -> GenericDelta:
         raise ProgrammingError(f"{type(self).__name__} records no tracking; use a process recorder")
 
-    def _event_deltas(self, stored_events: Any) -> tuple[list[GenericDelta], dict[str, tuple]]:
-        """The deltas of ``stored_events``, every field checked; and the first version each
-        braid gets. Versions of one originator must go up within the call."""
+    def _runs(self, stored_events: Any) -> tuple[list[_Run], dict[str, tuple[int, str]]]:
+        """``stored_events`` as runs (consecutive events of one aggregate; a snapshot each), every
+        field checked; and the first version each braid gets. Versions of one originator must go
+        up within the call."""
         if isinstance(stored_events, (str, bytes, Mapping)) or not isinstance(stored_events, Iterable):
             raise ProgrammingError(f"stored_events must be a sequence of StoredEvent, not "
                                    f"{_what(stored_events)}")
-        ts = datetime.now(UTC)
-        table, kind = self.events_table_name, self.kind
-        deltas: list[GenericDelta] = []
-        floors: dict[str, tuple[int, str, str]] = {}
+        table, one_each = self.events_table_name, self.kind != EVENTS
+        runs: list[_Run] = []
+        floors: dict[str, tuple[int, str]] = {}
         lasts: dict[str, int] = {}
-        stored_events = list(stored_events)
-        ids = _new_ids(len(stored_events))
+        run: _Run | None = None
         for i, s in enumerate(stored_events):
             if not isinstance(s, StoredEvent):
                 raise ProgrammingError(f"stored_events[{i}] must be a StoredEvent, not {_what(s)}")
@@ -237,30 +369,36 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
             state = s.state
             if not isinstance(state, (bytes, bytearray, memoryview)):
                 raise DataError(f"stored_events[{i}].state must be bytes, not {_what(state)}")
+            state = bytes(state)
             braid = self._braid(table, oid, f"stored_events[{i}].originator_id")
             before = lasts.get(braid)
             if before is None:
-                floors[braid] = (version, "originator_version", f"originator {oid}: version")
+                floors[braid] = (version, f"originator {oid}: version")
             elif version <= before:
                 raise IntegrityError(f"stored_events[{i}]: version {version} of originator {oid} "
                                      f"comes after version {before} in the same call; versions "
                                      "only go up")
             lasts[braid] = version
-            payload = {"originator_id": oid, "originator_version": version, "topic": s.topic}
-            try:  # the JSON a mapper without cipher or compressor makes: stored as the text
-                payload["state"] = str(state, "utf-8")
-            except UnicodeDecodeError:
-                payload["state"] = _b64encode(state, newline=False).decode("ascii")
-                payload["base64"] = True
-            deltas.append(GenericDelta(
-                id=ids[i], braid_id=braid, kind=kind, ts=ts, provenance=_PROVENANCE,
-                confidence=1.0, payload=payload))
-        return deltas, floors
+            if run is None or run.braid != braid or one_each:
+                run = _Run(braid, oid)
+                runs.append(run)
+            run.events.append((version, s.topic, state))
+            if not run.base64 and not _utf8(state):  # the JSON a mapper without cipher or
+                run.base64 = True                    # compressor makes is stored as the text
+        return runs, floors
 
-    def _stored_event(self, d: GenericDelta) -> tuple[UUID | str, int, str, bytes]:
-        p = d.payload
+    def _events(self, p: dict[str, Any]) -> list[tuple[int, str, bytes]]:
+        """The events a delta's payload holds, oldest first (none: erased)."""
+        events = p.get("events")
+        if events is not None:
+            if p.get("base64"):
+                return [(v, t, _b64decode(x)) for v, t, x in events]
+            return [(v, t, x.encode("utf-8")) for v, t, x in events]
+        v = p.get("originator_version")
+        if v is None:
+            return []
         state = _b64decode(p["state"]) if p.get("base64") else p["state"].encode("utf-8")
-        return self._oid(p["originator_id"]), p["originator_version"], p["topic"], state
+        return [(v, p["topic"], state)]
 
     def select_events(self, originator_id: UUID | str, *, gt: int | None = None,
                       lte: int | None = None, desc: bool = False, limit: int | None = None
@@ -273,49 +411,50 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
         braid = self._braid(self.events_table_name, self._oid_text(originator_id), "originator_id")
         if limit == 0:
             return []
-        found: list[Record] = []
+        oid = self._oid(self._oid_text(originator_id))
+        found: list[StoredEvent] = []
         with self.datastore.using() as log:
             scan = partial(log.scan_braid, braid)
             if desc or gt is not None:  # from the newest back: versions go up along the braid
+                done = False
                 for r in paged(scan, reverse=True, first=1 if desc and limit else 16):
-                    v = r.delta.payload.get("originator_version")
-                    if v is None:  # erased
-                        continue
-                    if gt is not None and v <= gt:
-                        break
-                    if lte is not None and v > lte:
-                        continue
-                    found.append(r)
-                    if desc and limit is not None and len(found) == limit:
+                    for v, topic, state in reversed(self._events(r.delta.payload)):
+                        if gt is not None and v <= gt:
+                            done = True
+                            break
+                        if lte is not None and v > lte:
+                            continue
+                        found.append(StoredEvent(oid, v, topic, state))
+                        if desc and limit is not None and len(found) == limit:
+                            done = True
+                            break
+                    if done:
                         break
                 if not desc:
                     found.reverse()
                     del found[len(found) if limit is None else limit:]
             else:
                 for r in paged(scan, first=64):
-                    v = r.delta.payload.get("originator_version")
-                    if v is None:  # erased
-                        continue
-                    if lte is not None and v > lte:
+                    events = self._events(r.delta.payload)
+                    if events and lte is not None and events[0][0] > lte:
                         break
-                    found.append(r)
-                    if limit is not None and len(found) == limit:
-                        break
-        return [StoredEvent(*self._stored_event(r.delta)) for r in found]
+                    for v, topic, state in events:
+                        if lte is not None and v > lte:
+                            break
+                        found.append(StoredEvent(oid, v, topic, state))
+                        if limit is not None and len(found) == limit:
+                            return found
+        return found
 
 
 class BraidlogApplicationRecorder(BraidlogAggregateRecorder, ApplicationRecorder):
     """An application's events, and its notifications: its events in the order of the store's
-    seq, the notification id being the seq."""
+    seq, numbered by the store's count of events (1, 2, 3 …; in a store written before, an
+    event's seq)."""
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
                       ) -> Sequence[int] | None:
         return self._insert(stored_events, None)
-
-    def _notification(self, r: Record) -> Notification:
-        oid, version, topic, state = self._stored_event(r.delta)
-        return Notification(id=r.seq, originator_id=oid, originator_version=version, topic=topic,
-                            state=state)
 
     def select_notifications(self, start: int | None, limit: int, stop: int | None = None,
                              topics: Sequence[str] = (), *, inclusive_of_start: bool = True
@@ -339,23 +478,34 @@ class BraidlogApplicationRecorder(BraidlogAggregateRecorder, ApplicationRecorder
         prefix = self.events_table_name + ":"
         out: list[Notification] = []
         with self.datastore.using() as log:
-            scan = partial(log.scan_kind, self.kind)
-            for r in paged(scan, lo, hi, first=min(limit, 64)):
+            for r in _scan_events(log, 1 if lo == 1 else _seek(log, lo), first=min(limit, 64)):
+                first, _ = _ids(r)
+                if hi is not None and first >= hi:
+                    break
                 d = r.delta
-                topic = d.payload.get("topic")  # None: erased
-                if topic is not None and d.braid_id.startswith(prefix) and (
-                        not wanted or topic in wanted):
-                    out.append(self._notification(r))
-                    if len(out) == limit:
+                if not d.braid_id.startswith(prefix):
+                    continue
+                events = self._events(d.payload)  # none: erased
+                if not events:
+                    continue
+                oid = self._oid(d.payload["originator_id"])
+                for nid, (v, topic, state) in enumerate(events, first):
+                    if nid < lo or (wanted and topic not in wanted):
+                        continue
+                    if hi is not None and nid >= hi:
                         break
+                    out.append(Notification(id=nid, originator_id=oid, originator_version=v,
+                                            topic=topic, state=state))
+                    if len(out) == limit:
+                        return out
         return out
 
     def max_notification_id(self) -> int | None:
         prefix = self.events_table_name + ":"
         with self.datastore.using() as log:
-            for r in paged(partial(log.scan_kind, self.kind), reverse=True):
+            for r in _scan_events(log, reverse=True):
                 if r.delta.braid_id.startswith(prefix):
-                    return r.seq
+                    return _ids(r)[1]
         return None
 
     def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()
@@ -418,15 +568,12 @@ class BraidlogTrackingRecorder(BraidlogRecorder, TrackingRecorder):
         super().__init__(datastore, **kwargs)
         self.tracking_table_name = self._table(tracking_table_name, "tracking_table_name")
 
-    def _tracking_delta(self, tracking: Tracking, ts: datetime | None) -> tuple[GenericDelta, str]:
-        self._check_tracking(tracking)
-        braid = self._braid(self.tracking_table_name, tracking.application_name,
-                            "tracking.application_name")
+    def _tracking_delta(self, tracking: Tracking, braid: str, delta_id: str, ts: datetime
+                        ) -> GenericDelta:
         return GenericDelta(
-            id=_new_ids(1)[0], braid_id=braid, kind=TRACKING, ts=ts or datetime.now(UTC),
-            provenance=_PROVENANCE, confidence=1.0,
-            payload={"application_name": tracking.application_name,
-                     "notification_id": tracking.notification_id}), braid
+            id=delta_id, braid_id=braid, kind=TRACKING, ts=ts, provenance=_PROVENANCE,
+            confidence=1.0, payload={"application_name": tracking.application_name,
+                                     "notification_id": tracking.notification_id})
 
     def insert_tracking(self, tracking: Tracking) -> None:
         self.record(tracking)
@@ -441,17 +588,23 @@ class BraidlogTrackingRecorder(BraidlogRecorder, TrackingRecorder):
         for i, d in enumerate(deltas):
             if not isinstance(d, GenericDelta):
                 raise ProgrammingError(f"deltas[{i}] must be a GenericDelta, not {_what(d)}")
-        delta, braid = self._tracking_delta(tracking, None)
-        return self._commit([*deltas, delta], {braid: (
-            tracking.notification_id, "notification_id",
-            f"tracking of {tracking.application_name!r}: notification")})
+        self._check_tracking(tracking)
+        braid = self._braid(self.tracking_table_name, tracking.application_name,
+                            "tracking.application_name")
+        delta = self._tracking_delta(tracking, braid, _new_ids(1)[0], datetime.now(UTC))
+
+        def build(log: LmdbLog) -> list[GenericDelta]:
+            self._check_floors(log, {braid: (tracking.notification_id, f"tracking of "
+                                             f"{tracking.application_name!r}: notification")}, _tracked)
+            return [*deltas, delta]
+        return self._commit(build)
 
     def max_tracking_id(self, application_name: str) -> int | None:
         if not isinstance(application_name, str) or not application_name:
             raise DataError(f"application_name must be a non-empty str, not {application_name!r}")
         braid = self._braid(self.tracking_table_name, application_name, "application_name")
         with self.datastore.using() as log:
-            last = _last(log, braid, "notification_id")
+            last = _last(log, braid, _tracked)
         return None if last is None else last[1]
 
 
