@@ -52,6 +52,13 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+def scaled(size: int) -> tuple[int, ...]:
+    """The scaling curves' sizes for a run of ``size`` deltas: SCALING_SIZES' steps, ending at
+    ``size`` (a hundredth, 3%, a tenth, 30% and all of it; 100 at the least)."""
+    top = SCALING_SIZES[-1]
+    return tuple(sorted({max(100, size * n // top) for n in SCALING_SIZES}))
+
+
 #: From this size on a run repeats each workload once unless told otherwise: building and
 #: folding logs of a million deltas takes minutes, each repeat as long again.
 BIG = 500_000
@@ -110,6 +117,8 @@ class Config:
         elif base.quick:  # a quick run's curves end at its size
             base = replace(base, scaling_sizes=tuple(sorted({max(100, base.size // 5),
                                                              max(100, base.size // 2), base.size})))
+        else:  # the size governs every workload: the curves end at it too
+            base = replace(base, scaling_sizes=scaled(base.size))
         for name, value, low in (("recall_size", recall_size, 100), ("recall_dim", recall_dim, 2)):
             if value is not None and (not isinstance(value, int) or value < low):
                 raise ValidationError(name, f"must be an int of at least {low}, got {value!r}")

@@ -151,7 +151,7 @@ def _section(title: str, note: str, charts: list[str]) -> str:
 
 def _figures(rows: list[Row]) -> str:
     out = ["<h2>Every figure</h2><table><tr><th>workload</th><th>system</th><th>metric</th>"
-           "<th>median</th><th>±</th><th>vs braidlog</th></tr>"]
+           "<th>median</th><th>±</th><th>braidlog's edge (&gt;1: better)</th></tr>"]
     for r in rows:
         out.append(f"<tr><td>{_e(r.workload)}</td><td>{_e(r.system)}</td><td>{_e(r.metric)}</td>"
                    f"<td class=num>{_e(fmt_value(r.median, r.unit))}</td>"

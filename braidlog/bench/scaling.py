@@ -1,4 +1,4 @@
-"""The scaling workload: one log grown step by step (10,000 to 1,000,000 deltas by default),
+"""The scaling workload: one log grown step by step (a hundredth of the run's size to all of it),
 and at each size the rates that should not fall as the log grows: batched append (of the step
 that grew it), replay of every projection, the trivial fold, scan with decode and verify.
 

@@ -40,8 +40,8 @@ def register(sub: Any) -> None:
     p.add_argument("--recall-dim", type=int, default=128, metavar="D",
                    help="dimensions of the recall workload's vectors (default 128)")
     p.add_argument("--scaling-sizes", default=None, metavar="N,N,...",
-                   help="log sizes of the scaling curves (default 10000,30000,100000,300000,"
-                   "1000000; with --quick a fifth, half and all of --size)")
+                   help="log sizes of the scaling curves (default a hundredth, 3%%, a tenth, 30%% "
+                   "and all of --size; with --quick a fifth, half and all of it)")
     p.add_argument("--report", default=None, metavar="DIR",
                    help="also write DIR/index.html, a self-contained page with the charts "
                    "(throughput, latency percentiles, scaling curves, targets), and "
