@@ -10,10 +10,20 @@ application's name (``BANKACCOUNTS_BRAIDLOG_STORE`` before ``BRAIDLOG_STORE``):
 
 The factory does not open the store: its recorders open it on first use, in the process that
 uses them, so an application constructed before ``fork`` works in the child.
+
+At interpreter exit an application still referenced by a module's globals (a ``System`` run by
+a ``SingleThreadedRunner`` in a script, say) is finalized after the standard library's modules
+are torn down, and eventsourcing's ``Application.__del__`` then fails on ``contextlib.suppress``
+being None ("Exception ignored in: <function Application.__del__ …>"). So the first factory made
+in a process registers an exit hook that replaces it, for that last moment only, with one that
+needs no module globals and swallows what closing fails on when nothing is left to report to.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import threading
 from typing import Any
 
 from eventsourcing.persistence import (
@@ -34,6 +44,29 @@ from .recorders import (
 from .store import BraidlogDatastore
 
 __all__ = ["BraidlogFactory"]
+
+_exit_hook = threading.Lock()
+_exit_hook_set = False
+
+
+def _at_exit() -> None:
+    """From now on (interpreter exit) an application's ``__del__`` closes it without module
+    globals, and an error closing it then is not printed."""
+    from eventsourcing.application import Application
+
+    def __del__(self: Application[Any], _suppress: Any = contextlib.suppress) -> None:
+        with _suppress(Exception):
+            self.close()
+
+    Application.__del__ = __del__  # type: ignore[method-assign]  # exit only: see the module doc
+
+
+def _set_exit_hook() -> None:
+    global _exit_hook_set
+    with _exit_hook:
+        if not _exit_hook_set:
+            atexit.register(_at_exit)
+            _exit_hook_set = True
 
 
 class BraidlogFactory(InfrastructureFactory[BraidlogTrackingRecorder]):
@@ -64,6 +97,7 @@ class BraidlogFactory(InfrastructureFactory[BraidlogTrackingRecorder]):
             raise InfrastructureFactoryError(
                 f"{self.ORIGINATOR_ID_TYPE} must be 'uuid' or 'text', not {id_type!r}")
         self.datastore = BraidlogDatastore(path, durable=durable, originator_id_type=id_type)
+        _set_exit_hook()
 
     def _flag(self, key: str, default: str) -> bool:
         value = self.env.get(key, default) or default
