@@ -1,65 +1,123 @@
-"""The LangGraph workload: ``BraidlogSaver`` against langgraph-checkpoint-sqlite's
-``SqliteSaver``, both durable (braidlog's default; SQLite in WAL with ``synchronous=FULL``, its
-default), on one thread of ``STEPS`` steps whose state grows: each step appends a message of
-about 200 characters to a ``messages`` channel (LangChain messages, as a chat agent's are),
-bumps a counter, and stores the node's write, as a LangGraph run does (``put`` then
-``put_writes``).
+"""The LangGraph workload: ``BraidlogSaver`` against langgraph-checkpoint-sqlite's ``SqliteSaver``
+and ``AsyncSqliteSaver``, both durable (braidlog's default; SQLite in WAL with
+``synchronous=FULL``, its default), on a real ``StateGraph`` whose state grows by a message a
+step: a chat graph (``messages`` with LangGraph's ``add_messages``) whose one node answers each
+user message with a message of 200 characters, so each ``invoke`` (a turn) is two steps (the
+input, the node) and three checkpoints, and the state after n turns holds 2n messages.
 
-Timed: ``put`` and ``put_writes`` latency over the thread; then ``get_tuple`` of the latest
-checkpoint (what resuming a thread reads) and of random earlier ones (time travel), and
-``list`` of a page of 10 checkpoints before a random one (a history view), each on a fresh
-saver object on the store, so nothing the writer cached helps it ("first get_tuple" is that
-saver's first call: what a process resuming the thread waits for). Sized: the bytes each store takes
-on disk after the thread (SQLite after a WAL checkpoint).
+Timed, braidlog and the peer back to back in each repeat (the first of them alternating from
+one repeat to the next), with a 4 KiB write + fsync probe of the disk before each durable part:
+
+- **500 turns** (1,000 steps) of one thread through ``graph.invoke``: the wall time;
+- **bytes** the store takes on disk after them (SQLite after a WAL checkpoint);
+- **cold reads** of that thread grown to 667 turns (2,001 checkpoints), each in a new process
+  that has imported the libraries and warmed LangGraph's serializer (untimed, the same for
+  both): ``get_tuple`` of the latest checkpoint from a saver opened there, then on a fresh saver
+  ``list(limit=10)``, then on a fresh saver a compiled graph's ``get_state``: the time of each
+  first call (the saver's opening included);
+- **16 conversations** (16 thread ids) of the same graph stepping concurrently through
+  ``ainvoke`` in one process (``AsyncSqliteSaver`` on the peer side): steps per second.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import random
 import sqlite3
+import subprocess
+import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
-from .harness import Run, Sample, each, percentile, quiet_heap, remove
+from .harness import Run, Sample, quiet_heap, remove
 
-__all__ = ["STEPS", "STEPS_QUICK", "TIMED_STEPS", "run_workload", "SQLITE"]
+__all__ = ["TURNS", "COLD_TURNS", "CONVERSATIONS", "run_workload", "SQLITE", "ASYNC_SQLITE",
+           "BRAIDLOG", "TIMED_STEPS", "fsync_ms"]
 
-STEPS = 1_000
-STEPS_QUICK = 60   # --quick: a smoke run of the same code, not the figure
-READS = 200
-READS_QUICK = 20
+TURNS, TURNS_QUICK = 500, 30          # the one-thread run (--quick: a smoke run, not the figure)
+COLD_TURNS, COLD_TURNS_QUICK = 667, 40  # the thread the cold reads open: 2,001 checkpoints
+CONVERSATIONS = 16
+CONV_TURNS, CONV_TURNS_QUICK = 20, 3  # turns of each concurrent conversation
 SQLITE = "SqliteSaver (WAL FULL)"
+ASYNC_SQLITE = "AsyncSqliteSaver (WAL FULL)"
 BRAIDLOG = "braidlog"
-TIMED_STEPS = 2  # per repeat, for the progress bar
+DISK = "disk"
+TIMED_STEPS = 4  # per repeat, for the progress bar
+_WORDS = ("plan", "tool", "result", "memory", "note", "check", "user", "deploy", "error",
+          "value", "step", "graph", "state", "answer", "search", "retry")
 
 
-def _thread(seed: int, steps: int) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], list]]:
-    """(checkpoint, metadata, new_versions, writes) per step: the same for both savers."""
-    from langchain_core.messages import AIMessage, HumanMessage
-    from langgraph.checkpoint.base.id import uuid6
+# -- the graph -------------------------------------------------------------------------------------
 
+def _text(seed: int) -> str:
     rng = random.Random(seed)
-    words = ("plan", "tool", "result", "memory", "note", "check", "user", "deploy", "error",
-             "value", "step", "graph", "state", "answer", "search", "retry")
-    messages: list[Any] = []
-    out = []
-    versions = {"messages": 0, "count": 0}
-    for step in range(steps):
-        text = " ".join(rng.choice(words) for _ in range(30))[:200]
-        cls = HumanMessage if step % 2 == 0 else AIMessage
-        msg = cls(content=text, id=f"m{step}")
-        messages = [*messages, msg]
-        versions = {k: v + 1 for k, v in versions.items()}
-        cv = {k: f"{v:032}.{rng.random():016}" for k, v in versions.items()}
-        checkpoint = {"v": 4, "id": str(uuid6(clock_seq=step)), "ts": datetime.now(UTC).isoformat(),
-                      "channel_values": {"messages": messages, "count": step},
-                      "channel_versions": cv,
-                      "versions_seen": {"agent": dict(cv)}, "updated_channels": ["messages", "count"]}
-        metadata = {"source": "loop", "step": step, "parents": {}}
-        out.append((checkpoint, metadata, dict(cv), [("messages", [msg]), ("count", step)]))
-    return out
+    return " ".join(rng.choice(_WORDS) for _ in range(30))[:200]
+
+
+def graph(checkpointer: Any) -> Any:
+    """The chat graph: START -> reply -> END, ``messages`` reduced by ``add_messages``."""
+    from typing import Annotated, TypedDict
+
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    Chat = TypedDict("Chat", {"messages": Annotated[list, add_messages]})  # type: ignore[misc]  # noqa: UP013 - built at call time, with the reducer imported here
+
+    def reply(state: Any) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(content=_text(n), id=f"a{n}")]}
+
+    g = StateGraph(Chat)
+    g.add_node("reply", reply)
+    g.add_edge(START, "reply")
+    g.add_edge("reply", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def user(turn: int) -> dict[str, Any]:
+    """The input of turn ``turn``: one user message."""
+    from langchain_core.messages import HumanMessage
+
+    return {"messages": [HumanMessage(content=_text(-turn - 1), id=f"h{turn}")]}
+
+
+def _config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+# -- the systems -----------------------------------------------------------------------------------
+
+def _sqlite_conn(path: str) -> sqlite3.Connection:
+    return sqlite3.connect(path, check_same_thread=False)
+
+
+def _check_wal_full(mode: str, sync: int) -> None:
+    if (mode, sync) != ("wal", 2):  # what the row's name says: WAL, FULL
+        raise RuntimeError(f"SQLite runs in journal_mode={mode}, synchronous={sync}, not WAL FULL")
+
+
+def open_saver(system: str, path: str) -> tuple[Any, Any]:
+    """(saver, close) of a sync saver at ``path``."""
+    if system == BRAIDLOG:
+        from ..integrations.langgraph import BraidlogSaver
+
+        saver = BraidlogSaver(path)
+        return saver, saver.close
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = _sqlite_conn(path)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    _check_wal_full(conn.execute("PRAGMA journal_mode").fetchone()[0],
+                    conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    def close() -> None:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+    return saver, close
 
 
 def _dir_bytes(path: str) -> int:
@@ -68,100 +126,146 @@ def _dir_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
 
 
-class _Sqlite:
-    def __init__(self, path: str) -> None:
-        from langgraph.checkpoint.sqlite import SqliteSaver
+def fsync_ms(directory: str, n: int = 20) -> float:
+    """Median ms of a 4 KiB write + fsync in ``directory``: the floor of a durable commit, now."""
+    name = os.path.join(directory, "fsync.probe")
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o600)
+    lat = []
+    try:
+        block = os.urandom(4096)
+        for i in range(n):
+            t = time.perf_counter()
+            os.pwrite(fd, block, i * 4096)
+            os.fsync(fd)
+            lat.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        os.unlink(name)
+    lat.sort()
+    return lat[len(lat) // 2] * 1000
 
-        self.conn = sqlite3.connect(path, check_same_thread=False)
-        self.saver = SqliteSaver(self.conn)
-        self.saver.setup()
-        mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
-        sync = self.conn.execute("PRAGMA synchronous").fetchone()[0]
-        assert (mode, sync) == ("wal", 2), (mode, sync)  # what the row's name says: WAL, FULL
 
-    def close(self) -> None:
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.conn.close()
+# -- the timed parts -------------------------------------------------------------------------------
+
+def _turns(system: str, path: str, start: int, stop: int) -> float:
+    """Seconds to run turns [start, stop) of thread "chat" through ``graph.invoke``."""
+    saver, close = open_saver(system, path)
+    try:
+        g, config = graph(saver), _config("chat")
+        clock = time.perf_counter
+        with quiet_heap():
+            t = clock()
+            for turn in range(start, stop):
+                g.invoke(user(turn), config)
+            return clock() - t
+    finally:
+        close()
 
 
-class _Braidlog:
-    def __init__(self, path: str) -> None:
+def _cold(system: str, path: str) -> dict[str, float]:
+    """The cold reads, in a new process (``python -m braidlog.bench.langgraph``)."""
+    out = subprocess.run([sys.executable, "-m", "braidlog.bench.langgraph", system, path],
+                         capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    if out.returncode != 0:
+        raise RuntimeError(f"the cold-read process failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cold_reads(system: str, path: str) -> dict[str, float]:
+    """Run in the new process: the first get_tuple, list(limit=10) and get_state, ms each, each
+    on a saver opened for it (its opening included)."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer()  # warm what both sides share: the serializer's first use
+    serde.loads_typed(serde.dumps_typed(user(0)["messages"]))
+    graph(None)
+    config = _config("chat")
+    clock = time.perf_counter
+    out = {}
+    for name, call in (("first get_tuple ms", lambda s: s.get_tuple(config)),
+                       ("first list 10 ms", lambda s: list(s.list(config, limit=10))),
+                       ("first get_state ms", lambda s: graph(s).get_state(config))):
+        t = clock()
+        saver, close = open_saver(system, path)
+        got = call(saver)
+        out[name] = (clock() - t) * 1000
+        close()
+        if not got:
+            raise RuntimeError(f"{system}: {name} found nothing at {path}")
+    return out
+
+
+async def _conversations(system: str, path: str, turns: int) -> float:
+    """Seconds for CONVERSATIONS threads of ``turns`` turns each, all at once through ainvoke."""
+    clock = time.perf_counter
+
+    async def talk(g: Any, thread: str) -> None:
+        for turn in range(turns):
+            await g.ainvoke(user(turn), _config(thread))
+
+    async def all_of(saver: Any) -> float:
+        g = graph(saver)
+        t = clock()
+        await asyncio.gather(*(talk(g, f"c{i}") for i in range(CONVERSATIONS)))
+        return clock() - t
+
+    if system == BRAIDLOG:
         from ..integrations.langgraph import BraidlogSaver
 
-        self.saver = BraidlogSaver(path)
+        with BraidlogSaver(path) as saver:
+            return await all_of(saver)
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    def close(self) -> None:
-        self.saver.close()
-
-
-def _write(system: Any, steps: list) -> tuple[list[float], list[float], list[dict]]:
-    """Put each step's checkpoint (its parent the one before, as LangGraph chains them) and its
-    node's writes; the seconds each took."""
-    saver, clock = system.saver, time.perf_counter
-    config: dict[str, Any] = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
-    puts: list[float] = []
-    writes: list[float] = []
-    configs = []
-    with quiet_heap():
-        for checkpoint, metadata, new, ws in steps:
-            t = clock()
-            config = saver.put(config, checkpoint, metadata, new)
-            puts.append(clock() - t)
-            t = clock()
-            saver.put_writes(config, ws, "task-1", "agent")
-            writes.append(clock() - t)
-            configs.append(config)
-    return puts, writes, configs
-
-
-def _read(system: Any, configs: list[dict], seed: int, reads: int) -> dict[str, list[float]]:
-    saver = system.saver
-    rng = random.Random(seed)
-    latest = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
-    picks = [rng.choice(configs) for _ in range(reads)]
-    first = each(lambda c: saver.get_tuple(c), [latest])  # a process resuming the thread
-    return {
-        "first get_tuple": first,
-        "get_tuple latest": each(lambda c: saver.get_tuple(c), [latest] * reads),
-        "get_tuple random": each(lambda c: saver.get_tuple(c), picks),
-        "list 10": each(lambda c: list(saver.list(latest, before=c, limit=10)), picks),
-    }
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        await saver.setup()
+        async with saver.conn.execute("PRAGMA journal_mode") as c1, \
+                saver.conn.execute("PRAGMA synchronous") as c2:
+            _check_wal_full((await c1.fetchone())[0], (await c2.fetchone())[0])
+        return await all_of(saver)
 
 
 def run_workload(run: Run) -> list[Sample]:
-    """One repeat: a fresh thread on each saver, written, then read by a fresh saver object."""
+    """One repeat: each part for braidlog and its peer back to back, on fresh stores."""
     try:
-        import langgraph.checkpoint.sqlite  # noqa: F401  (the bench extra)
+        import aiosqlite  # noqa: F401  (the bench extra)
+        import langgraph.checkpoint.sqlite  # noqa: F401
 
         from ..integrations import langgraph as _  # noqa: F401
     except ImportError as e:
         run.skipped.append(f"langgraph: {e} (pip install 'braidlog[bench,langgraph]')")
         return []
-    n = STEPS_QUICK if run.config.quick else STEPS
-    key = f"langgraph:{n}"
-    if key not in run.cache:
-        run.cache[key] = _thread(run.config.seed, n)
-    steps = run.cache[key]
-    out: list[Sample] = []
-    W = "langgraph"
-    for system, make, path in ((BRAIDLOG, _Braidlog, run.path("langgraph.lmdb")),
-                               (SQLITE, _Sqlite, run.path("langgraph.db"))):
-        run.step(f"langgraph · {system}: {n:,} steps")
-        s = make(path)
+    quick = run.config.quick
+    turns, cold = (TURNS_QUICK, COLD_TURNS_QUICK) if quick else (TURNS, COLD_TURNS)
+    conv = CONV_TURNS_QUICK if quick else CONV_TURNS
+    rep = run.cache["langgraph:repeat"] = run.cache.get("langgraph:repeat", -1) + 1
+    order = (BRAIDLOG, SQLITE) if rep % 2 == 0 else (SQLITE, BRAIDLOG)
+    W, out = "langgraph", []
+    for system in order:
+        path = run.path("langgraph.lmdb" if system == BRAIDLOG else "langgraph.db")
         try:
-            puts, writes, configs = _write(s, steps)
+            run.step(f"langgraph · {system}: {turns:,} turns")
+            out.append(Sample(W, DISK, f"fsync p50 ms, before {system}'s thread", fsync_ms(run.root), "ms", "lower"))
+            out.append(Sample(W, system, "thread wall s", _turns(system, path, 0, turns), "s", "lower"))
+            out.append(Sample(W, system, "MB on disk", _dir_bytes(path) / 1e6, "MB", "lower"))
+            run.step(f"langgraph · {system}: cold reads of {3 * cold:,} checkpoints")
+            _turns(system, path, turns, cold)
+            for name, ms in _cold(system, path).items():
+                out.append(Sample(W, system, name, ms, "ms", "lower"))
         finally:
-            s.close()
-        out.append(Sample(W, system, "MB stored", _dir_bytes(path) / 1e6, "MB", "lower"))
-        for name, lat in (("put", puts), ("put_writes", writes)):
-            for q in (50, 99):
-                out.append(Sample(W, system, f"{name} p{q} ms", percentile(lat, q) * 1000, "ms", "lower"))
-        s = make(path)
+            remove(path)
+    for system in (BRAIDLOG, ASYNC_SQLITE) if rep % 2 == 0 else (ASYNC_SQLITE, BRAIDLOG):
+        path = run.path("langgraph-conv.lmdb" if system == BRAIDLOG else "langgraph-conv.db")
         try:
-            reads = READS_QUICK if run.config.quick else READS
-            for name, lat in _read(s, configs, run.config.seed, reads).items():
-                out.append(Sample(W, system, f"{name} p50 ms", percentile(lat, 50) * 1000, "ms", "lower"))
+            run.step(f"langgraph · {system}: {CONVERSATIONS} conversations × {conv} turns")
+            out.append(Sample(W, DISK, f"fsync p50 ms, before {system}'s conversations",
+                              fsync_ms(run.root), "ms", "lower"))
+            seconds = asyncio.run(_conversations(system, path, conv))
+            out.append(Sample(W, system, "conversations steps/s",
+                              CONVERSATIONS * conv * 2 / seconds, "/s", "higher"))
         finally:
-            s.close()
-        remove(path)
+            remove(path)
     return out
+
+
+if __name__ == "__main__":  # python -m braidlog.bench.langgraph SYSTEM PATH: the cold reads
+    print(json.dumps(cold_reads(sys.argv[1], sys.argv[2])))

@@ -24,7 +24,8 @@ from typing import Any
 from ...delta import Provenance
 from ...errors import BraidlogError, ValidationError
 
-__all__ = ["KINDS", "braid_of", "dump", "load", "dump_any", "load_any", "bdiff", "bpatch",
+__all__ = ["KINDS", "REFERS", "checkpoint_key", "head_key", "thread_key", "braid_of",
+           "dump", "load", "dump_any", "load_any", "bdiff", "bpatch",
            "open_braid", "declare_kinds", "plain", "PROVENANCE"]
 
 PROVENANCE = Provenance("system", source="langgraph")
@@ -34,21 +35,27 @@ _STR = {"type": "string"}
 _OBJ = {"type": "object"}
 #: The kinds the saver and the store write, declared in the store's log on first use so every
 #: process (the ``braidlog`` command among them) knows them without importing this package.
+#: Version 2 of the saver's kinds (``REFERS``) adds the keys the refers-to index files their
+#: deltas under, so that a thread's latest checkpoint, a checkpoint by id and its writes are
+#: each one index lookup (``key``, ``head``, ``thread``), and the ``at`` map, ``latest`` and
+#: ``mono`` fields of a checkpoint (docs/langgraph.md, "How a thread is stored").
 KINDS: dict[str, dict[str, Any]] = {
     "langgraph.checkpoint": {
         "type": "object", "required": ["thread_id", "ns", "checkpoint_id", "checkpoint", "metadata", "values"],
         "properties": {"thread_id": _STR, "ns": _STR, "checkpoint_id": _STR,
                        "parent_id": {"type": ["string", "null"]}, "run_id": {"type": ["string", "null"]},
-                       "checkpoint": _OBJ, "metadata": _OBJ, "values": _OBJ}},
+                       "checkpoint": _OBJ, "metadata": _OBJ, "values": _OBJ,
+                       "key": _STR, "head": _STR, "at": _OBJ,
+                       "latest": {"type": ["array", "null"]}, "mono": {"type": "boolean"}}},
     "langgraph.writes": {
         "type": "object", "required": ["thread_id", "ns", "checkpoint_id", "task_id", "writes"],
         "properties": {"thread_id": _STR, "ns": _STR, "checkpoint_id": _STR, "task_id": _STR,
                        "task_path": _STR, "replace": {"type": "boolean"},
-                       "writes": {"type": "array"}}},
+                       "writes": {"type": "array"}, "key": _STR}},
     "langgraph.deleted": {
         "type": "object", "required": ["what"],
         "properties": {"what": {"enum": ["thread", "prune", "runs"]}, "thread_id": _STR,
-                       "keep": {"type": "array"}, "run_ids": {"type": "array"}}},
+                       "keep": {"type": "array"}, "run_ids": {"type": "array"}, "thread": _STR}},
     "langgraph.item": {
         "type": "object", "required": ["namespace", "key"],
         "properties": {"namespace": {"type": "array", "items": _STR}, "key": _STR,
@@ -56,6 +63,32 @@ KINDS: dict[str, dict[str, Any]] = {
                        "index": {"type": ["array", "boolean", "null"]},
                        "refreshed": {"type": "boolean"}}},
 }
+
+
+#: The payload fields the refers-to index files each kind's deltas under (their second version).
+REFERS: dict[str, tuple[str, ...]] = {"langgraph.checkpoint": ("key", "head"),
+                                      "langgraph.writes": ("key",), "langgraph.deleted": ("thread",)}
+
+
+def _key(tag: str, *parts: str) -> str:
+    digest = hashlib.blake2b("\0".join(parts).encode("utf-8", "surrogatepass"), digest_size=16)
+    return f"langgraph/{tag}/{digest.hexdigest()}"
+
+
+def checkpoint_key(thread_id: str, ns: str, checkpoint_id: str) -> str:
+    """The refers-to key of a checkpoint: its records (each put of it) and its writes."""
+    return _key("checkpoint", thread_id, ns, checkpoint_id)
+
+
+def head_key(thread_id: str, ns: str) -> str:
+    """The refers-to key of a thread's checkpoint namespace: every checkpoint put in it, in the
+    order put, so the last is one lookup."""
+    return _key("head", thread_id, ns)
+
+
+def thread_key(thread_id: str) -> str:
+    """The refers-to key of a thread's tombstones (delete_thread, prune)."""
+    return _key("thread", thread_id)
 
 
 def braid_of(prefix: str, name: str) -> str:
@@ -244,11 +277,18 @@ def declare_kinds(braid: Any) -> None:
 
     registry = braid.log.registry
     for name, schema in KINDS.items():
-        if registry.get(name) is not None:
+        refers = REFERS.get(name, ())
+        spec = registry.get(name)
+        if spec is not None and (not refers or spec.refers is not None):
             continue
+        if spec is None:  # a new store: the kind as it is now, at version 1
+            version = 1
+        else:  # declared before its refers-to keys: version 2 adds them
+            version = spec.version + 1
         try:
-            declare_kind(braid, name, schema, owner="langgraph", version=1,
+            declare_kind(braid, name, schema, owner="langgraph", version=version, refers=refers,
                          description="written by braidlog.integrations.langgraph")
         except ValidationError:
-            if registry.get(name) is None:
+            spec = registry.get(name)
+            if spec is None or (refers and spec.refers is None):
                 raise

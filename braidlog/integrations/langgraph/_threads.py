@@ -117,10 +117,14 @@ class RunDeletions:
             self.seen = rec.seq
 
     def hides(self, cp: Checkpoint) -> bool:
-        if not self.runs or cp.run_id is None:
+        return self.hides_run(cp.run_id, cp.seq)
+
+    def hides_run(self, run_id: str | None, seq: int) -> bool:
+        """Whether a checkpoint of run ``run_id`` written at ``seq`` is hidden."""
+        if not self.runs or run_id is None:
             return False
-        at = self.runs.get(cp.run_id)
-        return at is not None and cp.seq < at
+        at = self.runs.get(run_id)
+        return at is not None and seq < at
 
 
 def _key(version: Any) -> Any:

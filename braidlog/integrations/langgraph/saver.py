@@ -2,11 +2,13 @@
 
 Each thread is a braid (``langgraph/thread/<thread_id>``). ``put`` appends one
 ``langgraph.checkpoint`` delta holding the checkpoint less its channel values, its metadata, and
-the values of the channels that changed (``new_versions``) only, each as a byte delta against
-the channel's previous version where that is smaller; ``put_writes`` appends one
-``langgraph.writes`` delta. A checkpoint is read back by finding, for each channel version it
-names, the record that stored it. So a thread's storage grows with what its steps changed, not
-with the size of its state at every step.
+the values of the channels that changed (``new_versions``) only, each as a byte delta against an
+earlier version of the channel where that is smaller (``_values``), with the seqs of the records
+holding the versions of the channels it did not change (``at``); ``put_writes`` appends one
+``langgraph.writes`` delta. Every record names keys the refers-to index files it under, so the
+latest checkpoint, a checkpoint by id and its writes are each an index lookup (``_heads``), and a
+process opening a thread reads a handful of records, not its history. Calls made at once share
+one durable commit (``_commit``).
 
 Deleting is appending: ``delete_thread``, ``prune`` and ``delete_for_runs`` append
 ``langgraph.deleted`` tombstones, after which the checkpoints they name are gone from every
@@ -18,12 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 import threading
-import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,111 +39,38 @@ from langgraph.checkpoint.base import (
 )
 
 from ...delta import delta as make_delta
-from ...errors import StorageError, ValidationError
+from ...errors import ConflictError, StorageError, ValidationError
+from ._checks import text as _text
+from ._checks import thread_id as _thread_id
+from ._checks import versions as _versions
+from ._checks import where as _where
+from ._commit import Committer
 from ._encoding import (
     PROVENANCE,
-    b64,
-    bdiff,
-    bpatch,
     braid_of,
+    checkpoint_key,
     declare_kinds,
     dump,
     dump_any,
+    head_key,
     load,
     load_any,
     open_braid,
-    unb64,
+    thread_key,
 )
-from ._threads import RUNS_BRAID, THREAD_PREFIX, RunDeletions, ThreadIndex
-from ._threads import Checkpoint as Indexed
+from ._heads import Head, Lookup, head_of
+from ._threads import RUNS_BRAID, THREAD_PREFIX, RunDeletions, ThreadIndex, _key
+from ._values import Values
 
 __all__ = ["BraidlogSaver"]
 
 logger = logging.getLogger(__name__)
 
-#: A channel value is stored as a byte delta against its previous version until the deltas
-#: since it was last stored whole add up to its size, or MAX_DEPTH of them: a value that grows
-#: by a little each step is stored whole about log2(steps) times plus once per MAX_DEPTH
-#: versions, so its storage grows with what was added, and a cold read of it takes at most
-#: MAX_DEPTH + 1 small records.
-MAX_DEPTH = 256
-CACHE_BYTES = 64 << 20
+_SLOW = object()  # a direct read cannot answer: build the thread's index
+MAX_HEADS = 100_000  # namespaces whose last checkpoint a saver keeps for its next put
+WORKERS = 64  # threads the async methods run the sync ones in: calls in flight share commits
 
-
-class _Cache:
-    """Recently read or written channel values, by (seq, channel), as serialized bytes."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget, self.size = budget, 0
-        self.items: OrderedDict[tuple[int, str], tuple[str, bytes]] = OrderedDict()
-
-    def get(self, key: tuple[int, str]) -> tuple[str, bytes] | None:
-        hit = self.items.get(key)
-        if hit is not None:
-            self.items.move_to_end(key)
-        return hit
-
-    def put(self, key: tuple[int, str], value: tuple[str, bytes]) -> None:
-        if key in self.items:
-            return
-        self.items[key] = value
-        self.size += len(value[1])
-        while self.size > self.budget and len(self.items) > 1:
-            _, (_, old) = self.items.popitem(last=False)
-            self.size -= len(old)
-
-
-def _text(value: Any, field: str) -> str:
-    if not isinstance(value, str):
-        raise ValidationError(field, f"must be a string, not {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError(field, "must be text UTF-8 can encode (it holds a lone surrogate)") from None
-    return value
-
-
-def _thread_id(value: Any, field: str) -> str:
-    """A thread id as LangGraph's savers take one: a string, an integer or a UUID, as text."""
-    if isinstance(value, uuid.UUID) or (isinstance(value, int) and not isinstance(value, bool)):
-        return str(value)
-    return _text(value, field)
-
-
-def _where(config: Any, field: str = "config") -> tuple[Any, str, str, str | None]:
-    """(thread id as given, as text, checkpoint_ns, checkpoint_id or None) of a RunnableConfig."""
-    if not isinstance(config, Mapping):
-        raise ValidationError(field, f"must be a RunnableConfig (a dict with 'configurable'), "
-                              f"not {type(config).__name__}")
-    conf = config.get("configurable")
-    if not isinstance(conf, Mapping):
-        raise ValidationError(f"{field}.configurable", "must be a dict holding thread_id")
-    given = conf.get("thread_id")
-    if given is None:
-        raise ValidationError(f"{field}.configurable.thread_id", "is required")
-    tid = _thread_id(given, f"{field}.configurable.thread_id")
-    ns = conf.get("checkpoint_ns")
-    ns = "" if ns is None else _text(ns, f"{field}.configurable.checkpoint_ns")
-    cid = conf.get("checkpoint_id")
-    cid = None if cid is None else _text(cid, f"{field}.configurable.checkpoint_id")
-    return given, tid, ns, cid
-
-
-def _version(value: Any, field: str) -> Any:
-    if type(value) is str:
-        return _text(value, field)
-    if type(value) is int and -2**63 <= value < 2**64:
-        return value
-    if type(value) is float and math.isfinite(value):
-        return value
-    raise ValidationError(field, f"must be a channel version (a string, an integer or a finite "
-                          f"float), not {value!r}"[:200])
-
-
-def _versions(value: Any, field: str) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValidationError(field, f"must be a dict of channel versions, not {type(value).__name__}")
-    return {_text(k, f"{field} key"): _version(v, f"{field}.{k}") for k, v in value.items()}
+Where = Callable[[str, Any], "int | None"]
 
 
 class BraidlogSaver(BaseCheckpointSaver[str]):
@@ -158,10 +85,15 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         self.erase = erase  # delete_thread and prune("delete") erase the records they delete
         self.braid, self._owned = open_braid(store)
         self.log = self.braid.log
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the thread indexes (the slow path) and run deletions
         self._threads: dict[str, ThreadIndex] = {}
         self._runs = RunDeletions()
-        self._cache = _Cache(CACHE_BYTES)
+        self._values = Values(self.log)
+        self._lookup = Lookup(self.log)
+        self._commit = Committer(self.braid.append_batch)
+        self._heads: dict[tuple[str, str], Head] = {}
+        self._puts: dict[str, threading.Lock] = {}  # a thread's puts, one at a time
+        self._pool: ThreadPoolExecutor | None = None
         # The kinds are declared on open (as a SQL saver creates its tables), so that no write
         # of a call that fails leaves a declaration behind; a read-only store declares nothing.
         self._declared = self.log.readonly
@@ -180,6 +112,9 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
     # -- life ------------------------------------------------------------------------------
     def close(self) -> None:
         """Close the store if this saver opened it (from a path)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         if self._owned:
             self.braid.close()
 
@@ -200,9 +135,11 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             n = int(str(current).split(".")[0])
         return f"{n + 1:032}.{random.random():016}"
 
-    # -- the index -------------------------------------------------------------------------
+    # -- the index (the slow path) ------------------------------------------------------------
     def _thread(self, tid: str) -> ThreadIndex:
-        braid = braid_of(THREAD_PREFIX, tid)
+        return self._thread_by_braid(braid_of(THREAD_PREFIX, tid))
+
+    def _thread_by_braid(self, braid: str) -> ThreadIndex:
         idx = self._threads.get(braid)
         if idx is None:
             idx = self._threads[braid] = ThreadIndex(braid)
@@ -211,70 +148,75 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         return idx
 
     def _append(self, deltas: list[Any]) -> list[int]:
-        return self.braid.append_batch(deltas)
+        """Append durably, in one commit with the calls made at the same time."""
+        return self._commit.commit(deltas)
 
     def _delta(self, braid: str, kind: str, payload: dict[str, Any]) -> Any:
         return make_delta(braid, kind, payload, provenance=PROVENANCE, confidence=1.0,
                           ts=datetime.now(UTC))
 
-    # -- values ----------------------------------------------------------------------------
-    def _bytes_at(self, seq: int, ch: str) -> tuple[str, bytes] | None:
-        """The serialized value of channel ``ch`` stored by record ``seq`` (None: empty),
-        resolving its chain of byte deltas."""
-        hit = self._cache.get((seq, ch))
-        if hit is not None:
-            return hit
-        chain: list[tuple[int, dict[str, Any]]] = []
-        at = seq
-        while True:
-            enc = self.log.read(at).delta.payload.get("values", {}).get(ch)
-            if enc is None:  # erased under a later version's delta: the value is gone
-                return None
-            if enc.get("t") == "empty":
-                return None
-            if "b" in enc:
-                value = (enc["t"], unb64(enc["b"]))
-                self._cache.put((at, ch), value)
-                break
-            chain.append((at, enc))
-            at = enc["base"]
-            hit = self._cache.get((at, ch))
-            if hit is not None:
-                value = hit
-                break
-        for s, enc in reversed(chain):
-            value = (enc["t"], bpatch(value[1], enc["ops"]))
-            self._cache.put((s, ch), value)
-        return value
+    def _put_lock(self, tid: str) -> threading.Lock:
+        lock = self._puts.get(tid)
+        if lock is None:
+            with self._lock:
+                lock = self._puts.setdefault(tid, threading.Lock())
+        return lock
 
-    def _tuple(self, idx: ThreadIndex, ns: str, cid: str, cp: Indexed) -> CheckpointTuple:
-        p = self.log.read(cp.seq).delta.payload
+    def _runs_now(self) -> RunDeletions:
+        with self._lock:
+            self._runs.catch_up(self.log)
+        return self._runs
+
+    # -- reading -------------------------------------------------------------------------------
+    def _build(self, p: dict[str, Any], where: Where, writes: list[dict[str, Any]]) -> CheckpointTuple:
+        """The CheckpointTuple of checkpoint record payload ``p``: each channel version it names
+        read from the record ``where(channel, version)`` gives, and its ``writes``."""
         checkpoint = load_any(self.serde, p["checkpoint"])
         values = {}
         for ch, ver in checkpoint.get("channel_versions", {}).items():
-            where = idx.blobs.get((ns, ch, tuple(ver) if isinstance(ver, list) else ver))
-            if where is None:
-                continue
-            found = self._bytes_at(where[0], ch)
+            seq = where(ch, ver)
+            found = None if seq is None else self._values.bytes_at(seq, ch)
             if found is not None:
                 values[ch] = load(self.serde, *found)
         checkpoint["channel_values"] = values
-        tid = idx.thread_id
-        config = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
-        parent = None
-        if cp.parent_id is not None:
-            parent = {"configurable": {"thread_id": tid, "checkpoint_ns": ns,
-                                       "checkpoint_id": cp.parent_id}}
-        return CheckpointTuple(config, checkpoint, load_any(self.serde, p["metadata"]), parent,
-                               self._writes(cp))
+        tid, ns, parent = p["thread_id"], p["ns"], p.get("parent_id")
+        config = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": p["checkpoint_id"]}}
+        parent_config = None if parent is None else {
+            "configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": parent}}
+        return CheckpointTuple(config, checkpoint, load_any(self.serde, p["metadata"]), parent_config,
+                               self._writes(writes))
 
-    def _writes(self, cp: Indexed) -> list[tuple[str, str, Any]]:
-        """The checkpoint's pending writes: per (task, idx) the first stored, or the last for
+    def _direct(self, seq: int, p: dict[str, Any], writes: list[dict[str, Any]]) -> CheckpointTuple:
+        values, at = p["values"], p["at"]
+        return self._build(p, lambda ch, _: seq if ch in values else at.get(ch), writes)
+
+    @staticmethod
+    def _locate(idx: ThreadIndex, ns: str, seq: int, p: dict[str, Any]) -> Where:
+        """Where checkpoint record ``seq`` (payload ``p``) finds the versions it names: in
+        itself and the records its ``at`` names, or (written before ``at``) in the thread's
+        index, by version."""
+        if "at" in p:
+            values, at = p["values"], p["at"]
+            return lambda ch, _: seq if ch in values else at.get(ch)
+        blobs = idx.blobs
+
+        def where(ch: str, ver: Any) -> int | None:
+            found = blobs.get((ns, ch, _key(ver)))
+            return None if found is None else found[0]
+        return where
+
+    def _tuple(self, idx: ThreadIndex, ns: str, cp: Any) -> CheckpointTuple:
+        """From the thread's index: the values of the versions its checkpoint names."""
+        p = self.log.read(cp.seq).delta.payload
+        return self._build(p, self._locate(idx, ns, cp.seq, p),
+                           [self.log.read(s).delta.payload for s in cp.writes])
+
+    def _writes(self, payloads: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+        """A checkpoint's pending writes: per (task, idx) the first stored, or the last for
         the special channels (errors, interrupts), as LangGraph's savers keep them; in
         ``writes_sort_key`` order."""
         kept: dict[tuple[str, int], tuple[tuple[str, str, int], tuple[str, str, Any]]] = {}
-        for seq in cp.writes:
-            p = self.log.read(seq).delta.payload
+        for p in payloads:
             task, path, replace = p["task_id"], p.get("task_path", ""), p.get("replace", False)
             for i, ch, enc in p["writes"]:
                 if (task, i) in kept and not replace:
@@ -283,11 +225,36 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                                    (task, ch, load_any(self.serde, enc)))
         return [w for _, w in sorted(kept.values(), key=lambda kv: kv[0])]
 
+    def _get_direct(self, tid: str, ns: str, cid: str | None) -> Any:
+        """get_tuple through the index lookups, or _SLOW when they cannot answer."""
+        if not self._lookup.direct(tid, braid_of(THREAD_PREFIX, tid)):
+            return _SLOW
+        latest = cid is None
+        if latest:
+            head = self._lookup.head(tid, ns)
+            if head is None:
+                return None
+            pointer = head[1].get("latest")
+            cid = head[1]["checkpoint_id"] if pointer is None else pointer[0]
+        assert cid is not None
+        found, writes = self._lookup.checkpoint(tid, ns, cid)
+        if found is None:
+            return _SLOW if latest else None
+        seq, p = found
+        if "at" not in p:
+            return _SLOW
+        if self._runs_now().hides_run(p.get("run_id"), seq):
+            return _SLOW if latest else None
+        return self._direct(seq, p, writes)
+
     # -- the interface ---------------------------------------------------------------------
     def get_tuple(self, config: Any) -> CheckpointTuple | None:
         """The checkpoint ``config`` names (its checkpoint_id, else the thread's latest in its
         checkpoint_ns), or None."""
         _, tid, ns, cid = _where(config)
+        got = self._get_direct(tid, ns, cid)
+        if got is not _SLOW:
+            return got
         with self._lock:
             idx = self._thread(tid)
             if cid is None:
@@ -299,7 +266,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 cp = idx.get(self._runs, ns, cid)
                 if cp is None:
                     return None
-            return self._tuple(idx, ns, cid, cp)
+            return self._tuple(idx, ns, cp)
 
     def list(self, config: Any, *, filter: Any = None, before: Any = None,
              limit: Any = None) -> Iterator[CheckpointTuple]:
@@ -323,6 +290,40 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         before_id = None
         if before is not None:
             before_id = _where(before, "before")[3]
+        if tid is not None and ns is not None and cid is None and self._listable(tid, ns):
+            return self._list_direct(tid, ns, before_id, filter, limit)
+        return self._list_indexed(tid, ns, cid, before_id, filter, limit)
+
+    def _listable(self, tid: str, ns: str) -> bool:
+        """Whether the namespace's put order is its newest-first order, read directly."""
+        if self._runs_now().runs or not self._lookup.direct(tid, braid_of(THREAD_PREFIX, tid)):
+            return False
+        head = self._lookup.head(tid, ns)
+        return head is None or bool(head[1].get("mono"))
+
+    def _list_direct(self, tid: str, ns: str, before_id: str | None, filter: Any,
+                     limit: int | None) -> Iterator[CheckpointTuple]:
+        stop = None if before_id is None else self._lookup.first_seq(tid, ns, before_id)
+        left, seen = limit, set()
+        for _, p in self._lookup.history(tid, ns, stop):
+            if left is not None and left <= 0:
+                return
+            ccid = p["checkpoint_id"]
+            if ccid in seen or (before_id is not None and ccid >= before_id):
+                continue
+            seen.add(ccid)
+            found, writes = self._lookup.checkpoint(tid, ns, ccid)
+            if found is None or "at" not in found[1]:
+                continue
+            tup = self._direct(found[0], found[1], writes)
+            if filter and not all(k in tup.metadata and tup.metadata[k] == v for k, v in filter.items()):
+                continue
+            if left is not None:
+                left -= 1
+            yield tup
+
+    def _list_indexed(self, tid: str | None, ns: str | None, cid: str | None, before_id: str | None,
+                      filter: Any, limit: int | None) -> Iterator[CheckpointTuple]:
         with self._lock:
             if tid is not None:
                 threads = [self._thread(tid)]
@@ -336,24 +337,29 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                         found.append((ccid, cns, idx, cp))
         found.sort(key=lambda f: f[0], reverse=True)
         left = limit
-        for ccid, cns, idx, cp in found:
+        for _, cns, idx, cp in found:
             if left is not None and left <= 0:
                 return
             with self._lock:
-                tup = self._tuple(idx, cns, ccid, cp)
+                tup = self._tuple(idx, cns, cp)
             if filter and not all(k in tup.metadata and tup.metadata[k] == v for k, v in filter.items()):
                 continue
             if left is not None:
                 left -= 1
             yield tup
 
-    def _thread_by_braid(self, braid: str) -> ThreadIndex:
-        idx = self._threads.get(braid)
-        if idx is None:
-            idx = self._threads[braid] = ThreadIndex(braid)
-        idx.catch_up(self.log)
-        self._runs.catch_up(self.log)
-        return idx
+    # -- writing -------------------------------------------------------------------------------
+    def _head(self, tid: str, ns: str) -> Any:
+        """The namespace's last checkpoint (None: there is none), as this saver last put it
+        when no process has put another since, or _SLOW when it was written without ``at``."""
+        found = self._lookup.head(tid, ns)
+        if found is None:
+            return None
+        cached = self._heads.get((tid, ns))
+        if cached is not None and cached.seq == found[0]:
+            return cached
+        head = head_of(found[0], found[1], self.serde)
+        return _SLOW if head is None else head
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> dict[str, Any]:
         """Append the checkpoint: its channels in ``new_versions`` stored (as byte deltas where
@@ -365,7 +371,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         channel_values = checkpoint.get("channel_values", {})
         if not isinstance(channel_values, Mapping):
             raise ValidationError("checkpoint.channel_values", "must be a dict of channel values")
-        _versions(checkpoint.get("channel_versions", {}), "checkpoint.channel_versions")
+        versions = _versions(checkpoint.get("channel_versions", {}), "checkpoint.channel_versions")
         seen = checkpoint.get("versions_seen", {})
         if not isinstance(seen, Mapping):
             raise ValidationError("checkpoint.versions_seen", "must be a dict of dicts of versions")
@@ -379,38 +385,117 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         except (AttributeError, TypeError) as e:
             raise ValidationError("metadata", f"cannot be read as checkpoint metadata ({e})") from None
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        fresh: dict[str, tuple[str, bytes]] = {}
+        for ch in new:
+            if ch in channel_values:
+                fresh[ch] = dump(self.serde, channel_values[ch], f"checkpoint.channel_values.{ch}")
+        run = md.get("run_id")
+        payload: dict[str, Any] = {
+            "thread_id": tid, "ns": ns, "checkpoint_id": cid, "parent_id": parent,
+            "run_id": None if run is None else str(run), "checkpoint": dump_any(self.serde, rest, "checkpoint"),
+            "metadata": dump_any(self.serde, md, "metadata"), "values": {},
+            "key": checkpoint_key(tid, ns, cid), "head": head_key(tid, ns)}
+        braid = braid_of(THREAD_PREFIX, tid)
+        with self._put_lock(tid):
+            head = self._head(tid, ns) if self._lookup.direct(tid, braid) else _SLOW
+            indexed = head is _SLOW or (head is not None and bool(self._runs_now().runs))
+            if indexed:
+                self._place_indexed(payload, tid, ns, versions, new, fresh)
+            else:
+                self._place(payload, head, parent, versions, new, fresh)
+            (seq,) = self._append([self._delta(braid, "langgraph.checkpoint", payload)])
+            for ch, value in fresh.items():
+                self._values.written(seq, ch, payload["values"][ch], value)
+            if indexed:
+                self._heads.pop((tid, ns), None)
+            else:
+                self._remember(tid, ns, seq, payload, versions, head)
+        return {"configurable": {"thread_id": given, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    def _place(self, payload: dict[str, Any], head: Head | None, parent: str | None,
+               versions: dict[str, Any], new: dict[str, Any], fresh: dict[str, tuple[str, bytes]]) -> None:
+        """Fill ``values``, ``at``, ``latest`` and ``mono`` from the namespace's last checkpoint
+        and the parent's record, without the thread's history (unless a version is not where
+        the parent says, as a hand-made checkpoint may have it)."""
+        tid, ns, cid = payload["thread_id"], payload["ns"], payload["checkpoint_id"]
+        pwhere: dict[str, tuple[Any, int]] = {}
+        if parent is not None and head is not None:
+            if head.cid == parent:
+                pwhere = head.where
+            else:
+                found, _ = self._lookup.checkpoint(tid, ns, parent)
+                ph = None if found is None else head_of(found[0], found[1], self.serde)
+                pwhere = {} if ph is None else ph.where
+        at: dict[str, int] = {}
+        missing = []
+        for ch, ver in versions.items():
+            if ch in new:
+                continue
+            w = pwhere.get(ch)
+            if w is not None and w[0] == _key(ver):
+                at[ch] = w[1]
+            else:
+                missing.append(ch)
+        if missing and head is not None:  # not where the parent has it: ask the thread's index
+            with self._lock:
+                idx = self._thread(tid)
+                for ch in missing:
+                    found_at = idx.blobs.get((ns, ch, _key(versions[ch])))
+                    if found_at is not None:
+                        at[ch] = found_at[0]
+        last = {} if head is None else head.last
+        payload["values"] = self._encode(new, fresh, last.get)
+        payload["at"] = at
+        if head is None:
+            payload["latest"], payload["mono"] = None, True
+        else:
+            lcid, lseq = head.latest
+            payload["latest"] = None if cid >= lcid else [lcid, lseq]
+            payload["mono"] = head.mono and cid >= head.cid
+
+    def _place_indexed(self, payload: dict[str, Any], tid: str, ns: str, versions: dict[str, Any],
+                       new: dict[str, Any], fresh: dict[str, tuple[str, bytes]]) -> None:
+        """``_place`` from the thread's index: for a thread with tombstones, or one whose last
+        checkpoint was written without ``at``. ``mono`` is false: its lists read the index."""
+        cid = payload["checkpoint_id"]
         with self._lock:
             idx = self._thread(tid)
-            values: dict[str, Any] = {}
-            fresh: dict[str, tuple[str, bytes]] = {}
-            for ch, ver in new.items():
-                if ch not in channel_values:
-                    values[ch] = {"v": ver, "t": "empty"}
-                    continue
-                t, data = dump(self.serde, channel_values[ch], f"checkpoint.channel_values.{ch}")
-                enc: dict[str, Any] = {"v": ver, "t": t}
-                ops, base = None, idx.last.get((ns, ch))
-                if base is not None and base[1] < MAX_DEPTH and base[2] < len(data):
-                    old = self._bytes_at(base[0], ch)
-                    if old is not None:
-                        ops = bdiff(old[1], data)
-                if ops is not None:
-                    cost = base[2] + sum(len(op) if isinstance(op, str) else 8 for op in ops)
-                    enc.update(base=base[0], d=base[1] + 1, c=cost, ops=ops)
-                else:
-                    enc["b"] = b64(data)
-                values[ch] = enc
-                fresh[ch] = (t, data)
-            run = md.get("run_id")
-            payload = {"thread_id": tid, "ns": ns, "checkpoint_id": cid, "parent_id": parent,
-                       "run_id": None if run is None else str(run),
-                       "checkpoint": dump_any(self.serde, rest, "checkpoint"),
-                       "metadata": dump_any(self.serde, md, "metadata"), "values": values}
-            (seq,) = self._append([self._delta(idx.braid, "langgraph.checkpoint", payload)])
-            for ch, value in fresh.items():
-                self._cache.put((seq, ch), value)
-            idx.catch_up(self.log)
-        return {"configurable": {"thread_id": given, "checkpoint_ns": ns, "checkpoint_id": cid}}
+            at = {}
+            for ch, ver in versions.items():
+                found = idx.blobs.get((ns, ch, _key(ver)))
+                if ch not in new and found is not None:
+                    at[ch] = found[0]
+            last = {ch: s for (n, ch), (s, _, _) in idx.last.items() if n == ns}
+            latest = idx.latest(self._runs, ns)
+        payload["values"] = self._encode(new, fresh, last.get)
+        payload["at"] = at
+        payload["latest"] = None if latest is None or cid >= latest[0] else [latest[0], latest[1].seq]
+        payload["mono"] = False
+
+    def _encode(self, new: dict[str, Any], fresh: dict[str, tuple[str, bytes]],
+                last: Callable[[str], int | None]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for ch, ver in new.items():
+            if ch not in fresh:
+                values[ch] = {"v": ver, "t": "empty"}
+            else:
+                t, data = fresh[ch]
+                values[ch] = self._values.encode(ch, ver, t, data, last(ch))
+        return values
+
+    def _remember(self, tid: str, ns: str, seq: int, p: dict[str, Any], versions: dict[str, Any],
+                  head: Head | None) -> None:
+        """Keep the namespace's new last checkpoint for the next put."""
+        values, at = p["values"], p["at"]
+        where = {ch: (_key(ver), seq if ch in values else at[ch]) for ch, ver in versions.items()
+                 if ch in values or ch in at}
+        last = dict(head.last) if head is not None else {}
+        last.update((ch, seq) for ch, enc in values.items() if enc.get("t") != "empty")
+        latest = p["latest"]
+        if len(self._heads) >= MAX_HEADS:
+            self._heads.clear()
+        self._heads[(tid, ns)] = Head(seq, p["checkpoint_id"], (p["checkpoint_id"], seq) if latest is None
+                                      else (latest[0], latest[1]), p["mono"], where, last)
 
     def put_writes(self, config: Any, writes: Any, task_id: Any, task_path: Any = "") -> None:
         """Append a task's writes for the checkpoint ``config`` names. Writing the same
@@ -433,17 +518,17 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         if not rows:
             return
         replace = all(r[1] in WRITES_IDX_MAP for r in rows)
-        with self._lock:
-            idx = self._thread(tid)
-            cp = idx.checkpoints.get((ns, cid))
-            if not replace and cp is not None and all((task_id, r[0]) in cp.write_keys for r in rows):
-                return  # a retry of writes already stored: the first ones count
-            payload = {"thread_id": tid, "ns": ns, "checkpoint_id": cid, "task_id": task_id,
-                       "task_path": task_path, "writes": rows}
-            if replace:
-                payload["replace"] = True
-            self._append([self._delta(idx.braid, "langgraph.writes", payload)])
-            idx.catch_up(self.log)
+        braid = braid_of(THREAD_PREFIX, tid)
+        if not replace and not self._lookup.direct(tid, braid):
+            with self._lock:
+                cp = self._thread(tid).checkpoints.get((ns, cid))
+                if cp is not None and all((task_id, r[0]) in cp.write_keys for r in rows):
+                    return  # a retry of writes already stored: the first ones count
+        payload = {"thread_id": tid, "ns": ns, "checkpoint_id": cid, "task_id": task_id,
+                   "task_path": task_path, "writes": rows, "key": checkpoint_key(tid, ns, cid)}
+        if replace:
+            payload["replace"] = True
+        self._append([self._delta(braid, "langgraph.writes", payload)])
 
     def delete_thread(self, thread_id: Any) -> None:
         """Hide every checkpoint and write of the thread from every read of every process (a
@@ -457,7 +542,9 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             if not any(True for _ in idx.visible(self._runs)):
                 return
             (seq,) = self._append([self._delta(idx.braid, "langgraph.deleted",
-                                               {"what": "thread", "thread_id": tid})])
+                                               {"what": "thread", "thread_id": tid,
+                                                "thread": thread_key(tid)})])
+            self._forget(tid)
             idx.catch_up(self.log)
             if self.erase:
                 self._erase_before(idx, seq, quiet=True)
@@ -478,8 +565,13 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                         "holds the store alone", idx.thread_id, len(seqs), e)
             return False
         self._threads.pop(idx.braid, None)  # what it knew pointed into the erased records
-        self._cache = _Cache(CACHE_BYTES)
+        self._values.reset()
         return True
+
+    def _forget(self, tid: str) -> None:
+        """Drop what this saver keeps of the thread's namespaces (after a tombstone)."""
+        for key in [k for k in self._heads if k[0] == tid]:
+            self._heads.pop(key, None)
 
     def erase_deleted(self) -> list[str]:
         """Erase the records of every deleted thread (deleted by any process) that still hold a
@@ -526,7 +618,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 if not visible:
                     continue
                 if strategy == "delete":
-                    payload: dict[str, Any] = {"what": "thread", "thread_id": tid}
+                    payload: dict[str, Any] = {"what": "thread", "thread_id": tid, "thread": thread_key(tid)}
                 else:
                     keep = {}
                     for (ns, cid), _ in visible:
@@ -534,10 +626,11 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                             keep[ns] = cid
                     if len(keep) == len(visible):
                         continue  # nothing but the latest: nothing to prune
-                    payload = {"what": "prune", "thread_id": tid,
+                    payload = {"what": "prune", "thread_id": tid, "thread": thread_key(tid),
                                "keep": [[ns, cid] for ns, cid in sorted(keep.items())]}
                 deltas.append(self._delta(idx.braid, "langgraph.deleted", payload))
                 touched.append(idx)
+                self._forget(tid)
             if deltas:
                 seqs = self._append(deltas)
                 for idx, seq in zip(touched, seqs, strict=True):
@@ -547,35 +640,69 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: Any, target_thread_id: Any) -> None:
         """Append to the target thread a copy of every visible checkpoint and write of the
-        source, in the order they were put, in one atomic batch."""
+        source, in the order they were put, in one atomic batch: each value stored once (as a
+        byte delta where smaller), each checkpoint naming where its values are, as ``put``
+        writes them."""
         src = _thread_id(source_thread_id, "source_thread_id")
         dst = _thread_id(target_thread_id, "target_thread_id")
-        with self._lock:
-            idx = self._thread(src)
-            target = self._thread(dst)
-            visible = sorted(idx.visible(self._runs), key=lambda kv: kv[1].seq)
-            deltas, stored = [], set()
-            for (ns, _), cp in visible:
-                p = self.log.read(cp.seq).delta.payload
-                checkpoint = load_any(self.serde, p["checkpoint"])
-                values = {}
-                for ch, ver in checkpoint.get("channel_versions", {}).items():
-                    key = (ns, ch, tuple(ver) if isinstance(ver, list) else ver)
-                    where = idx.blobs.get(key)
-                    if where is None or key in stored:
-                        continue
-                    found = self._bytes_at(where[0], ch)
-                    values[ch] = ({"v": ver, "t": "empty"} if found is None
-                                  else {"v": ver, "t": found[0], "b": b64(found[1])})
-                    stored.add(key)
-                deltas.append(self._delta(target.braid, "langgraph.checkpoint", {
-                    **p, "thread_id": dst, "values": values}))
-                for seq in cp.writes:
-                    w = self.log.read(seq).delta.payload
-                    deltas.append(self._delta(target.braid, "langgraph.writes", {**w, "thread_id": dst}))
-            if deltas:
-                self._append(deltas)
-                target.catch_up(self.log)
+        while True:
+            with self._put_lock(dst), self._lock:
+                idx = self._thread(src)
+                target = self._thread(dst)
+                head = self.log.head().seq
+                try:
+                    deltas = self._copies(idx, dst, target.braid, head)
+                    if not deltas:
+                        return
+                    # its seqs must be the ones ``at`` names: alone, and only at this head
+                    self.braid.append_batch(deltas, expected_head=head)
+                except ConflictError:
+                    continue  # another write came first: copy again at the new head
+                finally:
+                    self._values.settle()
+                self._forget(dst)
+                return
+
+    def _copies(self, idx: ThreadIndex, dst: str, braid: str, head: int) -> list[Any]:
+        visible = sorted(idx.visible(self._runs), key=lambda kv: kv[1].seq)
+        deltas: list[Any] = []
+        held: dict[tuple[str, int], int] = {}  # (channel, source seq) -> target seq holding it
+        last: dict[tuple[str, str], int] = {}  # (ns, channel) -> target seq of its last version
+        tops: dict[str, tuple[str, int, bool]] = {}  # ns -> (greatest id, its seq, in order)
+        for (ns, cid), cp in visible:
+            seq = head + len(deltas) + 1
+            p = self.log.read(cp.seq).delta.payload
+            where = self._locate(idx, ns, cp.seq, p)
+            values: dict[str, Any] = {}
+            at: dict[str, int] = {}
+            for ch, ver in load_any(self.serde, p["checkpoint"]).get("channel_versions", {}).items():
+                origin = where(ch, ver)
+                if origin is None:
+                    continue
+                if (ch, origin) in held:
+                    at[ch] = held[(ch, origin)]
+                    continue
+                found = self._values.bytes_at(origin, ch)
+                if found is None:
+                    values[ch] = {"v": ver, "t": "empty"}
+                else:
+                    values[ch] = self._values.encode(ch, ver, found[0], found[1], last.get((ns, ch)))
+                    self._values.pending(seq, ch, values[ch], found)
+                    last[(ns, ch)] = seq
+                held[(ch, origin)] = seq
+            top = tops.get(ns)
+            latest = None if top is None or cid >= top[0] else [top[0], top[1]]
+            mono = top is None or (top[2] and cid >= top[0])
+            tops[ns] = (cid, seq, mono) if latest is None else (top[0], top[1], False)  # type: ignore[index]
+            copied = {k: v for k, v in p.items() if k != "_v"}
+            deltas.append(self._delta(braid, "langgraph.checkpoint", {
+                **copied, "thread_id": dst, "values": values, "at": at, "latest": latest, "mono": mono,
+                "key": checkpoint_key(dst, ns, cid), "head": head_key(dst, ns)}))
+            for s in cp.writes:
+                w = {k: v for k, v in self.log.read(s).delta.payload.items() if k != "_v"}
+                deltas.append(self._delta(braid, "langgraph.writes", {
+                    **w, "thread_id": dst, "key": checkpoint_key(dst, ns, cid)}))
+        return deltas
 
     def get_delta_channel_history(self, *, config: Any, channels: Any) -> dict[str, Any]:
         """For each channel, the writes on the path from the checkpoint ``config`` names back to
@@ -602,15 +729,15 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 cp = idx.get(self._runs, ns, cursor)
                 if cp is None:
                     break
-                for w in reversed(self._writes(cp)):
+                for w in reversed(self._writes([self.log.read(s).delta.payload for s in cp.writes])):
                     if w[1] in remaining:
                         collected[w[1]].append(w)
                 versions = load_any(self.serde, self.log.read(cp.seq).delta.payload["checkpoint"]).get(
                     "channel_versions", {})
                 for ch in [c for c in names if c in remaining and c in versions]:
                     ver = versions[ch]
-                    where = idx.blobs.get((ns, ch, tuple(ver) if isinstance(ver, list) else ver))
-                    found_value = None if where is None else self._bytes_at(where[0], ch)
+                    where = idx.blobs.get((ns, ch, _key(ver)))
+                    found_value = None if where is None else self._values.bytes_at(where[0], ch)
                     if found_value is not None:
                         seeds[ch] = load(self.serde, *found_value)
                         remaining.discard(ch)
@@ -623,37 +750,43 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             out[ch] = entry
         return out
 
-    # -- async: the same, off the event loop -----------------------------------------------
+    # -- async: the same, in worker threads, so calls made at once share commits ---------------
+    async def _off(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="braidlog-saver")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args))
+
     async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
+        return await self._off(self.get_tuple, config)
 
     async def alist(self, config: Any, *, filter: Any = None, before: Any = None,
                     limit: Any = None) -> AsyncIterator[CheckpointTuple]:
-        items = await asyncio.to_thread(
-            lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        items = await self._off(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
         for item in items:
             yield item
 
     async def aget_delta_channel_history(self, *, config: Any, channels: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(lambda: self.get_delta_channel_history(config=config, channels=channels))
+        return await self._off(lambda: self.get_delta_channel_history(config=config, channels=channels))
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        return await self._off(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(self, config: Any, writes: Any, task_id: Any, task_path: Any = "") -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        await self._off(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: Any) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
+        await self._off(self.delete_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Any) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
+        await self._off(self.delete_for_runs, run_ids)
 
     async def aprune(self, thread_ids: Any, *, strategy: Any = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+        await self._off(lambda: self.prune(thread_ids, strategy=strategy))
 
     async def acopy_thread(self, source_thread_id: Any, target_thread_id: Any) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        await self._off(self.copy_thread, source_thread_id, target_thread_id)
 
 
 # Type names LangGraph's signatures use, for readers of this module.
