@@ -15,7 +15,6 @@ from ..errors import ValidationError
 from . import eventsourcing as es
 from .harness import Sample
 from .langgraph import ASYNC_SQLITE as LG_ASYNC_SQLITE
-from .langgraph import DISK
 from .langgraph import SQLITE as LG_SQLITE
 from .peers import ES_BATCH, NO_TREE, PEER_IMPORT, RAW_INDEXED
 from .writes import BRAID_CHECKED
@@ -196,7 +195,7 @@ def check(t: _Target, by_key: dict[tuple[str, str, str], list[float]], size: int
     note = ""
     if t.num[0] == "time travel" and size < 1_000_000:
         note = f"set for 1,000,000 deltas; this log has {size:,}"
-    disk = [v for k, vs in by_key.items() if k[0] == t.num[0] and k[1] == DISK for v in vs]
+    disk = [v for k, vs in by_key.items() if k[0] == t.num[0] and k[1] == es.DISK for v in vs]
     if disk:  # a durable workload probes the disk before each part: its fsync beside the ratio
         note = f"both durable; disk fsync p50 {statistics.median(disk):.2f} ms"
     return TargetResult(name=t.name, want=want, value=value, unit=t.unit, ok=ok, note=note)

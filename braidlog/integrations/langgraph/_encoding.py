@@ -70,25 +70,32 @@ REFERS: dict[str, tuple[str, ...]] = {"langgraph.checkpoint": ("key", "head"),
                                       "langgraph.writes": ("key",), "langgraph.deleted": ("thread",)}
 
 
-def _key(tag: str, *parts: str) -> str:
-    digest = hashlib.blake2b("\0".join(parts).encode("utf-8", "surrogatepass"), digest_size=16)
-    return f"langgraph/{tag}/{digest.hexdigest()}"
+def _digest(text: str, size: int) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=size).hexdigest()
 
 
-def checkpoint_key(thread_id: str, ns: str, checkpoint_id: str) -> str:
-    """The refers-to key of a checkpoint: its records (each put of it) and its writes."""
-    return _key("checkpoint", thread_id, ns, checkpoint_id)
+def _ns_prefix(thread_id: str, ns: str) -> str:
+    return f"lg/{_digest(thread_id, 10)}/{_digest(ns, 6) if ns else ''}/"
+
+
+def thread_key(thread_id: str) -> str:
+    """The refers-to key of a thread's tombstones (delete_thread, prune). A thread's keys share
+    its prefix, so they sit side by side in the index (a put dirties few of its pages)."""
+    return f"lg/{_digest(thread_id, 10)}"
 
 
 def head_key(thread_id: str, ns: str) -> str:
     """The refers-to key of a thread's checkpoint namespace: every checkpoint put in it, in the
     order put, so the last is one lookup."""
-    return _key("head", thread_id, ns)
+    return _ns_prefix(thread_id, ns)
 
 
-def thread_key(thread_id: str) -> str:
-    """The refers-to key of a thread's tombstones (delete_thread, prune)."""
-    return _key("thread", thread_id)
+def checkpoint_key(thread_id: str, ns: str, checkpoint_id: str) -> str:
+    """The refers-to key of a checkpoint: its records (each put of it) and its writes. The id
+    as it is when short and plain (LangGraph's are time-ordered UUIDs: a new one sorts last),
+    else a digest of it."""
+    plain_id = len(checkpoint_id) <= 64 and checkpoint_id.isascii() and checkpoint_id.isprintable()
+    return _ns_prefix(thread_id, ns) + (checkpoint_id if plain_id else "#" + _digest(checkpoint_id, 16))
 
 
 def braid_of(prefix: str, name: str) -> str:

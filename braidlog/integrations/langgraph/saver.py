@@ -7,8 +7,9 @@ earlier version of the channel where that is smaller (``_values``), with the seq
 holding the versions of the channels it did not change (``at``); ``put_writes`` appends one
 ``langgraph.writes`` delta. Every record names keys the refers-to index files it under, so the
 latest checkpoint, a checkpoint by id and its writes are each an index lookup (``_heads``), and a
-process opening a thread reads a handful of records, not its history. Calls made at once share
-one durable commit (``_commit``).
+process opening a thread reads a handful of records, not its history. Calls made at once from
+several threads (LangGraph's background writes, the async methods' worker threads) share one
+durable commit: the store's writer queue groups them.
 
 Deleting is appending: ``delete_thread``, ``prune`` and ``delete_for_runs`` append
 ``langgraph.deleted`` tombstones, after which the checkpoints they name are gone from every
@@ -44,7 +45,6 @@ from ._checks import text as _text
 from ._checks import thread_id as _thread_id
 from ._checks import versions as _versions
 from ._checks import where as _where
-from ._commit import Committer
 from ._encoding import (
     PROVENANCE,
     braid_of,
@@ -90,7 +90,6 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         self._runs = RunDeletions()
         self._values = Values(self.log)
         self._lookup = Lookup(self.log)
-        self._commit = Committer(self.braid.append_batch)
         self._heads: dict[tuple[str, str], Head] = {}
         self._puts: dict[str, threading.Lock] = {}  # a thread's puts, one at a time
         self._pool: ThreadPoolExecutor | None = None
@@ -148,8 +147,9 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         return idx
 
     def _append(self, deltas: list[Any]) -> list[int]:
-        """Append durably, in one commit with the calls made at the same time."""
-        return self._commit.commit(deltas)
+        """Append durably; calls made at once from several threads share one commit (the
+        store's writer queue, docs/operations.md)."""
+        return self.braid.append_batch(deltas)
 
     def _delta(self, braid: str, kind: str, payload: dict[str, Any]) -> Any:
         return make_delta(braid, kind, payload, provenance=PROVENANCE, confidence=1.0,
