@@ -29,7 +29,8 @@ configs = st.one_of(anything, st.fixed_dictionaries({"configurable": st.one_of(a
 checkpoints = st.one_of(anything, st.fixed_dictionaries(
     {"v": anything, "id": st.one_of(names, anything), "ts": anything,
      "channel_values": st.one_of(anything, st.dictionaries(names, anything, max_size=3)),
-     "channel_versions": st.one_of(anything, st.dictionaries(names, st.one_of(st.integers(), names, anything), max_size=3)),
+     "channel_versions": st.one_of(anything, st.dictionaries(names, st.one_of(st.integers(), names, anything),
+                                                             max_size=3)),
      "versions_seen": anything}))
 namespaces = st.one_of(anything, st.tuples(names), st.tuples(names, names), st.lists(names, max_size=3))
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -49,10 +50,13 @@ def allowed_or_nothing_written(braid, call):
 def test_saver_takes_any_value(tmp_path):
     with BraidlogSaver(str(tmp_path / "saver.lmdb")) as saver:
         calls = st.one_of(
-            st.tuples(st.just("put"), configs, checkpoints, anything, st.one_of(anything, st.dictionaries(names, anything))),
+            st.tuples(st.just("put"), configs, checkpoints, anything,
+                      st.one_of(anything, st.dictionaries(names, anything))),
             st.tuples(st.just("get_tuple"), configs),
-            st.tuples(st.just("list"), st.one_of(st.none(), configs), anything, st.one_of(st.none(), configs), anything),
-            st.tuples(st.just("put_writes"), configs, st.one_of(anything, st.lists(st.tuples(names, anything), max_size=2)),
+            st.tuples(st.just("list"), st.one_of(st.none(), configs), anything, st.one_of(st.none(), configs),
+                      anything),
+            st.tuples(st.just("put_writes"), configs,
+                      st.one_of(anything, st.lists(st.tuples(names, anything), max_size=2)),
                       st.one_of(names, anything), st.one_of(names, anything)),
             st.tuples(st.just("delete_thread"), st.one_of(names, anything)),
             st.tuples(st.just("delete_for_runs"), anything),
