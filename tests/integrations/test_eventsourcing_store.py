@@ -435,3 +435,25 @@ def test_the_ids_of_an_erased_last_delta_are_not_given_again(tmp_path):
         assert [n.id for n in recorder.select_notifications(None, 10)] == [1, 5]
     finally:
         ds.close()
+
+
+def test_what_a_datastore_wrote_last_is_not_trusted_once_another_has_written(tmp_path):
+    """Each datastore remembers the versions and the next id its last commit left, and uses them
+    only while the store's head is still that commit's last record."""
+    one, two = BraidlogDatastore(tmp_path / "s"), BraidlogDatastore(tmp_path / "s")
+    a = BraidlogApplicationRecorder(one, events_table_name="app_events")
+    b = BraidlogApplicationRecorder(two, events_table_name="app_events")
+    x = uuid4()
+    try:
+        assert a.insert_events([event_(x, 1)]) == [1]
+        assert b.insert_events([event_(x, 2)]) == [2]
+        with pytest.raises(IntegrityError, match="is at 2"):
+            a.insert_events([event_(x, 2)])
+        assert a.insert_events([event_(x, 3)]) == [3]
+        assert a.insert_events([event_(x, 4)]) == [4]  # from what it remembers
+        with pytest.raises(IntegrityError, match="is at 4"):
+            a.insert_events([event_(x, 4)])
+        assert [e.originator_version for e in b.select_events(x)] == [1, 2, 3, 4]
+    finally:
+        one.close()
+        two.close()

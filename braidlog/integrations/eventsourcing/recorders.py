@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -47,6 +47,7 @@ from eventsourcing.persistence import (
 )
 
 from ... import GenericDelta, LmdbLog, Provenance, Record
+from ...store import Head
 from ..eventsourcing_kinds import EVENT, EVENTS, IDS_TAG, SNAPSHOT, TRACKING
 from .store import BraidlogDatastore, paged
 
@@ -140,22 +141,30 @@ class BraidlogRecorder:
         return braid
 
     # -- the write path -------------------------------------------------------------------------
-    def _commit(self, build: Callable[[LmdbLog], list[GenericDelta]]) -> list[Record]:
-        """Append what ``build(log)`` returns in one write transaction, ``build`` called inside
-        it (so what it reads and checks cannot change before the write): it raises
+    def _commit(self, build: Callable[[LmdbLog, Head], list[GenericDelta]]) -> list[Record]:
+        """Append what ``build(log, head)`` returns in one write transaction, ``build`` called
+        inside it (so what it reads and checks cannot change before the write): it raises
         IntegrityError, and nothing is written, on a conflict. Appenders in several threads
         share commits (the store's own group commit)."""
         with self.datastore.using() as log:
-            records = log.commit_locked(lambda head: build(log))
+            records = log.commit_locked(lambda head: build(log, head))
         self.datastore.committed()
         return records
 
     @staticmethod
     def _check_floors(log: LmdbLog, floors: Mapping[str, tuple[int, str]],
-                      last: Callable[[dict[str, Any]], Any]) -> None:
-        """Inside the write: each braid's last value (``last(payload)``) must be below the first
-        the call adds (``floors``: braid -> (that value, what to call it)), else IntegrityError."""
+                      last: Callable[[dict[str, Any]], Any], known: Mapping[str, int] | None = None
+                      ) -> None:
+        """Inside the write: each braid's last value (``last(payload)``; from ``known`` when it
+        has the braid) must be below the first the call adds (``floors``: braid -> (that value,
+        what to call it)), else IntegrityError."""
         for braid, (first, what) in floors.items():
+            value = None if known is None else known.get(braid)
+            if value is not None:
+                if first <= value:
+                    raise IntegrityError(f"{what} {first} conflicts: {braid} is at {value}; it "
+                                         "only goes up")
+                continue
             found = _last(log, braid, last)
             if found is not None and first <= found[1]:
                 raise IntegrityError(f"{what} {first} conflicts: {braid} is at {found[1]} "
@@ -243,6 +252,19 @@ def _next_id(log: LmdbLog) -> int:
     return 1
 
 
+_KNOWN = 4096  # braids whose last version a datastore remembers, at most
+
+
+class _Written(NamedTuple):
+    """What a datastore's last commit left: true while the store's head is ``key`` (seq, chain
+    hash of that commit's last record), so that nobody has written since. ``next_id``: the next
+    notification id (0: not known); ``versions``: the last version of braids it knows."""
+
+    key: tuple[int, bytes]
+    next_id: int
+    versions: dict[str, int]
+
+
 class _Run:
     """Consecutive events of one aggregate in one call: one delta."""
 
@@ -303,8 +325,14 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
         kind = self.kind
         out: list[int] = []
 
-        def build(log: LmdbLog) -> list[GenericDelta]:
-            self._check_floors(log, floors, _last_version)
+        # What this process wrote last: valid while the store's head is its last record
+        written = self.datastore.written
+        base: list[_Written] = []
+
+        def build(log: LmdbLog, head: Head) -> list[GenericDelta]:
+            known = written if written is not None and written.key == (head.seq, head.hash) else None
+            base[:] = [known] if known is not None else []
+            self._check_floors(log, floors, _last_version, known and known.versions)
             if tracking is not None and tracked is not None:
                 self._check_floors(log, {tracked: (tracking.notification_id,
                                    f"tracking of {tracking.application_name!r}: notification")}, _tracked)
@@ -312,7 +340,7 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
             deltas = []
             out.clear()
             if kind == EVENTS:
-                n = _next_id(log)
+                n = known.next_id if known is not None and known.next_id else _next_id(log)
                 for i, run in enumerate(runs):
                     k = len(run.events)
                     tag = f"{IDS_TAG}{n}" if k == 1 else f"{IDS_TAG}{n}-{n + k - 1}"
@@ -336,6 +364,12 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
             return deltas
 
         records = self._commit(build)
+        if records:
+            before = base[0] if base else None
+            versions = dict(before.versions) if before is not None and len(before.versions) < _KNOWN else {}
+            versions.update((run.braid, run.events[-1][0]) for run in runs)
+            next_id = out[-1] + 1 if out else before.next_id if before is not None else 0
+            self.datastore.written = _Written((records[-1].seq, records[-1].hash), next_id, versions)
         if kind == EVENTS:
             return out
         return [r.seq for r in records[:len(runs)]]
@@ -593,7 +627,7 @@ class BraidlogTrackingRecorder(BraidlogRecorder, TrackingRecorder):
                             "tracking.application_name")
         delta = self._tracking_delta(tracking, braid, _new_ids(1)[0], datetime.now(UTC))
 
-        def build(log: LmdbLog) -> list[GenericDelta]:
+        def build(log: LmdbLog, head: Head) -> list[GenericDelta]:
             self._check_floors(log, {braid: (tracking.notification_id, f"tracking of "
                                              f"{tracking.application_name!r}: notification")}, _tracked)
             return [*deltas, delta]

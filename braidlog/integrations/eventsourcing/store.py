@@ -77,6 +77,8 @@ class BraidlogDatastore:
         self._calls = 0  # calls inside ``using`` now, in process ``_calls_pid``
         self._calls_pid = os.getpid()
         self._closed = False
+        #: what the recorders wrote last (their _Written), checked against the head before use
+        self.written: Any = None
 
     @property
     def log(self) -> LmdbLog:
