@@ -1,6 +1,6 @@
 """Start-up: what ``import braidlog`` and ``braidlog head`` load, in a fresh interpreter.
 
-Speed is measured by ``braidlog bench`` (the start-up workload) and bench/test_startup.py; these
+Speed is measured by ``braidlog bench`` (the start-up workload) and its bench in bench/; these
 tests pin what makes it: the modules a start-up must not import, and the public API still
 complete when part of it loads on first use.
 """

@@ -32,7 +32,7 @@ from typing import Any
 #: Each public name and the module of this package that defines it.
 _WHERE = {
     **dict.fromkeys(("START", "BATCH", "AgentSession", "agent_deltas", "Entity", "ENTITIES",
-                     "COUNTER", "all_projections", "admissible", "suite_sizes", "build_log",
+                     "COUNTER", "all_projections", "admissible", "build_log",
                      "time_travel_log"), "data"),
     **dict.fromkeys(("PEER_IMPORT", "STARTUP_COMMANDS", "startup_commands", "RAW_INDEXED",
                      "NO_TREE", "ES_BATCH", "ES_PEERS", "IndexKeys", "index_keys", "RawLmdb", "SqliteLog",

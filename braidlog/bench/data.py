@@ -4,7 +4,6 @@ own projections, and the logs built from them (untimed)."""
 from __future__ import annotations
 
 import importlib
-import os
 import random
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,7 @@ from ..projection import Projection
 from ..store import MemoryLog
 
 __all__ = ["START", "BATCH", "AgentSession", "agent_deltas", "Entity", "ENTITIES", "COUNTER",
-           "all_projections", "admissible", "suite_sizes", "build_log", "time_travel_log"]
+           "all_projections", "admissible", "build_log", "time_travel_log"]
 
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 BATCH = 1_000  # deltas per commit of the batched append and of every log built
@@ -285,13 +284,6 @@ def admissible(deltas: Sequence[GenericDelta], projections: Sequence[Projection]
             continue
         out.append(d)
     return out
-
-
-def suite_sizes() -> list[int]:
-    """Log sizes of the pytest-benchmark suites: ``BRAIDLOG_BENCH_SIZES`` (comma-separated),
-    default 10,000 and 100,000; 1000000 gives the figures the time-travel targets are set for."""
-    text = os.environ.get("BRAIDLOG_BENCH_SIZES", "10000,100000")
-    return [int(x) for x in text.replace("_", "").split(",") if x.strip()]
 
 
 def build_log(path: str, session: AgentSession, n: int, *, projections: Sequence[Projection] = (),
