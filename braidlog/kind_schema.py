@@ -482,7 +482,10 @@ REGISTRY.declare(EMBEDDER_DECLARED, EmbedderDeclared, owner=OWNER)
 
 
 def _log_of(source: Any) -> Any:
-    return getattr(source, "log", source)  # a Braid's store, or the store (or a view) itself
+    """A Braid's store, or the store (or a view) itself."""
+    from .store.ports import store_of  # here: the store imports this module
+
+    return store_of(source)
 
 
 def recorded_embedders(source: Any) -> dict[str, tuple[int, EmbedderDeclared]]:

@@ -1,5 +1,8 @@
-"""The house's shape (STYLE.md, "The house"): no import cycle, no module over 800 lines, a flat
-core of at most 18 modules that never imports a capability or the projections.
+"""The house's shape (STYLE.md, "The house"; docs/architecture.md): no import cycle, no module
+over 800 lines, a flat core of at most 18 modules that never imports a capability or the
+projections, and the storage port by role (each adapter implements its ports, the ``lmdb``
+library is imported under braidlog/lmdb/ alone, the LMDB-only operations use the log through its
+seam, the store behind a facade is found by ``store_of`` alone).
 
 The imports are read from the source (every ``import`` and ``from ... import`` anywhere in a
 module: at its top, inside functions, under ``TYPE_CHECKING``), not from a running interpreter,
@@ -132,8 +135,16 @@ def test_no_import_cycle(graph):
     assert not found, "import cycles:\n" + "\n".join(shown)
 
 
+def core_modules() -> list[str]:
+    """The core: the package, its flat modules and the storage port (braidlog/store/)."""
+    base = SOURCES["braidlog"]
+    return [n for n, p in modules().items()
+            if n == "braidlog" or p.parent in (base, base / "store")]
+
+
 def test_the_core_imports_no_capability_and_no_projections(graph):
-    core = [n for n, p in modules().items() if n == "braidlog" or p.parent == SOURCES["braidlog"]]
+    core = core_modules()
+    assert "braidlog.store.ports" in core and "braidlog.braid" in core
     bad = sorted((n, d) for n in core for d in graph[n]
                  if d.split(".")[1:2] and d.split(".")[1] in CAPABILITIES
                  and (n, ".".join(d.split(".")[:2])) not in CORE_EXCEPTIONS)
@@ -149,3 +160,91 @@ def test_no_module_over_800_lines():
 def test_the_core_stays_small():
     flat = sorted(p.name for p in SOURCES["braidlog"].glob("*.py"))
     assert len(flat) <= MAX_FLAT, f"{len(flat)} modules flat in braidlog/: {flat}"
+
+
+# -- the storage port, by role ---------------------------------------------------------------------
+
+def test_the_store_is_a_package_of_ports_rules_and_the_reference():
+    base = SOURCES["braidlog"]
+    assert not (base / "store.py").exists()
+    assert {p.name for p in (base / "store").glob("*.py")} >= {"__init__.py", "ports.py", "rules.py",
+                                                                "memory.py"}
+
+
+def test_each_adapter_implements_its_ports():
+    """LmdbLog names every role and capability as a base, MemoryLog every one but OnDisk; a
+    SyncLog is what the store it wraps is; the views are readers only."""
+    from braidlog import LmdbLog, MemoryLog
+    from braidlog.braid import BatchView, ReadView
+    from braidlog.replication.sync import OnDiskSyncLog, SyncLog
+    from braidlog.store import CAPABILITIES, FullStore, LogReader, LogStore, OnDisk
+
+    assert OnDisk in CAPABILITIES and len(CAPABILITIES) >= 7
+    for port in (LogReader, LogStore, *CAPABILITIES):
+        assert port in LmdbLog.__mro__, port
+        assert port in OnDiskSyncLog.__mro__, port
+        assert (port in MemoryLog.__mro__) == (port is not OnDisk), port
+        assert (port in SyncLog.__mro__) == (port is not OnDisk), port
+    assert FullStore in MemoryLog.__mro__ and FullStore in LmdbLog.__mro__
+    assert "__getattr__" not in vars(SyncLog)  # every role explicit, nothing forwarded blindly
+    assert LogReader in ReadView.__mro__ and LogStore not in ReadView.__mro__
+    reader = {n for n, v in vars(LogReader).items() if callable(v) and not n.startswith("_")}
+    assert reader <= set(dir(BatchView)) and not {"append", "commit"} & set(dir(BatchView))
+    # BatchView answers through the ReadView it holds, not through ReadView's methods borrowed
+    assert all(vars(BatchView).get(n) is not vars(ReadView).get(n) for n in reader)
+
+
+def _sources() -> dict[str, ast.Module]:
+    return {name: ast.parse(path.read_text(encoding="utf-8"), str(path))
+            for name, path in modules().items()}
+
+
+def test_only_braidlog_lmdb_imports_the_lmdb_library():
+    """The core and every other capability reach LMDB through braidlog.lmdb (the bench is the one
+    other importer: its raw LMDB peer measures the library itself, its machine facts name
+    liblmdb's version)."""
+    found = set()
+    for name, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "lmdb" for a in node.names) \
+                    or isinstance(node, ast.ImportFrom) and not node.level \
+                    and (node.module or "").split(".")[0] == "lmdb":
+                found.add(name)
+    assert found, "the reader found no import of lmdb at all"
+    assert {n for n in found if not n.startswith("braidlog.lmdb.")} <= {"braidlog.bench.peers",
+                                                                         "braidlog.bench.machine"}, found
+
+
+def test_the_store_behind_a_facade_is_found_by_store_of_alone():
+    """No ``getattr(x, "log", x)``: ``store_of`` (store/ports.py) is the one way."""
+    found = []
+    for name, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id == "getattr" and len(node.args) == 3 \
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value == "log":
+                found.append(f"{name}:{node.lineno}")
+    assert not found, found
+
+
+def test_the_lmdb_only_operations_use_the_log_through_its_seam():
+    """lmdb/check.py, erase.py and backup.py reach no private member of a log: what they use is
+    named in ``LogAccess`` (lmdb/access.py), which ``LmdbLog._access()`` hands them."""
+    bad = []
+    for name in ("braidlog.lmdb.check", "braidlog.lmdb.erase", "braidlog.lmdb.backup"):
+        for node in ast.walk(_sources()[name]):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                    and not node.attr.startswith("__"):
+                owner = node.value.id if isinstance(node.value, ast.Name) else "?"
+                if (owner, node.attr) != ("self", "_access"):
+                    bad.append(f"{name}:{node.lineno} {owner}.{node.attr}")
+    assert not bad, bad
+
+
+def test_the_architecture_page_shows_every_port():
+    """docs/architecture.md's table of ports names each role and capability of store/ports.py."""
+    from braidlog.store import CAPABILITIES, LogReader, LogStore
+
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for port in (LogReader, LogStore, *CAPABILITIES):
+        assert f"| `{port.__name__}" in page, port.__name__
