@@ -34,5 +34,5 @@ class LogAccess(NamedTuple):
     head_in: Callable[[Any], tuple[Head, int]]  # (head, high-water time) seen by txn
     decoded: Callable[[int, Any], Record]  # the record of a stored value, or DecodeError
     landed: Callable[[Any, str, str, int], Any]  # the value of the record an index entry names
-    alive: Callable[[], None]  # StorageError unless the log is open (and not across fork)
+    alive: Callable[[], Env]  # the environment; StorageError unless the log is open (and not across fork)
     rebind: Callable[[], None]  # take the environment's table handles again (a new file)

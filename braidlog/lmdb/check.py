@@ -39,7 +39,7 @@ import msgspec
 from ..delta import referenced_ids
 from ..erasure import ERASURES_BRAID, envelope_refs
 from ..errors import BraidlogError, IntegrityError, StorageError
-from ..store import Head, Progress, verify_bodies
+from ..store import Head, Progress, Row, verify_bodies
 from .access import LogAccess
 from .file import last_intact_key, meta_findings
 from .format import DUPS, fill_nodes, from_u64, id_digest, split_row, u64
@@ -110,7 +110,7 @@ def _by_lookup(log: LogAccess):
             yield from got
             lo = hi
 
-    def read(txn, start: int, stop: int, lo: int, hi: int) -> list[tuple[int, bytes, bytes]]:
+    def read(txn: Any, start: int, stop: int, lo: int, hi: int) -> list[Row]:
         db, out = log.tables["log"], []
         for seq in range(lo, hi):
             value = txn.get(u64(seq), db=db)

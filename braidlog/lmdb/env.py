@@ -282,7 +282,8 @@ class Env:
         while True:
             try:
                 with self.gate.shared():
-                    txn = self.env.begin(buffers=buffers)
+                    # (the stubs overload begin() on a literal buffers)
+                    txn = self.env.begin(buffers=True) if buffers else self.env.begin(buffers=False)
                     try:
                         return fn(txn)
                     finally:

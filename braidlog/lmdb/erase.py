@@ -113,8 +113,7 @@ def rewrite_erased(log: LogAccess, rows: Callable[[int], dict[int, bytes]],
     checkpoints below seq ``keep_checkpoints_below`` kept; run ``append(new log)`` on the new
     store (the erased delta); remove the files and directories ``derived``; put the new store
     in place. Returns what ``append`` returned. ``log`` stays open, on the new file."""
-    env = log.env
-    log.alive()
+    env = log.alive()
     if log.readonly:
         raise StorageError("this store is open read-only", hint="open it without readonly=True")
     work = log.path / WORKDIR

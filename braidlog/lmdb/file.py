@@ -263,7 +263,7 @@ class _Reader:
                 lo_hi, nflags, _, _ = self.node(buf, off, pgno)
                 self.whole(lo_hi | nflags << 32, depth + 1)
 
-    def last_leaf_node(self, root: int, depth: int) -> tuple[bytes, bytes, int, int]:
+    def last_leaf_node(self, root: int, depth: int) -> tuple[bytes, int, int, int]:
         """(page, its last node's offset, pgno, node count) of the rightmost leaf of a tree."""
         pgno = root
         for _ in range(max(depth, 1) + 1):
@@ -288,11 +288,12 @@ class _Reader:
             flags = _U16.unpack_from(buf, self.hdr - 6)[0]
             offs = self.nodes(buf, pgno)
             if flags & P_BRANCH:
-                child = None
+                child: int | None = None
                 for i, off in enumerate(offs):
                     lo_hi, nflags, _, k = self.node(buf, off, pgno)
                     if i == 0 or k <= key:
                         child = lo_hi | nflags << 32
+                assert child is not None  # nodes() returns at least one node
                 pgno = child
                 continue
             for off in offs:
@@ -396,7 +397,7 @@ def meta_findings(path: Path, table: bytes) -> list[str]:
         if old.txnid == 0 and new.txnid <= 1:
             return []
         size = os.fstat(fd).st_size
-        keys = []
+        keys: list[bytes | None | FileFinding] = []
         for m in (new, old):
             if m.needs > size:
                 return [f"meta page {m.page} (commit {m.txnid}) names page {m.last_pgno}, past "

@@ -17,7 +17,7 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -578,7 +578,8 @@ class Peaks:
     __slots__ = ("size", "chain", "stack")
 
     def __init__(self) -> None:
-        self.size, self.chain, self.stack = -1, b"", []
+        self.size, self.chain = -1, b""
+        self.stack: list[bytes] = []
 
 
 def tree_node(txn: Any, log: Any, node: merkle.Node) -> bytes | None:
@@ -612,10 +613,11 @@ def tree_nodes(txn: Any, db: dict[str, Any], size: int, entries: list[bytes],
     if peaks is not None and peaks.size == size and _chain_at(txn, db, size) == peaks.chain:
         hashes = peaks.stack
     else:
-        hashes = [tree_node(txn, db["log"], node) for node in merkle.peaks(size)]
-        if None in hashes:
+        found = [tree_node(txn, db["log"], node) for node in merkle.peaks(size)]
+        if None in found:
             raise IntegrityError(f"the log lacks a record below its head (seq {size}) that the "
                                  "Merkle tree's peaks need; run `braidlog verify`", seq=size)
+        hashes = [h for h in found if h is not None]
     frontier = merkle.Frontier(size, hashes)
     nodes = frontier.completed(entries)
     if peaks is not None and chain is not None:
@@ -629,7 +631,7 @@ def _chain_at(txn: Any, db: dict[str, Any], seq: int) -> bytes | None:
     return None if value is None else bytes(value[:HASH_SIZE])
 
 
-def fill_nodes(txn: Any, db: dict[str, Any]) -> int:
+def fill_nodes(txn: Any, db: Mapping[str, Any]) -> int:
     """Write into every row the tree nodes its leaf completes, recomputed from the committed
     forms, where they differ from those it holds (a repair); the number of rows rewritten."""
     frontier = merkle.Frontier()

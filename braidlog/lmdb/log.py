@@ -146,7 +146,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
                 sweep(self.path.parent, self.path.name)
         shared = lmdb_env.acquire(self.path, readonly=readonly, create=create, durable=durable,
                                   map_size=map_size, tables=TABLES, init=open_tables)
-        self._shared_env = shared
+        self._shared_env: lmdb_env.Env | None = shared  # None once closed
         self._env, self._db = shared.env, shared.db  # the lmdb handles, for tests and tools
         if not readonly:
             clean_leftover(self.path)
@@ -163,7 +163,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         """The O(1) check made on open: the pages on the way to the last two records lie within
         the file (read with pread first: a damaged one would crash the reader), and the head
         record chains from the one before it."""
-        with self._shared_env.pinned():
+        with self._alive().pinned():
             found = edge_findings(self.path / "data.mdb", b"log")
         if found:
             raise IntegrityError(
@@ -201,26 +201,27 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             raise StorageError(f"no store at {p}", hint="run `braidlog init` or pass create=True")
 
     # -- transactions --------------------------------------------------------------------------
-    def _alive(self) -> None:
+    def _alive(self) -> lmdb_env.Env:
+        """The store's environment; StorageError once the store is closed or in a forked child."""
         if self._shared_env is None:
             raise StorageError(f"the store at {self.path} is closed", hint="open it again")
         if self._forked:
             raise StorageError("this store was opened before fork()",
                                hint="open the store again in the child process")
+        return self._shared_env
 
     def _read(self, fn: Callable[[Any], T], *, buffers: bool = True) -> T:
-        self._alive()
-        return self._shared_env.read(fn, buffers=buffers)
+        return self._alive().read(fn, buffers=buffers)
 
     def _write(self, fn: Callable[[Any], T], weight: int = 1) -> T:
-        self._alive()
+        env = self._alive()
         if self.readonly:
             raise StorageError("this store is open read-only", hint="open it without readonly=True")
-        result = self._shared_env.write(fn, weight)
-        if self.durable and not self._shared_env.durable:
+        result = env.write(fn, weight)
+        if self.durable and not env.durable:
             # the environment was opened non-durable by another LmdbLog of this process: make
             # this log's commits durable anyway
-            self._shared_env.sync()
+            env.sync()
         return result
 
     # -- writing -----------------------------------------------------------------------------
@@ -312,12 +313,14 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             seq, seq2 = by_id.get(delta_id), by_digest.get(delta_id)
             if seq is None and seq2 is None:
                 continue
-            if seq != seq2:
-                where = lambda s: "no entry" if s is None else f"seq {from_u64(s)}"  # noqa: E731
+            if seq is None or seq != seq2:  # (seq None: seq2 is not)
+                def where(s: bytes | None) -> str:
+                    return "no entry" if s is None else f"seq {from_u64(s)}"
+                known = seq if seq is not None else seq2
                 raise IntegrityError(
                     f"the id indexes disagree on delta {delta_id}: the id index has "
                     f"{where(seq)}, the id-digest index {where(seq2)}; nothing was written. "
-                    f"{_REPAIR}", seq=from_u64(seq or seq2))
+                    f"{_REPAIR}", seq=None if known is None else from_u64(known))
             value = self._landed(txn, "id", delta_id, from_u64(seq))
             found[delta_id] = (from_u64(seq), bytes(value[HASH_SIZE:HASH_SIZE + U64])
                                + bytes(row_data(value)))
@@ -508,7 +511,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
 
         def chunk(txn, lo, hi, n):
             cur = txn.cursor(self._db[index])
-            out = []
+            out: list[int] = []
             if reverse:
                 if cur.set_range_dup(k, u64(hi)):
                     ok = cur.prev_dup()
@@ -539,8 +542,9 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         lo, hi = max(start, 1), stop if stop is not None else 2**63
         left = limit if limit is not None else 2**63
         while left > 0 and lo < hi:
-            seqs, got = self._read(lambda txn, lo=lo, hi=hi, left=left: chunk(txn, lo, hi, min(CHUNK, left)),
-                                   buffers=buffers)
+            def one(txn: Any, lo: int = lo, hi: int = hi, n: int = min(CHUNK, left)) -> Any:
+                return chunk(txn, lo, hi, n)
+            seqs, got = self._read(one, buffers=buffers)
             if not seqs:
                 return
             yield seqs, got
@@ -632,13 +636,14 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
     def _access(self):
         """What check.py and erase.py use of this log (its ``LogAccess``, access.py)."""
         from .access import LogAccess
-        return LogAccess(self, self.path, self.readonly, self.registry, self._db, self._shared_env,
+        return LogAccess(self, self.path, self.readonly, self.registry, self._db, self._alive(),
                          self._read, self._write, self._head_in, self._decoded, self._landed,
                          self._alive, self._rebind)
 
     def _rebind(self) -> None:
         """Take the environment's handles again: an erasure reopened it on a new file."""
-        self._env, self._db = self._shared_env.env, self._shared_env.db
+        env = self._alive()
+        self._env, self._db = env.env, env.db
 
     def counts(self, index: str) -> dict[str, int]:
         """Number of deltas per key of an index ("braid" or "kind")."""
@@ -754,31 +759,27 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         read begun now sees, so a read made after it sees at least that commit. A cheap test
         that nothing was written since it was last read (a commit that appended nothing
         changes it too)."""
-        self._alive()
-        return self._shared_env.last_commit()
+        return self._alive().last_commit()
 
     def release_pages(self) -> None:
         """Drop the store's file pages this process has read from its resident set, keeping them
         in the page cache (Linux; elsewhere nothing): for a scan of the whole log, such as a
         recall index built from it, whose copies are all the process keeps."""
-        self._alive()
-        self._shared_env.release_pages()
+        self._alive().release_pages()
 
     def stat(self) -> dict[str, int]:
         """Map size, file size and page facts of the environment."""
-        self._alive()
-        return {**self._shared_env.info(), "file_size": (self.path / "data.mdb").stat().st_size}
+        return {**self._alive().info(), "file_size": (self.path / "data.mdb").stat().st_size}
 
     def copy(self, dest: str | os.PathLike[str], *, compact: bool = True) -> None:
         """An online, consistent copy of the store into the empty directory ``dest``."""
-        self._alive()
+        env = self._alive()
         Path(dest).mkdir(parents=True, exist_ok=True)
-        self._shared_env.copy(Path(dest), compact=compact)
+        env.copy(Path(dest), compact=compact)
 
     def sync(self) -> None:
         """Flush everything to disk now (useful with durable=False)."""
-        self._alive()
-        self._shared_env.sync()
+        self._alive().sync()
 
     def close(self) -> None:
         """Release the store; the environment closes with the last LmdbLog of its path."""

@@ -13,6 +13,7 @@ a writer are told apart, because their remedies differ:
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from ..chain import GENESIS
 from ..delta import decode
@@ -61,7 +62,7 @@ def _common(stream: Stream, store: FullStore, seq: int) -> int:
     for _ in range(4):
         if seq <= 0:
             return 0
-        rows = stream._retry(lambda seq=seq: stream._read(seq, 1), time.monotonic() + stream.timeout,
+        rows = stream._retry(partial(stream._read, seq, 1), time.monotonic() + stream.timeout,
                              "reading the stream")
         if rows and rows[0][0] == seq and header(rows[0][1], HDR_HASH) == store.hash_at(seq).hex():
             return seq

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from .. import tree as merkle
@@ -104,7 +105,7 @@ class Replica:
         self.checked_checkpoints = 0  # verified checkpoints the applied records were held to
         self._roots: dict[int, bytes] = {}
         self._notes: dict[int, bytes] = {}  # verified notes not yet cosigned (witness only)
-        self.witness = None if witness_key is None else _Witness(witness_key, cosign_dir)
+        self.witness = None if witness_key is None or cosign_dir is None else _Witness(witness_key, cosign_dir)
         self._note_seq = 1
         self._frontier = (merkle.Frontier(self._head.seq, store.tree_hashes(
             merkle.peaks(self._head.seq))) if checkpoints is not None else None)
@@ -277,7 +278,7 @@ class Replica:
         stream = self.stream
         while True:
             start = self._note_seq
-            got = stream._retry(lambda start=start: stream._read_notes(start, MAX_BATCH), deadline,
+            got = stream._retry(partial(stream._read_notes, start, MAX_BATCH), deadline,
                                 "reading checkpoints")
             for seq, _headers, note in got:
                 self._note_seq = seq + 1

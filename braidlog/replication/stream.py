@@ -229,7 +229,7 @@ class Stream:
                 code = getattr(e, "err_code", None)
                 if code in _PERMANENT or self._loop.time() > deadline:
                     raise ReplicationError(f"cannot open stream {self.name}: {e}",
-                                           hint=_PERMANENT.get(code, HINT)) from None
+                                           hint=HINT if code is None else _PERMANENT.get(code, HINT)) from None
                 await asyncio.sleep(0.1)  # JetStream is electing its leaders
 
     async def _scale(self, config: Any, wanted: int) -> None:
@@ -476,6 +476,7 @@ class Stream:
                     await send
                 else:
                     await self._nc.publish(subject, body, headers=hdr)
+            assert fut is not None  # the last message's request
             msg = await asyncio.wait_for(fut, self.timeout)
         except _Denied as e:
             raise ReplicationError(
