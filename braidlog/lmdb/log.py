@@ -314,13 +314,11 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             if seq is None and seq2 is None:
                 continue
             if seq is None or seq != seq2:  # (seq None: seq2 is not)
-                def where(s: bytes | None) -> str:
-                    return "no entry" if s is None else f"seq {from_u64(s)}"
-                known = seq if seq is not None else seq2
+                at = ["no entry" if s is None else f"seq {from_u64(s)}" for s in (seq, seq2)]
                 raise IntegrityError(
                     f"the id indexes disagree on delta {delta_id}: the id index has "
-                    f"{where(seq)}, the id-digest index {where(seq2)}; nothing was written. "
-                    f"{_REPAIR}", seq=None if known is None else from_u64(known))
+                    f"{at[0]}, the id-digest index {at[1]}; nothing was written. "
+                    f"{_REPAIR}", seq=from_u64(next(s for s in (seq, seq2) if s is not None)))
             value = self._landed(txn, "id", delta_id, from_u64(seq))
             found[delta_id] = (from_u64(seq), bytes(value[HASH_SIZE:HASH_SIZE + U64])
                                + bytes(row_data(value)))
