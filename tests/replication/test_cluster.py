@@ -145,7 +145,7 @@ def test_the_old_writer_sigstopped_across_a_promotion_is_refused_when_resumed(
     stream, store = opened
     s = stream("STOPPED")
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.test_replication_cluster", str(tmp_path / "w"),
+        [sys.executable, "-m", "tests.replication.test_cluster", str(tmp_path / "w"),
          ",".join(cluster.urls), "STOPPED"], cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:

@@ -222,7 +222,7 @@ def test_shipper_sigkilled_mid_group_resumes_from_the_watermark(stores, open_str
     head = writer.head()
     stream = open_stream()
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.test_replication", "ship", str(tmp_path / "w"), url,
+        [sys.executable, "-m", "tests.replication.test_replication", "ship", str(tmp_path / "w"), url,
          stream_name, "10"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         end = time.monotonic() + 30
