@@ -11,4 +11,4 @@ PACKAGES = find_packages(include=["braidlog", "braidlog.*"]) + [
 ]
 
 setup(packages=PACKAGES, package_dir={"braidlog.projections": "projections"},
-      package_data={"braidlog": ["py.typed"]})
+      package_data={"braidlog": ["py.typed"], "braidlog.bench": ["recall_quality.json"]})

@@ -24,7 +24,7 @@ __all__ = ["WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "no_
 
 #: Workload names, in the order a run does them (``--only`` takes these).
 WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall",
-             "proofs", "scaling", "langgraph", "eventsourcing", "replication", "erase")
+             "recall_quality", "proofs", "scaling", "langgraph", "eventsourcing", "replication", "erase")
 
 #: Log sizes of the scaling curves (the scaling workload grows one log through them).
 SCALING_SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000)

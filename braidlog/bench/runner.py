@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ..braid import Braid
 from ..delta import encode
 from ..errors import ValidationError
-from . import erase, eventsourcing, langgraph, reads, recall, replication, scaling, writes
+from . import erase, eventsourcing, langgraph, reads, recall, recall_quality, replication, scaling, writes
 from .data import AgentSession
 from .harness import WORKLOADS, Config, Run, Sample, Step, no_detail
 from .machine import load as load_now
@@ -24,10 +24,12 @@ __all__ = ["run"]
 
 _RUNNERS: dict[str, Callable[[Run], list[Sample]]] = {
     **writes.RUNNERS, **reads.RUNNERS, "recall": recall.run_workload, **scaling.RUNNERS,
+    "recall_quality": recall_quality.run_workload,
     "langgraph": langgraph.run_workload, "eventsourcing": eventsourcing.run_workload,
     "replication": replication.run_workload, "erase": erase.run_workload}
 # timed steps per repeat, for the progress bar
 _STEPS = {**writes.STEPS, **reads.STEPS, "recall": recall.STEPS, **scaling.STEPS,
+          "recall_quality": recall_quality.STEPS,
           "langgraph": langgraph.TIMED_STEPS, "eventsourcing": eventsourcing.TIMED_STEPS,
           "replication": replication.STEPS, "erase": erase.STEPS}
 assert set(_RUNNERS) == set(_STEPS) == set(WORKLOADS)
