@@ -34,6 +34,7 @@ from msgspec import Struct
 
 from .delta import GenericDelta, Provenance
 from .errors import ValidationError
+from .kinds import REGISTRY
 from .projection import Projection
 from .replay import fold, load_checkpoint
 from .store import Record
@@ -517,6 +518,9 @@ def format_history(h: History, *, max_changes: int = 8) -> str:
         lines.append(f"  seq {step.seq}  {d.ts.isoformat()}  {d.kind}  braid {d.braid_id}  "
                      f"by {_who(d)}  confidence {d.confidence:.2f}")
         lines.append(f"    delta {d.id}  hash {step.hash[:16]}…")
+        said = _described(d)
+        if said:
+            lines.append(f"    {said}")
         for key, text in step.reasons.items():
             lines.append(f"    why ({key}): {text}")
         for name, cs in step.changes.items():
@@ -525,6 +529,17 @@ def format_history(h: History, *, max_changes: int = 8) -> str:
             if len(cs) > max_changes:
                 lines.append(f"    {name}: … and {len(cs) - max_changes} more change(s)")
     return "\n".join(lines)
+
+
+def _described(d: GenericDelta) -> str:
+    """What the delta's kind says its payload holds (``describe`` of its declaration), or ""."""
+    spec = REGISTRY.get(d.kind)
+    if spec is None or spec.describe is None or not d.payload:
+        return ""
+    try:
+        return _short(spec.describe(d.payload), 400)
+    except Exception:  # noqa: BLE001  (a payload the describer does not expect: say nothing)
+        return ""
 
 
 def explain(braid: Any, entity_id: str, at: Any = None, *,

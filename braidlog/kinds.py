@@ -87,6 +87,8 @@ class KindSpec:
     declared_at: int | None = None
     json_schemas: Mapping[int, Mapping[str, Any]] | None = None
     text: tuple[str, ...] = ()  # the payload fields (dotted paths) that recall indexes as text
+    #: one line saying what a payload (as stored) holds, for history and explain (None: none)
+    describe: Callable[[dict[str, Any]], str] | None = None
     version: int = field(init=False)
     schema: Schema = field(init=False)
 
@@ -187,7 +189,8 @@ class Registry:
                 previous: Mapping[int, Schema] | None = None,
                 upcasters: Mapping[int, Upcaster] | None = None,
                 refers: Callable[[Any], Iterable[str]] | None = None,
-                text: Iterable[str] = ()) -> KindSpec:
+                text: Iterable[str] = (),
+                describe: Callable[[dict[str, Any]], str] | None = None) -> KindSpec:
         """Declare (or claim an open core kind as) ``kind`` with its current schema."""
         if not kind or not kind.replace("_", "").replace(".", "").isalnum():
             raise ValidationError("kind", f"{kind!r} must be letters, digits, '_' or '.'")
@@ -198,7 +201,8 @@ class Registry:
             raise ValidationError(
                 "version", f"kind {kind!r} at version {version} needs schemas and upcasters for {missing}"
             )
-        spec = KindSpec(kind, owner, schemas, dict(upcasters or {}), refers, text=tuple(text))
+        spec = KindSpec(kind, owner, schemas, dict(upcasters or {}), refers, text=tuple(text),
+                        describe=describe)
         old = self.get(kind)
         if old is not None and old.owner not in (owner, "braid"):
             raise ValidationError("kind", f"{kind!r} is already owned by {old.owner!r}")

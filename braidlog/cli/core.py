@@ -6,7 +6,7 @@ import argparse
 import heapq
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from itertools import islice
 from typing import IO, Any
@@ -70,6 +70,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("log", help="list deltas", description="List deltas, oldest first.")
     p.add_argument("--braid", action="append", help="only this braid (repeat for several)")
     p.add_argument("--kind", action="append", help="only this kind (repeat for several)")
+    p.add_argument("--entity", action="append", metavar="ID",
+                   help="only deltas that refer to this entity id, as `history` finds them (an "
+                   "eventsourcing aggregate's originator id, a bead, a decision …; repeat for several)")
     p.add_argument("--start", type=natural, default=1, help="first seq (default 1)")
     p.add_argument("--stop", type=natural, default=None, help="stop before this seq")
     p.add_argument("--limit", type=natural, default=None, help="at most this many")
@@ -313,7 +316,7 @@ def _parse(text: str | bytes, index: int, place: str, *, first: int = 1,
 def cmd_log(args: Any, out: IO[str]) -> int:
     with open_store(args) as store:
         records = _filtered(store, args.braid or [], args.kind or [], args.start, args.stop,
-                            args.reverse, args.limit)
+                            args.reverse, args.limit, args.entity or [])
         if args.json:
             for rec in records:
                 write_json(out, record_json(rec, vectors=args.vectors))
@@ -329,11 +332,30 @@ def cmd_log(args: Any, out: IO[str]) -> int:
     return 0
 
 
+def _distinct(records: Iterator[Record]) -> Iterator[Record]:
+    """Records merged from several indexes, each once (a delta may refer to two of the ids)."""
+    last = None
+    for r in records:
+        if r.seq != last:
+            yield r
+        last = r.seq
+
+
 def _filtered(store: LmdbLog, braids: list[str], kinds: list[str], start: int, stop: int | None,
-              reverse: bool, limit: int | None) -> Iterator[Record]:
+              reverse: bool, limit: int | None, entities: Iterable[str] = ()) -> Iterator[Record]:
     """Records of any of ``braids`` and any of ``kinds`` (no filter when empty), each read
-    through its index and merged in seq order. A braid or kind the store has never seen is
-    named on standard error, so that a typo is not mistaken for an empty result."""
+    through its index and merged in seq order; with ``entities``, only those that refer to one
+    of them (the refers-to index). A braid or kind the store has never seen is named on
+    standard error, so that a typo is not mistaken for an empty result."""
+    if entities:
+        sources = [store.scan_refs(e, start, stop, reverse=reverse) for e in dict.fromkeys(entities)]
+        found = sources[0] if len(sources) == 1 else _distinct(heapq.merge(
+            *sources, key=lambda r: r.seq, reverse=reverse))
+        if braids or kinds:
+            wanted_braids, wanted_kinds = set(braids), set(kinds)
+            found = (r for r in found if (not braids or r.delta.braid_id in wanted_braids)
+                     and (not kinds or r.delta.kind in wanted_kinds))
+        return islice(found, limit)
     for name, index, wanted in (("braid", "braid", braids), ("kind", "kind", kinds)):
         known = store.counts(index) if wanted else {}
         names = sorted(known)

@@ -19,14 +19,15 @@ docs/eventsourcing.md says how a stored event maps to a delta.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
 from ..kinds import REGISTRY
 
 __all__ = ["OWNER", "EVENT", "EVENTS", "SNAPSHOT", "TRACKING", "VIEW", "EventRecorded", "EventsRecorded",
-           "TrackingRecorded", "IDS_TAG", "event_subjects"]
+           "TrackingRecorded", "IDS_TAG", "event_subjects", "describe_events", "describe_event",
+           "describe_tracking"]
 
 OWNER = "eventsourcing"
 EVENTS = "eventsourcing.events"  # one save's events of one aggregate: one braid per originator
@@ -71,6 +72,31 @@ def event_subjects(p: EventsRecorded) -> Iterable[str]:
     return (p.originator_id,)
 
 
+def _name(topic: str) -> str:
+    """A topic without its module: ``__main__:Dog.Registered`` -> ``Dog.Registered``."""
+    return topic.rpartition(":")[2] or topic
+
+
+def describe_events(payload: dict[str, Any]) -> str:
+    """``versions 1..3: v1 Dog.Registered, v2 Dog.TrickAdded, v3 Dog.TrickAdded`` (the braid
+    names the aggregate)."""
+    events = payload["events"]
+    first, last = events[0][0], events[-1][0]
+    which = f"version {first}" if len(events) == 1 else f"versions {first}..{last}"
+    shown = ", ".join(f"v{v} {_name(t)}" for v, t, _ in events[:5])
+    more = f", … {len(events) - 5} more" if len(events) > 5 else ""
+    return f"{which}: {shown}{more}"
+
+
+def describe_event(payload: dict[str, Any]) -> str:
+    """``version 2: Dog.TrickAdded`` (a snapshot: ``snapshot at version 2: …``)."""
+    return f"version {payload['originator_version']}: {_name(payload['topic'])}"
+
+
+def describe_tracking(payload: dict[str, Any]) -> str:
+    return f"done: notification {payload['notification_id']} of {payload['application_name']}"
+
+
 class TrackingRecorded(Struct, frozen=True, forbid_unknown_fields=True):
     """eventsourcing's Tracking: notification ``notification_id`` of ``application_name`` is done."""
 
@@ -78,8 +104,9 @@ class TrackingRecorded(Struct, frozen=True, forbid_unknown_fields=True):
     notification_id: int
 
 
-REGISTRY.declare(EVENTS, EventsRecorded, owner=OWNER, refers=event_subjects)
-REGISTRY.declare(EVENT, EventRecorded, owner=OWNER)
-REGISTRY.declare(SNAPSHOT, EventRecorded, owner=OWNER)
-REGISTRY.declare(TRACKING, TrackingRecorded, owner=OWNER)
+REGISTRY.declare(EVENTS, EventsRecorded, owner=OWNER, refers=event_subjects, describe=describe_events)
+REGISTRY.declare(EVENT, EventRecorded, owner=OWNER, describe=describe_event)
+REGISTRY.declare(SNAPSHOT, EventRecorded, owner=OWNER,
+                 describe=lambda p: "snapshot at " + describe_event(p))
+REGISTRY.declare(TRACKING, TrackingRecorded, owner=OWNER, describe=describe_tracking)
 REGISTRY.declare(VIEW, None, owner=OWNER)  # any JSON object: the view says what its changes hold
