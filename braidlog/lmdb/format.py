@@ -37,7 +37,7 @@ from .env import Env
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
            "Peaks", "tree_node", "tree_nodes", "fill_nodes", "completes", "pack_row", "split_row",
            "create", "BEFORE", "erased_row", "row_erased_by", "row_node", "delta_of", "bytes_of",
-           "records"]
+           "records", "put_keys"]
 
 FORMAT_VERSION = 4  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
 #                    3: the id-digest index ("idh"); 4: the committed form (rows hold it and a
@@ -234,6 +234,19 @@ def id_digest(delta_id: str) -> bytes:
     time order add keys at the tree's right edge, as they do to ``ids``, instead of at a random
     leaf each (which made the index half of what a batched commit wrote at 100,000 records)."""
     return delta_id[:ID_TIME].encode() + hashlib.blake2b(delta_id.encode(), digest_size=16).digest()
+
+
+def put_keys(cur: Any, rows: list[tuple[bytes, bytes]]) -> None:
+    """Put new keys (none of them in the table: the append checked both id indexes) through
+    ``cur``, sorted; appended (MDB_APPEND) when they all sort after the table's last key, as a
+    batch of new ULIDs does, so that the pages they fill are filled whole (an ordinary put
+    splits a full page in the middle, leaving both halves half empty for good)."""
+    rows.sort()
+    if cur.last() and bytes(cur.key()) >= rows[0][0]:
+        cur.putmulti(rows, overwrite=False)
+    elif cur.putmulti(rows, append=True)[1] != len(rows):
+        raise StorageError("an id index refused keys in order: it is damaged",
+                           hint="run `braidlog verify`, then `braidlog repair --indexes`")
 
 
 def u64(n: int) -> bytes:

@@ -74,6 +74,7 @@ from .format import (
     log_rows,
     open_tables,
     pack_row,
+    put_keys,
     records,
     row_data,
     row_entry,
@@ -372,13 +373,11 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             raise StorageError("log append was refused: a seq already exists",
                                hint="the store is damaged; run `braidlog verify`")
         deltas = [s.delta for s in staged]
-        txn.cursor(db["ids"]).putmulti([(d.id.encode(), k) for d, k in zip(deltas, keys, strict=False)],
-                                       overwrite=False)
+        put_keys(txn.cursor(db["ids"]), [(d.id.encode(), k) for d, k in zip(deltas, keys, strict=False)])
         if "idh" in db:  # not in a read-only store of an older format, which never appends
             digest = (digests or {}).get
-            txn.cursor(db["idh"]).putmulti(
-                [(digest(d.id) or id_digest(d.id), k) for d, k in zip(deltas, keys, strict=False)],
-                overwrite=False)
+            put_keys(txn.cursor(db["idh"]), [(digest(d.id) or id_digest(d.id), k)
+                                             for d, k in zip(deltas, keys, strict=False)])
         txn.cursor(db["braid"]).putmulti([(d.braid_id.encode(), k) for d, k in zip(deltas, keys, strict=False)],
                                          dupdata=True)
         txn.cursor(db["kind"]).putmulti([(d.kind.encode(), k) for d, k in zip(deltas, keys, strict=False)],
