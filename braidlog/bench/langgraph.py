@@ -9,7 +9,8 @@ Timed, braidlog and the peer back to back in each repeat (the first of them alte
 one repeat to the next), with a 4 KiB write + fsync probe of the disk before each durable part
 (the row beside them is their median):
 
-- **500 turns** (1,000 steps) of one thread through ``graph.invoke``: the wall time;
+- **500 turns** (1,000 steps) of one thread through ``graph.invoke``: the wall time (and, beside
+  it, the same run on a store whose commits make one sync: ``ONE_SYNC``, the next design's floor);
 - **bytes** the store takes on disk after them (SQLite after a WAL checkpoint);
 - **cold reads** of that thread grown to 667 turns (2,001 checkpoints), each in a new process
   that has imported the libraries and warmed LangGraph's serializer (untimed, the same for
@@ -38,16 +39,20 @@ from .harness import Run, Sample, quiet_heap, remove
 from .machine import fsync_ms
 
 __all__ = ["TURNS", "COLD_TURNS", "CONVERSATIONS", "run_workload", "SQLITE", "ASYNC_SQLITE",
-           "BRAIDLOG", "TIMED_STEPS"]
+           "BRAIDLOG", "ONE_SYNC", "TIMED_STEPS"]
 
 TURNS, TURNS_QUICK = 500, 30          # the one-thread run (--quick: a smoke run, not the figure)
 COLD_TURNS, COLD_TURNS_QUICK = 667, 40  # the thread the cold reads open: 2,001 checkpoints
 CONVERSATIONS = 16
 CONV_TURNS, CONV_TURNS_QUICK = 20, 3  # turns of each concurrent conversation
 SQLITE = "SqliteSaver (WAL FULL)"
+#: The floor of the next design for the one-thread wall time, measured beside it: the same saver
+#: on a store whose commits make one sync (LMDB's NOMETASYNC, braidlog's ``durable=False``), the
+#: I/O a durable commit of one sync (a journal, as SQLite's WAL) would cost. Not durable itself.
+ONE_SYNC = "braidlog, one sync a commit (prototype floor, not durable)"
 ASYNC_SQLITE = "AsyncSqliteSaver (WAL FULL)"
 BRAIDLOG = "braidlog"
-TIMED_STEPS = 4  # per repeat, for the progress bar
+TIMED_STEPS = 7  # per repeat, for the progress bar
 _WORDS = ("plan", "tool", "result", "memory", "note", "check", "user", "deploy", "error",
           "value", "step", "graph", "state", "answer", "search", "retry")
 
@@ -104,11 +109,20 @@ def _check_wal_full(mode: str, sync: int) -> None:
 
 def open_saver(system: str, path: str) -> tuple[Any, Any]:
     """(saver, close) of a sync saver at ``path``."""
-    if system == BRAIDLOG:
+    if system in (BRAIDLOG, ONE_SYNC):
+        from ..braid import open as open_store
         from ..integrations.langgraph import BraidlogSaver
 
-        saver = BraidlogSaver(path)
-        return saver, saver.close
+        if system == BRAIDLOG:
+            saver = BraidlogSaver(path)
+            return saver, saver.close
+        braid = open_store(path, projections=[], durable=False)
+        saver = BraidlogSaver(braid)
+
+        def close_braid() -> None:
+            saver.close()
+            braid.close()
+        return saver, close_braid
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = _sqlite_conn(path)
@@ -241,6 +255,12 @@ def run_workload(run: Run) -> list[Sample]:
                 out.append(Sample(W, system, name, ms, "ms", "lower"))
         finally:
             remove(path)
+    path = run.path("langgraph-one-sync.lmdb")
+    try:
+        run.step(f"langgraph · {ONE_SYNC}: {turns:,} turns")
+        out.append(Sample(W, ONE_SYNC, "thread wall s", _turns(ONE_SYNC, path, 0, turns), "s", "lower"))
+    finally:
+        remove(path)
     for system in (BRAIDLOG, ASYNC_SQLITE) if rep % 2 == 0 else (ASYNC_SQLITE, BRAIDLOG):
         path = run.path("langgraph-conv.lmdb" if system == BRAIDLOG else "langgraph-conv.db")
         try:

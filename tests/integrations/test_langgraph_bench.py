@@ -11,7 +11,7 @@ pytest.importorskip("aiosqlite")
 
 from braidlog import bench  # noqa: E402
 from braidlog.bench.eventsourcing import DISK  # noqa: E402
-from braidlog.bench.langgraph import ASYNC_SQLITE, SQLITE  # noqa: E402
+from braidlog.bench.langgraph import ASYNC_SQLITE, ONE_SYNC, SQLITE  # noqa: E402
 
 
 def test_the_langgraph_workload_reports_every_target(tmp_path):
@@ -22,6 +22,7 @@ def test_the_langgraph_workload_reports_every_target(tmp_path):
                "first get_state ms"}
     assert {m for s, m in rows if s == SQLITE} == metrics
     assert {m for s, m in rows if s == ASYNC_SQLITE} == {"conversations steps/s"}
+    assert {m for s, m in rows if s == ONE_SYNC} == {"thread wall s"}  # the next design's floor
     assert {m for s, m in rows if s == "braidlog"} == metrics | {"conversations steps/s"}
     assert all(r.median > 0 for r in rows.values())
     assert rows[(DISK, "fsync p50 ms")].median > 0  # the disk's floor beside the durable rows
