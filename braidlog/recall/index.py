@@ -419,9 +419,9 @@ class Recall(GraphSearch):
         got = self._text
         if got is not None and (got[0] < 0 or got[0] == self.covered_seq):
             return got[1]
-        chosen = embedder_for(self.store, self.space, self.embedder)
-        declared = recorded_embedder(self.store, self.space) is not None
-        self._text = (-1 if declared else self.covered_seq, chosen)
+        recorded = recorded_embedder(self.store, self.space)
+        chosen = embedder_for(self.store, self.space, self.embedder, recorded=recorded)
+        self._text = (-1 if recorded is not None else self.covered_seq, chosen)
         return chosen
 
     def resolve(self, point: int | str | datetime | None) -> int | None:

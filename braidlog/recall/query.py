@@ -77,7 +77,8 @@ def query_vector(query: Any, *, dim: int | None, metric: str, space: str,
         if dim is not None and embedder.dim != dim:
             raise ValidationError(
                 "embedder", f"{embedder.name} makes {embedder.dim}-dimensional vectors but space "
-                f"{space!r} holds {dim}-dimensional ones; pass the embedder that wrote them")
+                f"{space!r} holds {dim}-dimensional ones; pass the embedder that wrote them (embedder=..., "
+                "--embedder SPEC)")
         q = queries(embedder, [query])[0]
         if not q.any():
             raise ValidationError("query", f"{query!r} has no words to embed")

@@ -75,16 +75,26 @@ def append_vectors(target: Any, batch: list[GenericDelta], chosen: Embedder, spa
                            expected_version=expected_version)
 
 
-def embedder_for(source: Any, space: str = "default", embedder: Embedder | str | None = None) -> Embedder:
+_UNREAD: Any = object()
+
+
+def embedder_for(source: Any, space: str = "default", embedder: Embedder | str | None = None, *,
+                 recorded: EmbedderDeclared | None = _UNREAD) -> Embedder:
     """The embedder to use with ``space`` of ``source``: ``embedder`` (an object or a spec),
     checked against the space's record; with None, the recorded embedder (loaded from its
     spec), else ``$BRAIDLOG_EMBEDDER``, else hashing. ValidationError naming both when the
-    given one is not the recorded one, or naming the recorded one when it cannot be loaded."""
+    given one is not the recorded one, or naming the recorded one when it cannot be loaded.
+    ``recorded``: the space's record when the caller has read it already."""
+    if recorded is _UNREAD:
+        recorded = recorded_embedder(source, space)
     if embedder is not None:
         chosen = load_embedder(embedder)
-        check_embedder(source, space, chosen)
+        if recorded is not None:
+            ident = identity(chosen)
+            why = embedder_mismatch(recorded, ident.name, ident.dim, ident.digest)
+            if why is not None:
+                raise ValidationError("embedder", why)
         return chosen
-    recorded = recorded_embedder(source, space)
     if recorded is None:
         return load_embedder(None)
     if not recorded.spec:

@@ -232,3 +232,15 @@ def test_the_shell_takes_a_spec_and_uses_the_recorded_one(tmp_path, capsys):
     assert code == 1 and "'nope' is not a spec" in err
     with braidlog.open(store, readonly=True) as b:
         assert b.head().seq == 3
+
+
+def test_fastembed_without_the_model_in_its_cache_is_refused_at_once(tmp_path):
+    pytest.importorskip("fastembed", reason="fastembed is the braidlog[fastembed] extra, not in the test extra")
+    start = time.monotonic()
+    spec = f"fastembed:BAAI/bge-small-en-v1.5@{tmp_path / 'cache'}"
+    with pytest.raises(ValidationError) as e:
+        embedder(spec)
+    assert time.monotonic() - start < 5
+    assert str(e.value).startswith(f"embedder: {spec!r}: not in fastembed's cache {tmp_path / 'cache'} (")
+    assert "fetch it once where there is network: python -c \"from fastembed import TextEmbedding; " \
+           f"TextEmbedding('BAAI/bge-small-en-v1.5', cache_dir='{tmp_path / 'cache'}')\"" in str(e.value)
