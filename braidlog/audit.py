@@ -375,7 +375,8 @@ def history(braid_or_view: Any, entity_id: str, *, states: bool = True,
                 value = _entity(p, state, entity_id, entities)
                 if value is not _MISSING:
                     found[p.name] = value
-    steps, previous = [], {}
+    steps: list[Any] = []
+    previous: dict[str, Any] = {}
     for rec, after in zip(recs, per_step, strict=False):
         delta_changes = {}
         for p in relevant:

@@ -29,14 +29,14 @@ import numbers
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, cast
 
 from msgspec import Struct
 
 from .command import command_fault
-from .delta import PROVENANCE_KINDS, GenericDelta, Provenance
+from .delta import PROVENANCE_KINDS, GenericDelta, Provenance, ProvenanceKind
 from .erasure import ErasureReport
 from .errors import BraidlogError, CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError
 from .kinds import REGISTRY, Registry
@@ -90,6 +90,11 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
     except BaseException:
         store.close()
         raise
+
+
+def _offset(progress: Callable[[int], Any], base: int) -> Callable[[int], Any]:
+    """``progress`` told each count ``base`` higher (a fold's segment after the first)."""
+    return lambda n: progress(base + n)
 
 
 class Braid:
@@ -199,7 +204,7 @@ class Braid:
             stop = min(head, boundary)
             try:
                 fold(self.log, self._order, self._states, self._seqs, stop,
-                     progress=None if progress is None else lambda n, base=done: progress(base + n))
+                     progress=None if progress is None else _offset(progress, done))
             except BaseException:
                 # evolve updates states in place: a fold cut short (an error, Ctrl-C, a progress
                 # callback that cancels) leaves them ahead of their seqs. Start again from the
@@ -331,7 +336,8 @@ class Braid:
         the projections' order (``replay.check_step``) and its evolve calls
         (``replay.fold_step``, as a replay folds)."""
         order, states, every = self._order, self._states, self.checkpoint_every
-        base, ids, steps = ReadView(self.log, head.seq), {}, self._steps
+        ids: dict[str, Staged] = {}  # shared by the batch's views, filled on first lookup
+        base, steps = ReadView(self.log, head.seq), self._steps
         for n, s in enumerate(staged):
             d = s.delta
             if d.erased is not None:  # reproduced erased: no check; each projection its own way
@@ -388,7 +394,7 @@ class Braid:
             if provenance not in PROVENANCE_KINDS:
                 raise ValidationError("provenance.kind", f"unknown provenance kind {provenance!r}: "
                                       f"one of {', '.join(PROVENANCE_KINDS)}")
-            provenance = Provenance(kind=provenance)
+            provenance = Provenance(kind=cast(ProvenanceKind, provenance))  # one of them: checked above
         elif not isinstance(provenance, Provenance):
             raise ValidationError("provenance", f"must be a provenance kind ({', '.join(PROVENANCE_KINDS)}) "
                                   f"or a Provenance, not {type(provenance).__name__}")
@@ -501,7 +507,7 @@ class Braid:
         return state_at(self.log, p, seq, warn=self._notice)
 
     def recall(self, query: Any, k: int = 10, *, as_of: Point | None = None,
-               space: str = "default", metric: str = "cosine", **filters: Any) -> list[Any]:
+               space: str = "default", metric: Literal["cosine", "ip"] = "cosine", **filters: Any) -> list[Any]:
         """The k deltas closest to ``query`` (text or vector), as of a point when given, with
         filters applied before the top k is cut (docs/recall.md)."""
         from .recall import recall_for
@@ -710,7 +716,7 @@ class View:
     def states(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         return {n: self.state(n) for n in (names or self.braid.projections)}
 
-    def recall(self, query: Any, k: int = 10, *, space: str = "default", metric: str = "cosine",
+    def recall(self, query: Any, k: int = 10, *, space: str = "default", metric: Literal["cosine", "ip"] = "cosine",
                **filters: Any) -> list[Any]:
         """Recall as of this view's seq: only deltas up to it are eligible."""
         from .recall import recall_at

@@ -96,7 +96,7 @@ def _argument_error(cls: type, e: TypeError) -> ValidationError | None:
     if m.group(1) == "Unexpected keyword":
         import difflib
 
-        close = difflib.get_close_matches(m.group(2), cls.__struct_fields__, n=1)
+        close = difflib.get_close_matches(m.group(2), [f.name for f in msgspec.structs.fields(cls)], n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         return ValidationError(m.group(2), f"is not a field of {name} ({hint}{_takes(cls)})")
     if m.group(3):

@@ -15,7 +15,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
@@ -89,11 +89,14 @@ def _json_value(depth: int) -> Any:
     """The JSON values nested at most ``depth`` deep, as a type msgspec checks while decoding."""
     value: Any = str | int | _Finite | bool | None
     for _ in range(depth):
-        value = str | int | _Finite | bool | None | list[value] | dict[str, value]  # type: ignore[valid-type]
+        value = str | int | _Finite | bool | None | list[value] | dict[str, value]
     return value
 
 
-JsonObject = dict[str, _json_value(FAST_PAYLOAD_DEPTH - 1)]  # type: ignore[misc]
+if TYPE_CHECKING:  # a type built at run time is no type to a checker: a JSON object to it
+    JsonObject = dict[str, Any]
+else:
+    JsonObject = dict[str, _json_value(FAST_PAYLOAD_DEPTH - 1)]
 
 ProvenanceKind = Literal["user", "assistant", "tool", "perception", "system", "dream"]
 PROVENANCE_KINDS = ("user", "assistant", "tool", "perception", "system", "dream")
@@ -210,7 +213,7 @@ def delta(braid_id: str, kind: str, payload: dict[str, Any] | None = None, *,
           vector: Vector | None = None, id: str | None = None) -> GenericDelta:
     """Build a delta with sensible defaults: a new id, ts now (UTC), provenance by kind name."""
     if isinstance(provenance, str):
-        provenance = Provenance(provenance)  # type: ignore[arg-type]
+        provenance = Provenance(provenance)  # type: ignore[arg-type]  # any str: appending validates the kind
     if confidence is None:  # the kind's default, stored in the delta
         confidence = default_confidence(kind, provenance.kind, payload)
     return GenericDelta(

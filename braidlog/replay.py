@@ -172,7 +172,7 @@ def _viewed(store: FullStore, view: type, start: int, stop: int) -> Iterator[Any
             raise DecodeError(f"the record at seq {seq} is not a delta ({e})") from None
 
 
-def _marked(view: type) -> type:
+def _marked(view: type[Struct]) -> type[Struct]:
     """``view`` with GenericDelta's ``erased`` field, so the fold can tell an erased record."""
     if "erased" in view.__struct_fields__:
         return view

@@ -165,7 +165,7 @@ def export(store: FullStore, out: IO[str] | str | os.PathLike[str], *, start: in
     if stop < start or stop > head.seq + 1:
         raise ValidationError("stop", f"must be in {start}..{head.seq + 1} (the log holds "
                               f"1..{head.seq}), got {stop}")
-    scope = "log" if braid is None else "braid"
+    scope: Literal["log", "braid"] = "log" if braid is None else "braid"
     prev = store.hash_at(start - 1).hex() if braid is None else None
     header = ExportHeader("export", FORMAT, scope, start, stop, braid, prev)
     count, last = 0, Head(start - 1, bytes.fromhex(prev) if prev else GENESIS)

@@ -33,6 +33,7 @@ class Erasures:
 
 def erased_line(d: GenericDelta, seq: int, erasures: Erasures) -> str | None:
     """Why an erased record at ``seq`` of an export is refused, or None."""
+    assert d.erased is not None  # the callers' deltas are erased ones
     if d.erased.by <= seq:
         return f"the record is erased by seq {d.erased.by}, which is not after it: it was edited"
     erasures.erased[seq] = d.erased.by

@@ -78,6 +78,7 @@ def erased_bytes(entry: bytes, by: int) -> bytes:
 def erased_entry(seq: int, d: GenericDelta) -> bytes:
     """The committed form of the erased delta ``d`` at ``seq``: its envelope and its commitment
     (what an export or a replica carries of an erased record is enough to rebuild it)."""
+    assert d.erased is not None  # the callers' deltas are erased ones
     return form_of(seq, d, d.erased.commitment)
 
 

@@ -57,7 +57,7 @@ def arguments(name: str, *parts: type[Struct] | Iterable[tuple[str, Any, Any]],
     a field that has none, ``types`` replaces a field's type, ``describe`` adds descriptions.
     Two parts may not share a field name.
     """
-    fields: list[tuple[str, Any, Any]] = []
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []  # (name, type[, default]): defstruct's form
     seen: set[str] = set()
     defaults, types, describe = dict(defaults or {}), dict(types or {}), dict(describe or {})
     for part in parts:

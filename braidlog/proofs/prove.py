@@ -121,7 +121,9 @@ def before_upgrade(store: FullStore, size: int, *, hash: bytes | None = None,
     before the store was upgraded to format 4 (re-chained over the committed forms, the tree
     rebuilt in SHA-256), a phrase saying so, else None. The records are recomputed the old way
     and must also still give the head recorded at the upgrade (O(records before it))."""
-    before = store.upgraded() if isinstance(store, OnDisk) else None
+    if not isinstance(store, OnDisk):
+        return None
+    before = store.upgraded()
     if before is None or size > before.seq:
         return None
     got = store.before_hashes(size, before.seq)

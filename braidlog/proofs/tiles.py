@@ -46,7 +46,7 @@ class TilesReport(NamedTuple):
 def tile_path(level: int | str, index: int, width: int = WIDTH) -> str:
     """``tile/<L>/<N>[.p/<W>]`` with N in 3-digit elements, all but the last ``x``-prefixed."""
     digits = f"{index:03d}"
-    groups = []
+    groups: list[str] = []
     while digits:
         groups.insert(0, digits[-3:].rjust(3, "0"))
         digits = digits[:-3]

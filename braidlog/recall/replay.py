@@ -67,10 +67,10 @@ def replay(source: Any, ref: str | int, *, embedder: Any = None, directory: Any 
             return cannot(f"the embedder given is {embedder.name} ({embedder.dim} dimensions), the "
                           f"receipt recorded {req.embedder.name} ({req.embedder.dim})")
     index = Recall(source, req.space, req.metric, embedder, directory=directory)
+    filters: dict[str, Any] = {f: v for f, v in req.filters.items()}  # braid, kinds, tags, namespace, workspace
     try:
         hits = index.recall(req.query, req.k, mode=req.mode, as_of=req.as_of, reproducible=True,
-                            min_score=req.min_score, deltas=False,
-                            **{f: v for f, v in req.filters.items()})
+                            min_score=req.min_score, deltas=False, **filters)
     except BraidlogError as e:
         return cannot(f"the recall failed: {e}")
     finally:

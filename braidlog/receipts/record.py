@@ -62,23 +62,23 @@ def digest_of(context_bytes: Any) -> tuple[str, int] | None:
 def _resolve(store: Any, n: int, seq: Any, delta_id: Any) -> tuple[int, str]:
     """The (seq, delta id) an item names by either or both, checked against the store."""
     where = f"items[{n}]"
-    if seq is None and delta_id is None:
-        raise ValidationError(where, "names no record: give its seq or its delta id")
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, numbers.Integral)):
         raise ValidationError(f"{where}.seq", f"must be an int, not {type(seq).__name__}")
     if delta_id is not None and not isinstance(delta_id, str):
         raise ValidationError(f"{where}.delta_id", f"must be a delta id, not {type(delta_id).__name__}")
-    if delta_id is None:
-        head = store.head().seq
-        if not 1 <= seq <= head:
-            raise ValidationError(f"{where}.seq", f"cites seq {seq}, beyond the head ({head}): a "
-                                  "receipt cites records already in the log")
-        return int(seq), store.read(int(seq)).delta.id
     if seq is None:
+        if delta_id is None:
+            raise ValidationError(where, "names no record: give its seq or its delta id")
         at = store.seq_of(delta_id) if len(delta_id) == 26 else None
         if at is None:
             raise ValidationError(f"{where}.delta_id", f"no delta {delta_id!r} is in the log")
         return at, delta_id
+    if delta_id is None:
+        head = store.head().seq
+        if not 1 <= int(seq) <= head:
+            raise ValidationError(f"{where}.seq", f"cites seq {seq}, beyond the head ({head}): a "
+                                  "receipt cites records already in the log")
+        return int(seq), store.read(int(seq)).delta.id
     return int(seq), delta_id
 
 
