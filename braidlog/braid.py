@@ -38,7 +38,7 @@ from msgspec import Struct
 from .command import command_fault
 from .delta import PROVENANCE_KINDS, GenericDelta, Provenance, ProvenanceKind
 from .erasure import ErasureReport
-from .errors import BraidlogError, CheckpointWarning, ConflictError, Rejected, StaleHead, ValidationError
+from .errors import BraidlogError, CheckpointWarning, ConflictError, NoSuchSeq, Rejected, StaleHead, ValidationError
 from .kinds import REGISTRY, Registry
 from .projection import Boundary, Context, Decider, Projection
 from .replay import (
@@ -54,6 +54,7 @@ from .replay import (
     write_encoded_checkpoint,
 )
 from .store import BraidHead, FullStore, Head, LogReader, MemoryLog, Progress, Record, Staged, resolve_point
+from .store.arguments import checked_reads, flag
 
 __all__ = ["Braid", "View", "ReadView", "BatchView", "DEFAULT_STORE", "Point"]
 
@@ -73,6 +74,8 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 -
     ``BRAIDLOG_APP``) and keeps those the store has been used with; pass ``[]`` for none.
     ``lazy`` as for ``Braid``. The store records the projections it is opened with.
     """
+    for field, value in (("durable", durable), ("readonly", readonly), ("create", create), ("lazy", lazy)):
+        flag(value, field)
     if path is None:
         store: FullStore = MemoryLog(registry)
     else:
@@ -121,6 +124,7 @@ class Braid:
                 raise ValidationError("projections", f"must be a list of Projection; it holds a "
                                       f"{type(p).__name__}")
         self.log = store
+        self._closed = False
         self.checkpoint_every = checkpoint_every
         self.retries = retries
         self.notices: list[str] = []
@@ -530,7 +534,10 @@ class Braid:
 
     def close(self) -> None:
         """Checkpoint the live states (unless a lazy braid never caught them up), save the
-        recall index, and close the store."""
+        recall index, and close the store. Closing a closed braid does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             if "braidlog.recall" in sys.modules:  # only if recall was used: it pulls in hnswlib
                 sys.modules["braidlog.recall"].close_for(self)
@@ -546,6 +553,7 @@ class Braid:
         self.close()
 
 
+@checked_reads
 class ReadView(LogReader):
     """A store seen as of ``seq`` (a ``LogReader``): reads and scans stop there; nothing can be
     written."""
@@ -563,7 +571,7 @@ class ReadView(LogReader):
 
     def read(self, seq: int) -> Record:
         if not 1 <= seq <= self.seq:
-            raise IndexError(f"no delta at seq {seq} as of seq {self.seq}")
+            raise NoSuchSeq(f"no delta at seq {seq} as of seq {self.seq}")
         return self._store.read(seq)
 
     def get(self, delta_id: str) -> Record | None:
@@ -706,6 +714,17 @@ class View:
 
     def head(self) -> Head:
         return self.log.head()
+
+    def close(self) -> None:
+        """Forget the states this view computed (a view holds no store of its own: the braid's
+        ``close`` releases that); closing it again does nothing."""
+        self._cache.clear()
+
+    def __enter__(self) -> View:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def state(self, name: str) -> Any:
         """The state of projection ``name`` after deltas 1..seq (computed once per view)."""

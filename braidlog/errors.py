@@ -16,6 +16,7 @@ __all__ = [
     "NotAcknowledged",
     "StaleWriter",
     "MissingDependency",
+    "NoSuchSeq",
     "CheckpointWarning",
     "RecallWarning",
 ]
@@ -103,6 +104,10 @@ class StaleWriter(ConflictError):
 
 class MissingDependency(BraidlogError, ImportError):
     """An optional capability was used without its extra installed; the message says how to install it."""
+
+
+class NoSuchSeq(BraidlogError, IndexError):
+    """A seq the log (or a view of it) does not hold; also an IndexError, as a missing index is."""
 
 
 class CheckpointWarning(UserWarning):

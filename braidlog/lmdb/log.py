@@ -32,7 +32,7 @@ from .. import tree as merkle
 from ..chain import GENESIS, HASH_SIZE, digest, link
 from ..delta import GenericDelta, _decoder, referenced_ids
 from ..erasure import envelope_refs, erased_bytes
-from ..errors import BraidlogError, DecodeError, IntegrityError, StorageError, ValidationError
+from ..errors import BraidlogError, DecodeError, IntegrityError, NoSuchSeq, StorageError, ValidationError
 from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
 from ..replay import collector_paused
@@ -52,6 +52,7 @@ from ..store import (
     stage,
     ts_micros,
 )
+from ..store.arguments import checked_reads
 from . import env as lmdb_env
 from .env import store_path as _store_path
 from .erase import LmdbErasure, clean_leftover
@@ -118,6 +119,7 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
+@checked_reads
 class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
     """The log in an LMDB environment at ``path`` (a directory).
 
@@ -415,7 +417,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
                     raise IntegrityError(
                         f"seq {seq} is within the log (1..{head}) but a read of it finds nothing: "
                         "the store is damaged; run `braidlog verify`", seq=seq)
-                raise IndexError(f"no delta at seq {seq}; the log holds 1..{head}")
+                raise NoSuchSeq(f"no delta at seq {seq}; the log holds 1..{head}")
             return rec
         return self._read(fn)
 
@@ -468,11 +470,9 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         return self._row(seq).entry
 
     def _row(self, seq: int) -> Row:
-        if not 1 <= seq < 2**63:
-            raise IndexError(f"no delta at seq {seq}")
-        value = self._read(lambda txn: copied(txn.get(u64(seq), db=self._db["log"])))
+        value = self._read(lambda txn: copied(txn.get(u64(seq), db=self._db["log"]))) if 1 <= seq < 2**63 else None
         if value is None:
-            raise IndexError(f"no delta at seq {seq}")
+            raise NoSuchSeq(f"no delta at seq {seq}")
         return split_row(seq, value)
 
     def scan_rows(self, start: int = 1, stop: int | None = None) -> Iterator[Row]:
@@ -558,11 +558,9 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         """The chain hash after record ``seq`` (GENESIS for 0)."""
         if seq == 0:
             return GENESIS
-        if not 1 <= seq < 2**63:
-            raise IndexError(f"no delta at seq {seq}")
-        value = self._read(lambda txn: copied(txn.get(u64(seq), db=self._db["log"])))
+        value = self._read(lambda txn: copied(txn.get(u64(seq), db=self._db["log"]))) if 1 <= seq < 2**63 else None
         if value is None:
-            raise IndexError(f"no delta at seq {seq}")
+            raise NoSuchSeq(f"no delta at seq {seq}")
         return value[:HASH_SIZE]
 
     def braid_head(self, braid_id: str) -> BraidHead:

@@ -15,15 +15,17 @@ from .. import tree as merkle
 from ..chain import GENESIS, Row, digest
 from ..delta import GenericDelta, encode
 from ..erasure import erased_delta, payload_refs
-from ..errors import ValidationError
+from ..errors import NoSuchSeq, ValidationError
 from ..kind_schema import store_kinds
 from ..kinds import REGISTRY, Registry
+from .arguments import checked_reads
 from .ports import Admit, BraidHead, FullStore, Head, Progress, Record
 from .rules import HW_SIZE, Checked, IndexScans, check_batch, hw_of, id_key, stage, ts_micros, verify_bodies
 
 __all__ = ["MemoryLog"]
 
 
+@checked_reads
 class MemoryLog(IndexScans, FullStore):
     """The reference store: everything in lists and dicts, lost when the process ends."""
 
@@ -120,7 +122,7 @@ class MemoryLog(IndexScans, FullStore):
     def read(self, seq: int) -> Record:
         """The record at ``seq``; IndexError when there is none."""
         if not 1 <= seq <= len(self._records):
-            raise IndexError(f"no delta at seq {seq}; the log holds 1..{len(self._records)}")
+            raise NoSuchSeq(f"no delta at seq {seq}; the log holds 1..{len(self._records)}")
         h, _, d = self._records[seq - 1]
         return Record(seq, h, d)
 
