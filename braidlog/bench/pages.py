@@ -30,7 +30,7 @@ from ..lmdb.log import LmdbLog
 from .data import AgentSession
 from .peers import EventsourcingApp, RawLmdb, eventsourcing_installed, index_keys
 
-__all__ = ["layout", "measure", "table", "main"]
+__all__ = ["layout", "deferred", "measure", "table", "main"]
 
 INDEXES = ("ids", "idh", "braid", "kind", "refs")
 PAGE = 4096
@@ -61,6 +61,87 @@ def layout(skip: Sequence[str] = (), composite: bool = False) -> type[LmdbLog]:
                 if rows and table not in skip:
                     txn.cursor(db[table]).putmulti(rows, dupdata=table in ("braid", "kind", "refs"))
     return Layout
+
+
+#: The deferred-index prototype's meta key: the seq up to which braid, kind and refs hold entries.
+INDEXED = b"indexed-to"
+
+
+def deferred(every: int = 64) -> type[LmdbLog]:
+    """A prototype of the next format's commit (docs/benchmarks.md, *Single durable append*):
+    each commit writes the log and both id indexes (an idempotent retry must find any id at
+    once), and leaves the ``braid``, ``kind`` and ``refs`` entries of its records to a later
+    commit: the one that brings the log ``every`` records past ``indexed-to`` (meta) writes the
+    entries of all of them, derived from their rows (the log is those indexes' write-ahead log,
+    so a crash loses nothing), and moves ``indexed-to``. A read through those indexes reads the
+    index up to ``indexed-to`` and the log's rows past it (at most ``every``): ``braid_head``
+    and ``scan_braid`` here do; the other index reads of LmdbLog are not carried over."""
+    from ..delta import referenced_ids
+    from ..lmdb.format import decode_keys, from_u64, row_entry
+    from ..store import BraidHead
+
+    class Deferred(LmdbLog):
+        def _put(self, txn: Any, staged: Any, digests: Any = None) -> None:
+            db, keys = self._db, [u64(s.seq) for s in staged]
+            txn.cursor(db["log"]).putmulti(
+                [(k, pack_row(s.hash, int.from_bytes(s.body[:8], "big"), s.entry, nodes, s.salt,
+                              s.body[8:]))
+                 for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged), strict=False)],
+                append=True)
+            txn.cursor(db["ids"]).putmulti([(s.delta.id.encode(), k) for s, k in zip(staged, keys, strict=False)])
+            txn.cursor(db["idh"]).putmulti([(id_digest(s.delta.id), k) for s, k in zip(staged, keys, strict=False)])
+            covered = self._covered(txn)
+            if staged[-1].seq - covered >= every:
+                rows: dict[str, list[tuple[bytes, bytes]]] = {"braid": [], "kind": [], "refs": []}
+                for seq, value in self._tail(txn, covered):
+                    d = self._decoded(seq, value).delta
+                    k = u64(seq)
+                    rows["braid"].append((d.braid_id.encode(), k))
+                    rows["kind"].append((d.kind.encode(), k))
+                    rows["refs"].extend((r.encode(), k) for r in referenced_ids(d, self.registry))
+                for table, got in rows.items():
+                    if got:
+                        txn.cursor(db[table]).putmulti(sorted(got), dupdata=True)
+                txn.put(INDEXED, u64(staged[-1].seq), db=db["meta"])
+
+        def _covered(self, txn: Any) -> int:
+            raw = txn.get(INDEXED, db=self._db["meta"])
+            return 0 if raw is None else from_u64(raw)
+
+        def _tail(self, txn: Any, covered: int) -> list[tuple[int, bytes]]:
+            cur = txn.cursor(self._db["log"])
+            if not cur.set_range(u64(covered + 1)):
+                return []
+            return [(from_u64(k), bytes(v)) for k, v in cur]
+
+        def braid_head(self, braid_id: str) -> BraidHead:
+            def fn(txn: Any) -> BraidHead:
+                cur = txn.cursor(self._db["braid"])
+                count, seq = 0, 0
+                if cur.set_key(braid_id.encode()):
+                    count = cur.count()
+                    cur.last_dup()
+                    seq = from_u64(cur.value())
+                for s, value in self._tail(txn, self._covered(txn)):
+                    if decode_keys(row_entry(value)).braid_id == braid_id:
+                        count, seq = count + 1, s
+                return BraidHead(count, seq)
+            return self._read(fn)
+
+        def scan_braid(self, braid_id: str, start: int = 1, stop: int | None = None, *,
+                       reverse: bool = False, limit: int | None = None) -> Any:
+            def fn(txn: Any) -> list[Any]:
+                hi = stop if stop is not None else 2**63
+                cur, seqs = txn.cursor(self._db["braid"]), []
+                if cur.set_range_dup(braid_id.encode(), u64(start)):
+                    seqs = [from_u64(v) for v in cur.iternext_dup()]
+                seqs += [s for s, v in self._tail(txn, self._covered(txn))
+                         if decode_keys(row_entry(v)).braid_id == braid_id]
+                seqs = [s for s in seqs if start <= s < hi][::-1 if reverse else 1]
+                log = self._db["log"]
+                return [self._decoded(s, txn.get(u64(s), db=log)) for s in seqs[:limit]]
+            return iter(self._read(fn))
+    return Deferred
 
 
 def _io() -> dict[str, int]:
@@ -121,6 +202,8 @@ def table(n: int = 2000, size: int = 1000) -> list[tuple[str, float, float, floa
     rows += [braidlog("braidlog, log only", layout(skip=INDEXES)),
              braidlog("braidlog, braid+kind+refs as one composite-key table",
                       layout(composite=True)),
+             braidlog("braidlog, braid+kind+refs deferred to every 64th record (prototype)",
+                      deferred(64)),
              ("raw LMDB, one put", RawLmdb, lambda s, i: s.put_one(bodies[i]), raw_many),
              ("raw LMDB, log + 4 indexes", lambda p: RawLmdb(p, indexed=True),
               lambda s, i: s.put_one(bodies[i], keys[i]), raw_many)]
