@@ -23,6 +23,8 @@ def embed_deltas(deltas: Iterable[GenericDelta], embedder: Embedder, space: str 
                  ) -> tuple[list[GenericDelta], int]:
     """Each delta that has text and no vector, with ``embedder``'s vector in ``space`` (the texts
     embedded as documents, in one batch); and how many were embedded."""
+    if isinstance(deltas, (GenericDelta, str, bytes)) or not isinstance(deltas, Iterable):
+        raise ValidationError("deltas", f"must be a list of GenericDelta, not {type(deltas).__name__}")
     out = list(deltas)
     bad = [i for i, d in enumerate(out) if not isinstance(d, GenericDelta)]
     if bad:
@@ -55,6 +57,8 @@ def append_embedded(target: Any, deltas: Iterable[GenericDelta], embedder: Embed
 
     A space's first vectors come with its declaration, in the same batch; a space declared with
     another embedder refuses them (ValidationError naming both), and nothing is written."""
+    if not isinstance(space, str) or not space:
+        raise ValidationError("space", f"must be a non-empty string, not {space!r}")
     chosen = embedder_for(target, space, embedder)
     batch, _ = embed_deltas(deltas, chosen, space)
     return append_vectors(target, batch, chosen, space, expected_version)

@@ -169,10 +169,14 @@ def offline() -> Iterator[None]:
 def local_model(spec: str, name: str) -> Path:
     """The directory of model ``name``: itself if it is one, else its snapshot in the Hugging
     Face cache, looked up with downloads off. ValidationError (at once) when it is in neither."""
-    path = Path(name).expanduser()
-    if path.is_dir():
+    try:
+        path = Path(name).expanduser()
+        is_dir, exists = path.is_dir(), path.exists()
+    except (RuntimeError, ValueError, OSError) as e:  # no home for ~, a name the system refuses
+        raise ValidationError("embedder", f"{spec!r}: {name!r} is not a path here ({e})") from None
+    if is_dir:
         return path
-    if path.exists():
+    if exists:
         raise ValidationError("embedder", f"{spec!r}: {name} is a file; give the model's directory")
     looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1
     found = None

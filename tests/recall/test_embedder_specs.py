@@ -244,3 +244,30 @@ def test_fastembed_without_the_model_in_its_cache_is_refused_at_once(tmp_path):
     assert str(e.value).startswith(f"embedder: {spec!r}: not in fastembed's cache {tmp_path / 'cache'} (")
     assert "fetch it once where there is network: python -c \"from fastembed import TextEmbedding; " \
            f"TextEmbedding('BAAI/bge-small-en-v1.5', cache_dir='{tmp_path / 'cache'}')\"" in str(e.value)
+
+
+def test_any_spec_gives_an_embedder_or_a_braidlog_error():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    schemes = st.sampled_from(["", "hashing", "hashing:", "model2vec:", "model2vec:~", "sentence-transformers:",
+                               "fastembed:", "wordllama", "wordllama:", ":", "no_such_module_here:"])
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(schemes, st.text(max_size=16))
+    def check(scheme, rest):
+        try:
+            e = embedder(scheme + rest)
+        except braidlog.BraidlogError:
+            return
+        assert e.dim >= 1 and isinstance(e.name, str)
+
+    check()
+
+
+@pytest.mark.parametrize("deltas, space, field", [(None, "default", "deltas"), (5, "default", "deltas"),
+                                                  ([1], "default", "deltas"), ([], "", "space"), ([], 5, "space")])
+def test_bad_arguments_to_append_embedded_are_typed_errors(braid, deltas, space, field):
+    with pytest.raises(ValidationError) as e:
+        append_embedded(braid, deltas, space=space)
+    assert e.value.field == field and braid.head().seq == 0
