@@ -6,6 +6,7 @@
   ``store_of``, the store behind a Braid, a View or a store.
 - ``rules.py``: the rules every store shares, each written once (``check_batch``, ``stage``,
   ``record_entry``, ``verify_bodies`` …).
+- ``files.py``: files written beside a store (``write_atomic``, ``fsync_dir``).
 - ``memory.py``: ``MemoryLog``. ``LmdbLog`` (braidlog.lmdb) is the other adapter.
 
 The log's invariants (docs/requirements.md numbers them):

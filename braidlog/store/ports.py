@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from os import PathLike
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 from msgspec import Struct
 
@@ -258,7 +258,9 @@ class Fronted(Protocol[S_co]):
 
 def store_of(source: Fronted[S] | S) -> S:
     """The store behind ``source``: a Braid's store, a View's reader as of its seq, or
-    ``source`` itself when it is a store."""
-    if isinstance(source, Fronted):
-        return source.log
-    return source
+    ``source`` itself when it is a store. (An attribute lookup, not ``isinstance(source,
+    Fronted)``, which costs some 50 µs on Python 3.11 for a protocol with a data member.)"""
+    try:
+        return cast("Fronted[S]", source).log
+    except AttributeError:
+        return cast(S, source)
