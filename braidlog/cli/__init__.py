@@ -23,7 +23,7 @@ __all__ = ["main", "build_parser", "GROUPS"]
 #: Modules of this package that add subcommands, in help order.
 GROUPS = ("core",)
 OPTIONAL_GROUPS = ("audit", "kind_cmd", "recall_cmd", "bench_cmd", "replica_cmd", "proofs_cmd", "erase_cmd",
-                   "mcp_cmd")
+                   "mcp_cmd", "context_cmd")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

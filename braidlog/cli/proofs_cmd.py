@@ -170,6 +170,13 @@ def register_signing(sub: Any) -> None:
     q.add_argument("--export", default=None, help="an export (`braidlog export`): every record's "
                    "readable delta is checked against its bytes, and the proved record's "
                    "committed form against the leaf hash")
+    q.add_argument("--context", default=None, metavar="FILE",
+                   help="a context export (`braidlog context export`) to check instead: the "
+                   "checkpoint's signature, every inclusion proof, the receipt's and each "
+                   "disclosed item's bytes against their commitments")
+    q.add_argument("--context-bytes", default=None, metavar="FILE",
+                   help="with --context: the exact context given to the model, checked against "
+                   "the receipt's SHA-256 of it")
     json_flag(q)
     q.set_defaults(handler=cmd_proof_verify)
 
@@ -292,6 +299,8 @@ def cmd_proof_verify(args: Any, out: IO[str]) -> int:
         from .erase_cmd import cmd_verify_receipt
 
         return cmd_verify_receipt(args, out)
+    if args.context is not None or args.context_bytes is not None:
+        return _verify_context(args, out)
     if args.proof is None:
         raise ValidationError("proof", "give a proof file (or --receipt FILE)")
     key_text = args.key
@@ -321,6 +330,39 @@ def cmd_proof_verify(args: Any, out: IO[str]) -> int:
         write_json(out, {"ok": True, **result})
     else:
         out.write(f"ok: {result['proved']}\n")
+    return 0
+
+
+def _verify_context(args: Any, out: IO[str]) -> int:
+    from ..proofs.context import check_context_export
+
+    if args.context is None:
+        raise ValidationError("--context-bytes", "checks a context export's digest: give --context FILE")
+    if args.proof or args.checkpoint or args.entry or args.export:
+        raise ValidationError("--context", "a context export carries its checkpoint and proofs; "
+                              "give --context FILE and --key alone (and --context-bytes)")
+    key_text = args.key
+    if "+" not in key_text and os.path.exists(key_text):
+        key_text = _read(key_text).decode("utf-8", errors="replace")
+    context = _read(args.context_bytes) if args.context_bytes is not None else None
+    result = check_context_export(_read(args.context), key_text, context_bytes=context)
+    n, erased = len(result["items"]), sum(1 for i in result["items"] if "erased" in i)
+    disclosed = sum(1 for i in result["items"] if i.get("disclosed"))
+    proved = (f"receipt {result['receipt_id']} (seq {result['receipt_seq']}, run {result['run']}, "
+              f"turn {result['turn']}) and its {n} item(s) are records of the log "
+              f"{result['origin']} at size {result['tree_size']}, signed by {result['origin']}; "
+              f"{disclosed} disclosed and matching their commitments, {erased} erased"
+              + ("; the context bytes match its digest" if result["context_checked"] else ""))
+    if args.json:
+        write_json(out, {"ok": True, "kind": "context", **result, "proved": proved})
+        return 0
+    out.write(f"ok: {proved}\n")
+    for item in result["items"]:
+        state = ("erased" if "erased" in item else "disclosed" if item.get("disclosed")
+                 else "commitment only")
+        score = "" if item["score"] is None else f" score {item['score']:.3f}"
+        out.write(f"  {item['role']} #{item['rank']}  seq {item['seq']} (leaf {item['leaf_index']})"
+                  f"{score}  {state}\n")
     return 0
 
 

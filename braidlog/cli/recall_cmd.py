@@ -7,7 +7,9 @@ import argparse
 import sys
 from typing import IO, Any
 
-from .util import console, json_flag, open_store, parse_point, progress_bar, summary, write_json
+from ..errors import ValidationError
+from ..store import store_of
+from .util import console, json_flag, open_for_state, open_store, parse_point, progress_bar, summary, write_json
 
 
 def _floor(text: str) -> float | None:
@@ -59,17 +61,53 @@ def register(sub: Any) -> None:
     p.add_argument("--metric", default="cosine", choices=("cosine", "ip"),  # braidlog.recall.METRICS
                    help="similarity (default cosine)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index from the log first")
+    p.add_argument("--record", action="store_true",
+                   help="record a context receipt (a context_used delta) naming the hits, the "
+                   "request and the seq it saw; prints its id (docs/receipts.md)")
+    p.add_argument("--run", default=None, help="with --record: the run (session) the recall served")
+    p.add_argument("--turn", default=None, help="with --record: the turn of that run")
+    p.add_argument("--model", default=None, help="with --record: the model the context is for")
+    p.add_argument("--context-file", default=None, metavar="FILE",
+                   help="with --record: the exact context given to the model (its SHA-256 and "
+                   "length are recorded)")
+    p.add_argument("--hash-query", action="store_true",
+                   help="with --record: record only the query's SHA-256, not its text")
     json_flag(p)
     p.set_defaults(handler=cmd_recall)
+
+
+def _receipt_options(args: Any) -> dict[str, Any]:
+    """The receipt options of ``--record``, checked (with ``--context-file`` read)."""
+    given = [f for f in ("run", "turn", "model", "context_file") if getattr(args, f) is not None]
+    if not args.record:
+        if given or args.hash_query:
+            flag = "--" + (given[0] if given else "hash_query").replace("_", "-")
+            raise ValidationError(flag, "describes a recorded recall: add --record")
+        return {}
+    for flag in ("run", "turn"):
+        if getattr(args, flag) is None:
+            raise ValidationError(f"--{flag}", "a recorded recall names the run and the turn it "
+                                  "served: give --run and --turn")
+    context = None
+    if args.context_file is not None:
+        try:
+            with open(args.context_file, "rb") as f:
+                context = f.read()
+        except OSError as e:
+            raise ValidationError("--context-file", f"cannot read {args.context_file}: {e}") from None
+    return {"record": True, "run": args.run, "turn": args.turn, "model": args.model,
+            "context_bytes": context, "hash_query": args.hash_query}
 
 
 def cmd_recall(args: Any, out: IO[str]) -> int:
     from ..recall import Recall  # numpy, hnswlib and tantivy load only when recall runs
 
-    with open_store(args) as store:
+    receipt = _receipt_options(args)
+    with (open_for_state(args, lazy=True) if receipt else open_store(args)) as source:
+        store = store_of(source)
         head = store.head()
         with progress_bar("indexing vectors", head.seq, enabled=head.seq >= 50_000 and not args.json) as update:
-            index = Recall(store, args.space, args.metric, embedder=args.embedder, progress=update)
+            index = Recall(source, args.space, args.metric, embedder=args.embedder, progress=update)
             if args.rebuild:
                 index.rebuild(progress=update)
             if args.mode != "vector":
@@ -84,14 +122,15 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
         filters = {"braid": args.braid, "kinds": args.kind, "tags": args.tag,
                    "namespace": args.namespace, "workspace": args.workspace}
         hits = index.recall(args.text, args.k, mode=args.mode, as_of=as_of,
-                            reproducible=args.reproducible, min_score=args.min_score, **filters)
+                            reproducible=args.reproducible, min_score=args.min_score, **filters,
+                            **receipt)
         if not hits and any(v for v in filters.values()):
             sys.stderr.write(f"braidlog: note: {_empty_because(index, args, as_of, filters)}\n")
         index.close()
     if args.json:
         write_json(out, {
             "query": args.text, "mode": args.mode, "as_of": as_of, "head": str(head),
-            "reproducible": args.reproducible,
+            "reproducible": args.reproducible, **({"context_id": hits.context_id} if receipt else {}),
             "hits": [{"seq": h.seq, "delta_id": h.delta_id, "score": round(h.score, 6),
                       "braid_id": h.delta.braid_id, "kind": h.delta.kind, "ts": h.delta.ts.isoformat(),
                       "tags": list(h.delta.tags), "text": summary(h.delta, 200)} for h in hits]})
@@ -100,6 +139,9 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
 
     where = f"as of seq {as_of}" if as_of is not None else f"at the head (seq {head.seq})"
     con = console(out)
+    if receipt:
+        con.print(f"recorded receipt {hits.context_id} (seq {hits.context_seq}): `braidlog context "
+                  f"show {hits.context_id}`")
     if not hits:
         con.print(f"nothing to recall for {args.text!r} {where}")
         return 0

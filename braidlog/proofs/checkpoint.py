@@ -16,10 +16,10 @@ from ..errors import IntegrityError, ValidationError
 from ..store import FullStore
 from . import verify as v
 from .keys import SigningKey
-from .prove import check_tree_extends, root
+from .prove import InclusionProof, check_tree_extends, inclusion_proof, root
 
 __all__ = ["sign_note", "issue", "check_notes", "open_note", "check_checkpoint", "Checkpoint",
-           "tlog_proof", "TLOG_PROOF"]
+           "tlog_proof", "tlog_proof_text", "TLOG_PROOF"]
 
 Checkpoint = v.Checkpoint
 
@@ -131,10 +131,13 @@ def tlog_proof(store: FullStore, seq: int, key: SigningKey, size: int | None = N
     leaf's sibling first), a blank line, and a checkpoint signed for the tree of ``size`` records
     (default: the head; a checkpoint of the head is kept in the store as ``issue`` keeps it). The
     proof is about the record's committed form (``braidlog show SEQ --entry``)."""
-    from .prove import inclusion_proof
-
     proof = inclusion_proof(store, seq, size)
-    note = issue(store, key, size=proof.tree_size, keep=size is None)
+    return tlog_proof_text(proof, issue(store, key, size=proof.tree_size, keep=size is None), extra)
+
+
+def tlog_proof_text(proof: InclusionProof, note: str, extra: bytes | None = None) -> str:
+    """An inclusion proof as a C2SP tlog-proof with ``note``, the signed checkpoint of its
+    tree (``issue``): several proofs against one checkpoint share its note."""
     lines = [TLOG_PROOF]
     if extra:
         lines.append(f"extra {base64.b64encode(extra).decode()}")

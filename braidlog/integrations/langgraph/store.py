@@ -95,6 +95,9 @@ class _Reader:
     def _namespaces(self) -> list[Items]:  # every namespace's items, caught up
         raise NotImplementedError
 
+    def _receipt(self, op: SearchOp, cited: list[tuple[Any, float | None]]) -> None:
+        """Record what a search returned (``BraidlogStore(receipts=True)``); a view records nothing."""
+
     # BaseStore's methods, with the namespace checked first: LangGraph's own check assumes a
     # tuple, and a namespace of another type would escape it as a TypeError.
     def get(self, namespace: Any, key: Any, *, refresh_ttl: Any = None) -> Item | None:
@@ -183,8 +186,10 @@ class _Reader:
             raise ValidationError("query", f"must be a string or None, not {type(op.query).__name__}")
         found = self._candidates(op)
         if not op.query or not self._recall_on or not found:
+            page = found[offset:offset + limit]
+            self._receipt(op, [(cur, None) for _, _, cur, _ in page])
             return [SearchItem(items.namespace, key, value, cur.created_at, cur.updated_at)
-                    for items, key, cur, value in found[offset:offset + limit]]
+                    for items, key, cur, value in page]
         from ...recall import recall_for  # the recall extra: numpy, hnswlib, tantivy
 
         by_id = {f[2].id.upper(): f for f in found}
@@ -193,6 +198,7 @@ class _Reader:
         hits = index.recall(query, offset + limit, mode=self.mode, as_of=self._as_of(),
                             kinds="langgraph.item", where=set(by_id), deltas=False)
         out: list[SearchItem] = []
+        cited: list[tuple[Any, float | None]] = []
         for hit in hits:
             f = by_id.get(hit.delta_id.upper())
             if f is None:
@@ -200,11 +206,14 @@ class _Reader:
             items, key, cur, value = f
             out.append(SearchItem(items.namespace, key, value, cur.created_at, cur.updated_at,
                                   score=float(hit.score)))
-        out = out[offset:offset + limit]
+            cited.append((cur, float(hit.score)))
+        out, cited = out[offset:offset + limit], cited[offset:offset + limit]
         if len(out) < limit:  # items with nothing to search by (index=False, no text) follow,
             rest = [f for f in found if not f[2].indexed]  # unscored, as LangGraph's stores do
             out += [SearchItem(i.namespace, k, v, c.created_at, c.updated_at)
                     for i, k, c, v in rest[:limit - len(out)]]
+            cited += [(c, None) for _, _, c, _ in rest[:limit - len(cited)]]
+        self._receipt(op, cited)
         return out
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -249,10 +258,13 @@ class BraidlogStore(_Reader, BaseStore):
     supports_ttl = True
 
     def __init__(self, store: Any, *, index: Any = None, ttl: Any = None, mode: str = "vector",
-                 provenance: Provenance | None = None, erase: bool = False) -> None:
-        if not isinstance(erase, bool):
-            raise ValidationError("erase", f"must be True or False, not {type(erase).__name__}")
+                 provenance: Provenance | None = None, erase: bool = False,
+                 receipts: bool = False) -> None:
+        for name, flag in (("erase", erase), ("receipts", receipts)):
+            if not isinstance(flag, bool):
+                raise ValidationError(name, f"must be True or False, not {type(flag).__name__}")
         self.erase = erase  # TTL expiry erases the expired items' versions (docs/forgetting.md)
+        self.receipts = receipts  # each search records a context receipt (docs/receipts.md)
         if mode not in MODES:
             raise ValidationError("mode", f"must be one of {', '.join(MODES)}, not {mode!r}"[:120])
         if provenance is not None and not isinstance(provenance, Provenance):
@@ -352,6 +364,33 @@ class BraidlogStore(_Reader, BaseStore):
     def _namespaces(self) -> list[Items]:
         return [_space(self._spaces, self._log, braid, follow=True)
                 for braid in self._log.braids() if braid.startswith(STORE_PREFIX)]
+
+    def _receipt(self, op: SearchOp, cited: list[tuple[Any, float | None]]) -> None:
+        """With ``receipts=True``, record what a search returned as a context receipt: the
+        items' current versions (seq and delta id), ranked as returned, with their scores; the
+        run is the graph's thread id and the turn its step and node (``langgraph.config``), or
+        ``langgraph`` and a fresh id outside a graph."""
+        if not self.receipts:
+            return
+        from ...delta import new_id
+        from ...receipts.record import record_context
+
+        run, turn = "langgraph", new_id()
+        try:
+            from langgraph.config import get_config
+
+            config = get_config()
+        except (ImportError, RuntimeError):  # not inside a graph's run
+            config = None
+        if config is not None:
+            meta, conf = config.get("metadata") or {}, config.get("configurable") or {}
+            run = str(conf.get("thread_id") or meta.get("thread_id") or run)[:120]
+            step, node = meta.get("langgraph_step"), meta.get("langgraph_node")
+            if step is not None:
+                turn = f"{step}:{node}"[:120]
+        items = [{"seq": cur.seq, "delta_id": cur.id, "role": "retrieved",
+                  **({"score": score} if score is not None else {})} for cur, score in cited]
+        record_context(self._braid, items, run=run, turn=turn)
 
     def history(self, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
         """Every version of the item, oldest first: each put (``value``), delete (``value``

@@ -1,0 +1,42 @@
+"""The MCP recall tool records a context receipt when asked and returns its id, driven by the
+official MCP SDK's client against ``braidlog mcp`` over stdio (a real subprocess)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP SDK is the braidlog[mcp] extra (the test extra has it)")
+
+from braidlog import LmdbLog  # noqa: E402
+from braidlog.receipts import read_receipt, sha256_hex  # noqa: E402
+from tests.support.mcp import stdio  # noqa: E402
+
+
+def test_recall_records_a_receipt_when_asked(store_path):
+    with stdio(store_path) as mcp:
+        assert {"record", "run", "turn", "model", "context", "hash_query"} <= \
+            set(mcp.tools["recall"].input_schema["properties"])
+        plain = mcp.ok("recall", {"query": "coffee", "k": 2})
+        assert "context_id" not in plain
+        got = mcp.ok("recall", {"query": "what coffee does she drink", "k": 2, "record": True,
+                                "run": "session-1", "turn": "4", "model": "a-model",
+                                "context": "system: ...\nmemory: coffee black"})
+        rid = got["context_id"]
+        assert rid and [h["seq"] for h in got["hits"]]
+        for bad, rule in [({"record": True}, "run"), ({"run": "r", "turn": "t"}, "record"),
+                          ({"record": True, "run": "", "turn": "t"}, "run")]:
+            assert rule in mcp.error("recall", {"query": "coffee", **bad})
+    with LmdbLog(store_path) as log:
+        r = read_receipt(log, rid).receipt
+        assert (r.run, r.turn, r.model) == ("session-1", "4", "a-model")
+        assert [(i.seq, i.delta_id) for i in r.items] == [(h["seq"], h["delta_id"]) for h in got["hits"]]
+        assert r.context_sha256 == sha256_hex("system: ...\nmemory: coffee black")
+        assert r.request.query == "what coffee does she drink"
+        assert log.head().seq == 7  # the refused calls wrote nothing
+
+
+def test_a_read_only_server_refuses_to_record(store_path):
+    with stdio(store_path, "--read-only") as mcp:
+        assert "read-only" in mcp.error("recall", {"query": "coffee", "record": True, "run": "r",
+                                                   "turn": "t"})
+        assert mcp.ok("recall", {"query": "coffee"})["hits"]
