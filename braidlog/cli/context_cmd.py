@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import IO, Any
 
 from ..errors import BraidlogError
-from .util import open_store, summary, write_json
+from .util import json_flag, open_store, summary, write_json
 
 
 def register(sub: Any) -> None:
@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
                            "model, request and context digest, and each item with its current "
                            "text (or that it was erased).")
     q.add_argument("id", help="the receipt's delta id or seq")
-    q.add_argument("--json", action="store_true", help="as JSON")
+    json_flag(q)
     q.set_defaults(handler=cmd_show)
 
     q = actions.add_parser("export", help="write a receipt and its proofs to one file",
@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
                    "content and checks it against its commitment (default: commitments only)")
     q.add_argument("--size", type=int, default=None,
                    help="prove in the tree of the first N records (default: the head)")
-    q.add_argument("--json", action="store_true", help="print a summary as JSON")
+    json_flag(q, "print a summary as JSON")
     q.set_defaults(handler=cmd_export)
 
     q = actions.add_parser("replay", help="run a receipt's recall again and compare",
@@ -51,7 +51,10 @@ def register(sub: Any) -> None:
                            "cannot run again (its embedder cannot be loaded here, its query was "
                            "recorded only by its SHA-256) it says why, as an error.")
     q.add_argument("id", help="the receipt's delta id or seq")
-    q.add_argument("--json", action="store_true", help="as JSON")
+    q.add_argument("--embedder", default=None, metavar="SPEC",
+                   help="the embedder to use (default: the space's recorded one, loaded from its "
+                   "spec); it must be the one the receipt names")
+    json_flag(q)
     q.set_defaults(handler=cmd_replay)
 
 
@@ -119,7 +122,7 @@ def cmd_replay(args: Any, out: IO[str]) -> int:
     from ..recall.replay import replay
 
     with open_store(args) as store:
-        result = replay(store, args.id, directory=False)
+        result = replay(store, args.id, embedder=args.embedder, directory=False)
     if result.same is None and not args.json:
         raise BraidlogError(result.summary())
     if args.json:

@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
+from ..kind_schema import recorded_embedder
 from ..receipts.record import build_receipt, write_receipt
 from ..receipts.schema import CONTEXT_BRAID, ContextItem, EmbedderRef, RecallRequest, sha256_hex
 from .columns import Filter
+from .embedder import identity
 from .query import Hit
 
 __all__ = ["Hits", "recall_request", "record_hits", "embedder_ref"]
@@ -34,23 +36,17 @@ class Hits(list[Hit]):
 _FILTER_FIELDS = ("braid", "kinds", "tags", "namespace", "workspace")
 
 
-def embedder_ref(index: Any) -> EmbedderRef | None:
+def embedder_ref(index: Any, query: Any) -> EmbedderRef | None:
     """The embedder a recall of ``index``'s space went through: the one the space declares in
-    the log when the store records it, else the index's own (name and dimension)."""
-    declared = _declared(index)
+    the log (name, dimension, digest), else, for a text query, the one that embedded it; None
+    for a vector query in a space that declares none."""
+    declared = recorded_embedder(index.store, index.space)
     if declared is not None:
-        return declared
-    embedder = index.embedder
-    if embedder is None:
-        from .embedder import default_embedder
-
-        embedder = default_embedder()
-    return EmbedderRef(name=str(embedder.name)[:1000], dim=int(embedder.dim))
-
-
-def _declared(index: Any) -> EmbedderRef | None:
-    """The space's declared embedder (name, dim, digest), when the log records one."""
-    return None
+        return EmbedderRef(name=declared.name[:1000], dim=declared.dim, digest=declared.digest or None)
+    if not isinstance(query, str):
+        return None
+    ident = identity(index.text_embedder())
+    return EmbedderRef(name=ident.name[:1000], dim=ident.dim, digest=ident.digest or None)
 
 
 def recall_request(index: Any, query: Any, k: int, mode: str, seen: int,
@@ -68,7 +64,7 @@ def recall_request(index: Any, query: Any, k: int, mode: str, seen: int,
     filters = {f: sorted(v) for f in _FILTER_FIELDS if (v := getattr(fields, f)) is not None}
     return RecallRequest(mode=mode, k=k, as_of=seen, query_sha256=digest, query=text,  # type: ignore[arg-type]
                          query_kind=kind, space=index.space, metric=index.metric,  # type: ignore[arg-type]
-                         embedder=embedder_ref(index) if mode != "keyword" else None,
+                         embedder=embedder_ref(index, query) if mode != "keyword" else None,
                          filters=filters, where=pred is not None or fields.ids is not None,  # type: ignore[arg-type]
                          reproducible=bool(reproducible), min_score=min_score)
 

@@ -9,8 +9,9 @@ from typing import Any, NamedTuple
 
 from ..errors import BraidlogError, ValidationError
 from ..receipts.record import read_receipt
-from ..receipts.schema import EmbedderRef
+from .embedder import identity
 from .index import Recall
+from .recorded import embedder_for
 
 __all__ = ["Replay", "replay"]
 
@@ -40,8 +41,9 @@ class Replay(NamedTuple):
 
 def replay(source: Any, ref: str | int, *, embedder: Any = None, directory: Any = None) -> Replay:
     """Run the recall a receipt records again, as of the seq it saw, in reproducible mode, and
-    say whether the same items (seq and delta id) come back in the same order. ``embedder``
-    overrides the recorded one (it must have the recorded name and dimension)."""
+    say whether the same items (seq and delta id) come back in the same order. The space's
+    recorded embedder is loaded from its spec; ``embedder`` (an object or a spec) is used
+    instead when given, and must be the one the receipt names."""
     got = read_receipt(source, ref)
     r, rid = got.receipt, got.delta.id
     recorded = [(i.seq, i.delta_id) for i in r.items if i.role == "retrieved"]
@@ -58,14 +60,18 @@ def replay(source: Any, ref: str | int, *, embedder: Any = None, directory: Any 
     if req.query is None:
         return cannot(f"the query's {req.query_kind} was not recorded (only its SHA-256), so the "
                       "request cannot be run again")
-    if req.mode != "keyword" and req.embedder is not None:
-        embedder = embedder if embedder is not None else _load_embedder(req.embedder)
-        if embedder is None:
-            return cannot(f"the recorded embedder {req.embedder.name} ({req.embedder.dim} dimensions) "
-                          "cannot be loaded here; pass it (--embedder) to replay")
-        if str(embedder.name) != req.embedder.name or int(embedder.dim) != req.embedder.dim:
-            return cannot(f"the embedder given is {embedder.name} ({embedder.dim} dimensions), the "
-                          f"receipt recorded {req.embedder.name} ({req.embedder.dim})")
+    if req.mode != "keyword":
+        try:  # the space's recorded embedder, loaded from its spec (or the one given, checked)
+            embedder = embedder_for(source, req.space, embedder)
+        except BraidlogError as e:
+            return cannot(f"the recorded embedder cannot be loaded here: {e}")
+        ident = identity(embedder)
+        named = req.embedder
+        if named is not None and ((ident.name, ident.dim) != (named.name, named.dim)
+                                  or named.digest is not None and ident.digest != named.digest):
+            return cannot(f"the recorded embedder {named.name} ({named.dim} dimensions) cannot be "
+                          f"loaded here: the one found is {ident.name} ({ident.dim}); pass it "
+                          "(embedder=..., --embedder SPEC)")
     index = Recall(source, req.space, req.metric, embedder, directory=directory)
     filters: dict[str, Any] = {f: v for f, v in req.filters.items()}  # braid, kinds, tags, namespace, workspace
     try:
@@ -77,14 +83,3 @@ def replay(source: Any, ref: str | int, *, embedder: Any = None, directory: Any 
         index.close()
     found = [(h.seq, h.delta_id) for h in hits]
     return Replay(rid, req.as_of, found == recorded, recorded, found)
-
-
-def _load_embedder(ref: EmbedderRef) -> Any:
-    """The embedder a receipt names, when this process can load it: braidlog's hashing
-    embedder by its name; None otherwise."""
-    from .embedder import HashingEmbedder
-
-    if ref.name.startswith("hashing-v1-") and ref.name[11:].isdigit():
-        candidate = HashingEmbedder(int(ref.name[11:]))
-        return candidate if candidate.dim == ref.dim else None
-    return None

@@ -41,7 +41,7 @@ def keys(tmp_path):
 
 
 GO_HOW = ("Go and golang.org/x/mod are missing: `apt-get install -y golang-go "
-          "golang-golang-x-mod-dev` (Debian/Ubuntu), then the test builds tests/go/tlogcheck.go "
+          "golang-golang-x-mod-dev` (Debian/Ubuntu), then the test builds tests/proofs/go/tlogcheck.go "
           "with GO111MODULE=off GOPATH=/usr/share/gocode GOPROXY=off")
 
 
@@ -55,7 +55,7 @@ def tlogcheck(tmp_path_factory):
     import subprocess
     from pathlib import Path
 
-    source = Path(__file__).resolve().parent.parent / "go" / "tlogcheck.go"
+    source = Path(__file__).resolve().parent.parent / "proofs" / "go" / "tlogcheck.go"
     if shutil.which("go") is None or not Path("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog").is_dir():
         pytest.skip(GO_HOW)
     work = tmp_path_factory.mktemp("go")
