@@ -103,7 +103,8 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
     from ..recall import Recall  # numpy, hnswlib and tantivy load only when recall runs
 
     receipt = _receipt_options(args)
-    with (open_for_state(args, lazy=True) if receipt else open_store(args)) as source:
+    source: Any = open_for_state(args, lazy=True) if receipt else open_store(args)
+    with source:
         store = store_of(source)
         head = store.head()
         with progress_bar("indexing vectors", head.seq, enabled=head.seq >= 50_000 and not args.json) as update:
