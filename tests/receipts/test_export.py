@@ -12,6 +12,8 @@ import re
 import subprocess
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import braidlog
 from braidlog import ValidationError, proofs
@@ -197,3 +199,40 @@ def test_go_sumdb_tlog_accepts_every_proof_inside(braid, receipt, keys, tmp_path
         done = subprocess.run([str(tlogcheck), "tlogproof", str(tmp_path / "vkey"), str(tmp_path / f"p{n}"),
                                str(tmp_path / f"e{n}")], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout.startswith("ok"), done.stdout + done.stderr
+
+
+def _paths(value, path=()):
+    """Every path into a JSON value, with the value there."""
+    yield path, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, (*path, i))
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
+                    | st.text(max_size=20), lambda c: st.lists(c, max_size=3)
+                    | st.dictionaries(st.text(max_size=8), c, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_value_anywhere_gets_a_verification_error(braid, receipt, keys, data):
+    """Whatever value replaces whatever part of an export, the check raises VerificationError
+    (never another exception) or, when the value is the same, passes."""
+    export = export_context(braid, receipt.context_id, proofs.read_key(keys[0]), disclose=True)
+    paths = [p for p, _ in _paths(export) if p]
+    path = data.draw(st.sampled_from(paths))
+    new = data.draw(JSON)
+    target = export
+    for part in path[:-1]:
+        target = target[part]
+    old = target[path[-1]]
+    target[path[-1]] = new
+    try:
+        check_context_export(json.dumps(export), keys[1])
+    except VerificationError:
+        return
+    assert new == old
