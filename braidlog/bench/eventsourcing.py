@@ -14,6 +14,12 @@ Timed, each on a fresh store:
 
 The disk's fsync latency (a 4 KiB write and fsync under the run's directory) is measured in
 each repeat beside these rows: a durable one-event save cannot be faster than it.
+
+One event a save is also timed on ``ONE_SYNC``, a prototype of the next design for a single
+durable commit (one sync a commit, as SQLite's WAL makes, where LMDB makes two): the store
+unsynced, and each commit's deltas appended to a write-ahead file synced once
+(``WalPrototypeRecorder``). It measures that design's I/O; its recovery (replaying the file
+into the store after a crash) is not built, so it is no braidlog mode.
 """
 
 from __future__ import annotations
@@ -26,12 +32,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..delta import GenericDelta
+from ..delta import GenericDelta, encode
 from .harness import Run, Sample, quiet_heap, remove
 from .machine import fsync_ms
 from .peers import ES_BATCH, EventsourcingApp, eventsourcing_installed
 
-__all__ = ["THREADS", "MAX_EVENTS", "BATCHED", "SINGLE", "THREADED", "SQLITE", "BRAIDLOG", "DISK",
+__all__ = ["THREADS", "MAX_EVENTS", "BATCHED", "SINGLE", "THREADED", "SQLITE", "BRAIDLOG", "DISK", "ONE_SYNC",
+           "WalPrototypeRecorder",
            "run_workload", "TIMED_STEPS", "store_bytes"]
 
 THREADS = 8
@@ -42,7 +49,8 @@ THREADED = f"eventsourcing, {THREADS} threads, one event a save"
 SQLITE = "eventsourcing SQLite"
 BRAIDLOG = "braidlog"
 DISK = "the disk (4 KiB write + fsync)"
-TIMED_STEPS = 6  # per repeat, for the progress bar
+ONE_SYNC = "braidlog, one sync a commit (prototype)"
+TIMED_STEPS = 7  # per repeat, for the progress bar
 
 
 def store_bytes(path: str) -> int:
@@ -54,7 +62,36 @@ def store_bytes(path: str) -> int:
 
 
 def _persistence(system: str) -> str:
-    return "braidlog" if system == BRAIDLOG else "sqlite"
+    return "sqlite" if system == SQLITE else "braidlog"
+
+
+def _app(system: str, path: str) -> EventsourcingApp:
+    if system != ONE_SYNC:
+        return EventsourcingApp(_persistence(system), path)
+    return EventsourcingApp("braidlog", path, env={
+        "BRAIDLOG_DURABLE": "n", "APPLICATION_RECORDER_TOPIC": f"{__name__}:WalPrototypeRecorder"})
+
+
+try:
+    from ..integrations.eventsourcing import BraidlogApplicationRecorder
+except ImportError:  # pragma: no cover - eventsourcing is not installed
+    BraidlogApplicationRecorder = object  # type: ignore[misc,assignment]
+
+
+class WalPrototypeRecorder(BraidlogApplicationRecorder):  # type: ignore[misc,valid-type]
+    """The prototype of ``ONE_SYNC``: each commit's deltas (seq and canonical bytes) appended to
+    ``<store>/wal`` and synced once, the store itself opened unsynced (``BRAIDLOG_DURABLE=n``)."""
+
+    def _commit(self, build: Any) -> Any:
+        records = super()._commit(build)
+        fd = os.open(os.path.join(self.datastore.path, "wal"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                     0o600)
+        try:
+            os.write(fd, b"".join(r.seq.to_bytes(8, "big") + encode(r.delta) for r in records))
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        return records
 
 
 def _checkpoint(path: str) -> None:
@@ -89,9 +126,9 @@ def _batched(run: Run, system: str, ds: Sequence[GenericDelta]) -> list[Sample]:
 
 
 def _single(run: Run, system: str, ds: Sequence[GenericDelta]) -> list[Sample]:
-    path = run.path("es-single.lmdb" if system == BRAIDLOG else "es-single.db")
+    path = run.path("es-single.db" if system == SQLITE else "es-single.lmdb")
     run.step(f"eventsourcing · {system}: {len(ds):,} saves of one event")
-    es = EventsourcingApp(_persistence(system), path)
+    es = _app(system, path)
     lat: list[float] = []
     try:
         clock = time.perf_counter
@@ -164,7 +201,7 @@ def run_workload(run: Run) -> list[Sample]:
     out = [Sample(w, DISK, "fsync p50 ms", fsync, "ms", "lower") for w in (BATCHED, SINGLE, THREADED)]
     for system in order:
         out.extend(_batched(run, system, batched))
-    for system in order:
+    for system in (*order, ONE_SYNC):
         out.extend(_single(run, system, single))
     for system in order:
         out.extend(_threaded(run, system, per_thread))

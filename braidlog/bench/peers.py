@@ -248,16 +248,17 @@ class EventsourcingApp:
     ``"popo"`` (its in-memory recorder).
     """
 
-    def __init__(self, persistence: str, path: str | None = None) -> None:
+    def __init__(self, persistence: str, path: str | None = None, *,
+                 env: dict[str, str] | None = None) -> None:
         if _EsApplication is None:
             raise RuntimeError("eventsourcing is not installed: pip install '.[bench]'")
-        env = {}
+        settings: dict[str, str] = {}
         if persistence == "sqlite":
-            env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
+            settings = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
         elif persistence == "braidlog":
-            env = {"PERSISTENCE_MODULE": "braidlog.integrations.eventsourcing",
-                   "BRAIDLOG_STORE": str(path), "BRAIDLOG_DURABLE": "y"}
-        self.app = AgentMemoryApp(env=env)
+            settings = {"PERSISTENCE_MODULE": "braidlog.integrations.eventsourcing",
+                        "BRAIDLOG_STORE": str(path), "BRAIDLOG_DURABLE": "y"}
+        self.app = AgentMemoryApp(env={**settings, **(env or {})})
         self.aggregates: dict[str, Any] = {}
 
     def aggregate(self, braid_id: str) -> Any:

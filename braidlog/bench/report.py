@@ -90,6 +90,8 @@ TARGETS = (
             (es.BATCHED, "braidlog", "events/s"), (es.BATCHED, es.SQLITE, "events/s"), ">=", 1, "×"),
     _Target("eventsourcing app on braidlog vs on SQLite, one event a save",
             (es.SINGLE, "braidlog", "events/s"), (es.SINGLE, es.SQLITE, "events/s"), ">=", 0.8, "×"),
+    _Target("the next design's prototype (one sync a commit) vs eventsourcing on SQLite, one event a save",
+            (es.SINGLE, es.ONE_SYNC, "events/s"), (es.SINGLE, es.SQLITE, "events/s"), ">=", 0.8, "×"),
     _Target(f"eventsourcing app on braidlog vs on SQLite, {es.THREADS} threads, one event a save",
             (es.THREADED, "braidlog", "events/s"), (es.THREADED, es.SQLITE, "events/s"), ">=", 1.5, "×"),
     _Target("eventsourcing store: SQLite's bytes / braidlog's, same events (braidlog ≤ 1.5× SQLite's)",
