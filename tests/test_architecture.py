@@ -248,3 +248,31 @@ def test_the_architecture_page_shows_every_port():
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     for port in (LogReader, LogStore, *CAPABILITIES):
         assert f"| `{port.__name__}" in page, port.__name__
+
+
+def _calls(tree: ast.Module) -> set[str]:
+    """The dotted names a module calls (``os.fsync``, ``committed_form``, ``p.add_argument``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f, parts = node.func, []
+            while isinstance(f, ast.Attribute):
+                parts.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name):
+                out.add(".".join([f.id, *reversed(parts)]))
+    return out
+
+
+def test_each_rule_is_written_once():
+    """A record's committed form is chosen (erased or not) in store/rules.py alone
+    (``record_entry``); files and directories are fsynced in store/files.py alone (the bench
+    measures the disk's fsync itself); ``--json`` is declared in cli/util.py alone."""
+    sources = _sources()
+    both = {n for n, t in sources.items() if {"committed_form", "erased_entry"} <= _calls(t)}
+    assert both == {"braidlog.store.rules"}, both
+    fsyncs = {n for n, t in sources.items() if "os.fsync" in _calls(t)}
+    assert fsyncs <= {"braidlog.store.files", "braidlog.bench.machine"}, fsyncs
+    json_flags = {n for n, t in sources.items() if n.startswith("braidlog.cli.")
+                  for node in ast.walk(t) if isinstance(node, ast.Constant) and node.value == "--json"}
+    assert json_flags == {"braidlog.cli.util"}, json_flags
