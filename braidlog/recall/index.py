@@ -488,7 +488,8 @@ class Recall(GraphSearch):
         flt = make_filter(braid, kinds, tags, namespace, workspace, where)
         if record is not False and record is not True:
             raise ValidationError("record", f"must be True or False, not {record!r}")
-        if not record and not otel.ENABLED:
+        tracer = otel.tracer() if otel.ENABLED else None
+        if not record and tracer is None:
             return self._hits(query, k, mode, as_of, flt, reproducible, deltas, floor)
         asked = self.resolve(as_of)
 
@@ -502,9 +503,9 @@ class Recall(GraphSearch):
                 record_hits(self._writer, hits, request, run=run, turn=turn, model=model,
                             context_bytes=context_bytes)
             return hits
-        if not otel.ENABLED:
+        if tracer is None:
             return answer()
-        with otel.search_span(self.store) as span:
+        with otel.search_span(tracer, self.store) as span:
             hits = answer()
             otel.describe(span, query, hits, hits.context_id, delta_text)
             return hits

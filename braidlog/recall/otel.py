@@ -11,8 +11,9 @@ the record's ``seq``, its ``leaf_index`` in the Merkle tree (seq - 1), its ``ran
 ``receipt_id`` of the receipt recorded for the recall (null when none was). The record content
 and ``gen_ai.memory.query.text`` are sensitive and captured only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true`` (content is null otherwise).
-Without opentelemetry-api installed nothing here runs. Spans are sampled and exported by the
-application's SDK; without one the API's spans do nothing, and the records are not built.
+Without opentelemetry-api installed nothing here runs, and with it but no SDK configured (the
+API's default provider) no span is made. Spans are sampled and exported by the application's
+SDK; a span it does not record gets no records built.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["ENABLED", "OPERATION", "search_span", "describe", "capture_content"]
+__all__ = ["ENABLED", "OPERATION", "tracer", "search_span", "describe", "capture_content"]
 
 try:
     from opentelemetry import trace as _trace
@@ -31,6 +32,8 @@ except ImportError:  # the otel extra is not installed: recall runs without span
     _trace = None  # type: ignore[assignment]
 
 ENABLED = _trace is not None
+_NO_SDK = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider) if _trace is not None else ()
+_tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, its tracer)
 OPERATION = "search_memory"
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -46,11 +49,25 @@ def store_id(store: Any) -> str:
     return os.path.abspath(os.fspath(path)) if path is not None else "memory"
 
 
+def tracer() -> Any:
+    """braidlog's tracer from the application's tracer provider, or None when there is none to
+    export spans (opentelemetry-api without an SDK configured): then recall makes no span at
+    all, which would cost it a third of a query's time for nothing."""
+    if _trace is None:
+        return None
+    provider = _trace.get_tracer_provider()
+    if isinstance(provider, _NO_SDK):
+        return None
+    got = _tracers.get(id(provider))
+    if got is None or got[0] is not provider:
+        got = _tracers[id(provider)] = (provider, provider.get_tracer("braidlog.recall"))
+    return got[1]
+
+
 @contextmanager
-def search_span(store: Any) -> Iterator[Any]:
+def search_span(tracer: Any, store: Any) -> Iterator[Any]:
     """A ``search_memory`` span around a recall (the current span inside it)."""
     assert _trace is not None
-    tracer = _trace.get_tracer("braidlog.recall")
     with tracer.start_as_current_span(OPERATION, kind=_trace.SpanKind.INTERNAL, attributes={
             "gen_ai.operation.name": OPERATION, "gen_ai.memory.store.id": store_id(store)}) as span:
         try:
