@@ -69,3 +69,15 @@ def test_a_failed_recall_ends_its_span_with_the_error(braid, exporter):
     assert span.attributes["error.type"] == "ValidationError"
     assert span.status.status_code == trace.StatusCode.ERROR
     index.close()
+
+
+def test_without_an_sdk_configured_recall_makes_no_span():
+    """In a fresh process with the API alone (its default provider): no tracer, no span."""
+    import subprocess
+    import sys
+
+    code = ("import braidlog.recall.otel as o; assert o.ENABLED and o.tracer() is None; "
+            "from opentelemetry import trace; from opentelemetry.sdk.trace import TracerProvider; "
+            "trace.set_tracer_provider(TracerProvider()); assert o.tracer() is o.tracer() is not None")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
