@@ -37,7 +37,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import msgspec
 from msgspec import Struct
@@ -65,6 +65,9 @@ from .store import (
     store_of,
     ts_micros,
 )
+
+if TYPE_CHECKING:
+    from .braid import Braid
 
 __all__ = [
     "FORMAT", "MANIFEST", "ExportHeader", "ExportLine", "ExportEnd", "ExportReport",
@@ -456,7 +459,7 @@ def _hex(n: int, text: str | None, name: str) -> bytes:
     return value
 
 
-def import_(store: FullStore, source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
+def import_(store: FullStore | Braid, source: IO[str] | str | os.PathLike[str] | Iterable[str], *,
             as_new: bool = False, against: Head | str | None = None) -> ImportReport:
     """Import an export (a path, a text stream or lines) into ``store`` (a LogStore or a Braid):
     all of it in one transaction, or nothing.

@@ -274,7 +274,7 @@ def cmd_stats(args: Any, out: IO[str]) -> int:
     if s.size:
         con.print(f"size    {s.size['file_size']} bytes on disk, map {s.size['map_size']} bytes, "
                   f"{s.size['last_pgno'] + 1} pages of {s.size['page_size']}")
-    if s.first_ts is not None:
+    if s.first_ts is not None and s.last_ts is not None and s.hw is not None:  # all or none
         con.print(f"span    {s.first_ts.isoformat()} .. {s.last_ts.isoformat()} "
                   f"(high-water {s.hw.isoformat()})")
     _table(con, "deltas per kind", "kind", s.kinds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from .. import bench
@@ -97,7 +97,7 @@ def _drawing() -> None:
 
 
 @contextlib.contextmanager
-def _progress() -> Iterator[tuple[Any, Any]]:
+def _progress() -> Iterator[tuple[Callable[[str], None], Callable[[int], None] | None, Callable[[str], None]]]:
     """A rich progress bar on a terminal; plain lines on stderr otherwise (logs, CI)."""
     if not sys.stderr.isatty():
         def step(label: str) -> None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..store import store_of
 from .util import console, json_flag, open_for_state, open_store, parse_point, progress_bar, summary, write_json
+
+if TYPE_CHECKING:
+    from ..delta import GenericDelta
+    from ..recall import Hit
 
 
 def _floor(text: str) -> float | None:
@@ -133,8 +137,8 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
             "query": args.text, "mode": args.mode, "as_of": as_of, "head": str(head),
             "reproducible": args.reproducible, **({"context_id": hits.context_id} if receipt else {}),
             "hits": [{"seq": h.seq, "delta_id": h.delta_id, "score": round(h.score, 6),
-                      "braid_id": h.delta.braid_id, "kind": h.delta.kind, "ts": h.delta.ts.isoformat(),
-                      "tags": list(h.delta.tags), "text": summary(h.delta, 200)} for h in hits]})
+                      "braid_id": d.braid_id, "kind": d.kind, "ts": d.ts.isoformat(),
+                      "tags": list(d.tags), "text": summary(d, 200)} for h, d in _with_deltas(hits)]})
         return 0
     from rich.table import Table
 
@@ -149,8 +153,8 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
     table = Table(title=f"recall {args.text!r} by {args.mode} {where}")
     for col in ("#", "seq", "score", "braid", "kind", "text"):
         table.add_column(col, no_wrap=col != "text", justify="right" if col in ("#", "seq", "score") else "left")
-    for rank, h in enumerate(hits, 1):
-        table.add_row(str(rank), str(h.seq), f"{h.score:.3f}", h.delta.braid_id, h.delta.kind, summary(h.delta))
+    for rank, (h, d) in enumerate(_with_deltas(hits), 1):
+        table.add_row(str(rank), str(h.seq), f"{h.score:.3f}", d.braid_id, d.kind, summary(d))
     con.print(table)
     return 0
 
@@ -158,6 +162,15 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
 #: The command-line flag of each recall filter, for the note that names the one that left nothing.
 _FLAGS = {"braid": "--braid", "kinds": "--kind", "tags": "--tag", "namespace": "--namespace",
           "workspace": "--workspace"}
+
+
+def _with_deltas(hits: list[Hit]) -> list[tuple[Hit, GenericDelta]]:
+    """Each hit with its delta (a recall returns them unless told not to)."""
+    out = []
+    for h in hits:
+        assert h.delta is not None  # recall(deltas=True), the default
+        out.append((h, h.delta))
+    return out
 
 
 def _empty_because(index: Any, args: Any, as_of: int | None, filters: dict[str, Any]) -> str:

@@ -70,7 +70,7 @@ class Blocks:
 
     def sealed(self, count: int) -> list[Block]:
         """Every block ``count`` positions fill."""
-        out = []
+        out: list[Block] = []
         level = 0
         while self.size(level) <= count:
             out.extend((level, i) for i in range(count // self.size(level)))

@@ -322,7 +322,7 @@ class Recall(GraphSearch):
 
     def _build_blocks(self, wanted: list[tuple[int, int]], progress: Progress | None,
                       pool: ThreadPoolExecutor | None = None) -> None:
-        self._blocks.build(wanted, self._rows.slice, self.dim, self.directory, progress, pool)  # type: ignore[union-attr,arg-type]
+        self._blocks.build(wanted, self._rows.slice, self.dim, self.directory, progress, pool)  # type: ignore[union-attr]
 
     def _ensure_blocks(self, wanted: list[tuple[int, int]]) -> None:
         if all(b in self._blocks.graphs for b in wanted):
@@ -550,7 +550,7 @@ class Recall(GraphSearch):
         elif type(as_of) is int and 0 <= as_of <= self.covered_seq:
             seq = as_of  # a seq the index covers is in the log (which never shrinks): no read
         else:
-            seq = self.resolve(as_of)
+            seq = resolve_point(self.store, as_of, "as_of")  # (self.resolve, for a point given)
             if seq > self.covered_seq:
                 self.catch_up()
         q = query_vector(query, dim=self.dim, metric=self.metric, space=self.space,

@@ -46,7 +46,7 @@ class Saved(NamedTuple):
     (None when there is none yet), the as-of blocks' file digests, what it covers."""
 
     dim: int
-    count: int
+    count: int  # type: ignore[assignment]  # a field, named as the index's, shadows tuple.count
     cols: Columns
     rows: Rows | None
     head: Any

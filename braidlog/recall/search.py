@@ -87,16 +87,16 @@ class GraphSearch:
             if found is None:
                 return self._exact(q, k, lo, hi, None, None, flt)
             return found[0][:k], found[1][:k]
-        found = [self._part(g, lo, hi, ef, q, k, elig, pred, flt) for g, lo, hi, ef in parts]
-        pos = np.concatenate([f[0] for f in found])
-        scores = np.concatenate([f[1] for f in found])
+        each = [self._part(g, lo, hi, ef, q, k, elig, pred, flt) for g, lo, hi, ef in parts]
+        pos = np.concatenate([f[0] for f in each])
+        scores = np.concatenate([f[1] for f in each])
         return top(pos, scores, k)
 
     def _in_braid(self, q: np.ndarray, k: int, m: int, elig: np.ndarray, flt: Filter, braid: str
                   ) -> tuple[np.ndarray, np.ndarray]:
         """The best of one braid's positions below ``m`` (``elig``): its graph, over-fetched when
         ``m`` leaves out some of its positions, and the tail not yet in the head graph exactly."""
-        g, nodes = self._braid_graph(self._cols.braid_code(braid))  # type: ignore[arg-type]
+        g, nodes = self._braid_graph(self._cols.braid_code(braid))
         h = min(m, self._head_count)
         e = int(elig.searchsorted(h))  # the eligible positions the braid graph holds
         found = []

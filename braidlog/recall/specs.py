@@ -354,7 +354,7 @@ class WordLlamaEmbedder(_Loaded):
             raise ValidationError("embedder", f"{self.spec!r}: dim must be 64, 128 or 256, not {dim}")
         wordllama = _need("wordllama", "wordllama", self.spec)
         safetensors = _need("safetensors", "wordllama", self.spec)
-        from wordllama.inference import WordLlamaInference  # type: ignore[import-untyped]  # no py.typed
+        from wordllama.inference import WordLlamaInference
 
         root = Path(wordllama.__file__).parent
         weights = root / "weights" / "l2_supercat_256.safetensors"

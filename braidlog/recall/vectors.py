@@ -27,7 +27,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -125,9 +125,9 @@ class Rows:
                 out[a:b] = self._chunks[i][positions[a:b] - i * CHUNK]
         return out
 
-    def write(self, f) -> None:  # noqa: ANN001 (a binary file)
+    def write(self, f: BinaryIO) -> None:
         for lo in range(0, self.n, CHUNK):
-            f.write(memoryview(np.ascontiguousarray(self.slice(lo, min(lo + CHUNK, self.n)))).cast("B"))
+            f.write(np.ascontiguousarray(self.slice(lo, min(lo + CHUNK, self.n))).data.cast("B"))
 
     @classmethod
     def read(cls, path: str | Path, dim: int, n: int, home: Path | None = None) -> Rows:
