@@ -160,3 +160,40 @@ def test_a_thread_written_before_the_keys_is_read_and_continued(tmp_path):
         state = graph.get_state(config)
         assert state.values["notes"][-1] == "review 11" and state.values["count"] == 2
         assert len(list(saver.list(config))) == 15
+
+
+def test_writes_made_while_a_put_is_in_flight_ride_in_the_next_puts_commit(tmp_path):
+    """LangGraph saves a step's writes while that step's checkpoint is being put: they wait for
+    the thread's next put and are appended in its batch (one commit), and put_writes returns
+    once they are durable; with no put coming they commit alone after the wait."""
+    import threading
+    import time
+
+    from braidlog.integrations.langgraph._ride import WAIT
+
+    with BraidlogSaver(str(tmp_path / "s.lmdb")) as saver:
+        config = {"configurable": {"thread_id": "r", "checkpoint_ns": ""}}
+        first = saver.put(config, empty_checkpoint(), {"step": 0}, {})
+        saver._rides.putting("r", +1)  # a put of the thread in flight, as LangGraph's would be
+        done = []
+        writer = threading.Thread(target=lambda: done.append(
+            saver.put_writes(first, [("notes", ["a"])], "task-1")))
+        writer.start()
+        time.sleep(WAIT / 5)
+        assert not done  # waiting for the next put
+        nxt = saver.put(first, empty_checkpoint(), {"step": 1}, {})
+        writer.join()
+        saver._rides.putting("r", -1)
+        assert done == [None]
+        records = list(saver.log.scan_braid(braid_of(THREAD_PREFIX, "r")))
+        assert [r.delta.kind for r in records[-2:]] == ["langgraph.writes", "langgraph.checkpoint"]
+        assert records[-1].seq == records[-2].seq + 1  # one batch
+        assert saver.get_tuple(first).pending_writes == [("task-1", "notes", ["a"])]
+        assert saver.get_tuple(nxt).checkpoint["id"] == nxt["configurable"]["checkpoint_id"]
+
+        saver._rides.putting("r", +1)  # a put in flight, and none after it: the writes go alone
+        started = time.perf_counter()
+        saver.put_writes(nxt, [("notes", ["b"])], "task-2")
+        assert time.perf_counter() - started >= WAIT * 0.9
+        saver._rides.putting("r", -1)
+        assert saver.get_tuple(nxt).pending_writes == [("task-2", "notes", ["b"])]

@@ -40,7 +40,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ...delta import delta as make_delta
-from ...errors import ConflictError, StorageError, ValidationError
+from ...errors import BraidlogError, ConflictError, StorageError, ValidationError
 from ._checks import text as _text
 from ._checks import thread_id as _thread_id
 from ._checks import versions as _versions
@@ -59,6 +59,7 @@ from ._encoding import (
     thread_key,
 )
 from ._heads import Head, Lookup, head_of
+from ._ride import Rides
 from ._threads import RUNS_BRAID, THREAD_PREFIX, RunDeletions, ThreadIndex, _key
 from ._values import Values
 
@@ -91,6 +92,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         self._values = Values(self.log)
         self._lookup = Lookup(self.log)
         self._heads: dict[tuple[str, str], Head] = {}
+        self._rides = Rides()  # task writes riding in their thread's next put's commit
         self._puts: dict[str, threading.Lock] = {}  # a thread's puts, one at a time
         self._pool: ThreadPoolExecutor | None = None
         # The kinds are declared on open (as a SQL saver creates its tables), so that no write
@@ -396,21 +398,44 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             "metadata": dump_any(self.serde, md, "metadata"), "values": {},
             "key": checkpoint_key(tid, ns, cid), "head": head_key(tid, ns)}
         braid = braid_of(THREAD_PREFIX, tid)
-        with self._put_lock(tid):
-            head = self._head(tid, ns) if self._lookup.direct(tid, braid) else _SLOW
-            indexed = head is _SLOW or (head is not None and bool(self._runs_now().runs))
-            if indexed:
-                self._place_indexed(payload, tid, ns, versions, new, fresh)
-            else:
-                self._place(payload, head, parent, versions, new, fresh)
-            (seq,) = self._append([self._delta(braid, "langgraph.checkpoint", payload)])
-            for ch, value in fresh.items():
-                self._values.written(seq, ch, payload["values"][ch], value)
-            if indexed:
-                self._heads.pop((tid, ns), None)
-            else:
-                self._remember(tid, ns, seq, payload, versions, head)
+        self._rides.putting(tid, +1)
+        try:
+            with self._put_lock(tid):
+                seq, head, indexed = self._put_locked(payload, tid, ns, braid, parent, versions, new, fresh)
+        finally:
+            self._rides.putting(tid, -1)
         return {"configurable": {"thread_id": given, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    def _put_locked(self, payload: dict[str, Any], tid: str, ns: str, braid: str, parent: str | None,
+                    versions: dict[str, Any], new: dict[str, Any], fresh: dict[str, tuple[str, bytes]]
+                    ) -> tuple[int, Any, bool]:
+        head = self._head(tid, ns) if self._lookup.direct(tid, braid) else _SLOW
+        indexed = head is _SLOW or (head is not None and bool(self._runs_now().runs))
+        if indexed:
+            self._place_indexed(payload, tid, ns, versions, new, fresh)
+        else:
+            self._place(payload, head, parent, versions, new, fresh)
+        delta = self._delta(braid, "langgraph.checkpoint", payload)
+        riders = self._rides.take(tid)  # the thread's writes waiting for this commit
+        try:
+            seq = self._append([r.delta for r in riders] + [delta])[-1]
+        except BraidlogError:
+            if not riders:
+                raise
+            Rides.settle(riders, committed=False)  # each alone: only a bad one fails
+            riders = []
+            (seq,) = self._append([delta])
+        except BaseException:
+            Rides.settle(riders, committed=False)
+            raise
+        Rides.settle(riders, committed=True)
+        for ch, value in fresh.items():
+            self._values.written(seq, ch, payload["values"][ch], value)
+        if indexed:
+            self._heads.pop((tid, ns), None)
+        else:
+            self._remember(tid, ns, seq, payload, versions, head)
+        return seq, head, indexed
 
     def _place(self, payload: dict[str, Any], head: Head | None, parent: str | None,
                versions: dict[str, Any], new: dict[str, Any], fresh: dict[str, tuple[str, bytes]]) -> None:
@@ -519,16 +544,17 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             return
         replace = all(r[1] in WRITES_IDX_MAP for r in rows)
         braid = braid_of(THREAD_PREFIX, tid)
-        if not replace and not self._lookup.direct(tid, braid):
+        idx = self._threads.get(braid)  # a retry of writes already stored keeps the first: a
+        if not replace and idx is not None:  # read drops it; with the index at hand, skip it
             with self._lock:
                 cp = self._thread(tid).checkpoints.get((ns, cid))
                 if cp is not None and all((task_id, r[0]) in cp.write_keys for r in rows):
-                    return  # a retry of writes already stored: the first ones count
+                    return
         payload = {"thread_id": tid, "ns": ns, "checkpoint_id": cid, "task_id": task_id,
                    "task_path": task_path, "writes": rows, "key": checkpoint_key(tid, ns, cid)}
         if replace:
             payload["replace"] = True
-        self._append([self._delta(braid, "langgraph.writes", payload)])
+        self._rides.write(tid, self._delta(braid, "langgraph.writes", payload), self._append)
 
     def delete_thread(self, thread_id: Any) -> None:
         """Hide every checkpoint and write of the thread from every read of every process (a
