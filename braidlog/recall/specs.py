@@ -221,7 +221,7 @@ def _need(module: str, extra: str, spec: str) -> Any:
         return importlib.import_module(module)
     except ImportError as e:
         raise MissingDependency(f"embedder {spec!r} needs {module}, which is not installed ({e}); "
-                                f"install it with: pip install 'braidlog[{extra}]'") from None
+                                f"install it with: pip install '.[{extra}]'") from None
 
 
 def _rows(values: Any, n: int, dim: int, who: str) -> np.ndarray:

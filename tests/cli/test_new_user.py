@@ -171,12 +171,13 @@ def test_kind_list_and_the_mcp_kinds_tool_list_the_same_set(tmp_path):
 def test_show_and_log_abridge_embedded_vectors_unless_asked(home):
     pytest.importorskip("hnswlib")
     sh(home, "append", "--embed", input='{"braid_id": "b", "kind": "message", "payload": {"text": "hello there"}}')
-    for args in (["show", "1", "--json"], ["log", "--json"]):
+    # seq 1 is the space's embedder declaration, written with its first vector
+    for args in (["show", "2", "--json"], ["log", "--kind", "message", "--json"]):
         d = json.loads(sh(home, *args).stdout)["delta"]
         assert d["vector"]["abridged"] is True and d["vector"]["dim"] > 0 and "data" not in d["vector"]
         whole = json.loads(sh(home, *args, "--vectors").stdout)["delta"]["vector"]
         assert len(whole["data"]) > 1000 and "abridged" not in whole
-    assert '"abridged": true' in sh(home, "show", "1").stdout
+    assert '"abridged": true' in sh(home, "show", "2").stdout
 
 
 def test_the_auditing_guide_runs_twice(tmp_path):

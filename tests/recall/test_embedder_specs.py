@@ -88,7 +88,7 @@ def test_a_library_not_installed_says_which_extra_brings_it(spec, extra):
     module = extra.replace("-", "_")
     if module in sys.modules or _installed(module):
         pytest.skip(f"{module} is installed here")
-    with pytest.raises(braidlog.MissingDependency, match=rf"install it with: pip install 'braidlog\[{extra}\]'"):
+    with pytest.raises(braidlog.MissingDependency, match=rf"install it with: pip install '\.\[{extra}\]'"):
         embedder(spec)
 
 
