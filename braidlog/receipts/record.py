@@ -178,6 +178,8 @@ def read_receipt(source: Any, ref: str | int) -> Receipt:
     """The receipt with delta id (or seq) ``ref``; ValidationError when there is none, when that
     delta is not a receipt, or when it was erased (its items went with its payload)."""
     store = _store(source)
+    if not all(hasattr(store, m) for m in ("head", "read", "get")):
+        raise ValidationError("source", f"must be a Braid, a store or a view, not {type(source).__name__}")
     if isinstance(ref, str) and ref.isdigit():
         ref = int(ref)
     if isinstance(ref, numbers.Integral) and not isinstance(ref, bool):

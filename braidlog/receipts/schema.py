@@ -42,12 +42,20 @@ Short = Annotated[str, Meta(min_length=1, max_length=1000)]
 
 def sha256_hex(data: bytes | str) -> str:
     """The SHA-256 of ``data`` (text as UTF-8) in lowercase hex."""
-    return hashlib.sha256(data.encode() if isinstance(data, str) else bytes(data)).hexdigest()
+    if isinstance(data, str):
+        return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ValidationError("data", f"must be bytes or text, not {type(data).__name__}")
+    return hashlib.sha256(bytes(data)).hexdigest()
 
 
-def _finite(value: float | None, field: str) -> None:
-    if value is not None and not math.isfinite(value):
-        raise ValueError(f"{field} must be a finite number, not {value!r}")
+def _finite(value: Any, field: str) -> None:
+    """A score or floor: None or a finite number. ValidationError (a ValueError: decoding turns
+    it into the field's error) otherwise."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValidationError(field, f"must be a finite number, not {value!r}"[:200])
 
 
 # NOTE: payload class names are stored tags only where tag=True; these are plain objects.
@@ -63,6 +71,10 @@ class ContextItem(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults
     score: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("seq", "rank"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValidationError(name, f"must be an int, not {type(value).__name__}")
         _finite(self.score, "score")
 
 
@@ -98,10 +110,11 @@ class RecallRequest(Struct, frozen=True, forbid_unknown_fields=True, omit_defaul
 
     def __post_init__(self) -> None:
         _finite(self.min_score, "min_score")
-        if self.query is not None and sha256_hex(self.query) != self.query_sha256:
-            raise ValueError("query_sha256 must be the SHA-256 of the query text (UTF-8)")
+        if self.query is not None and (not isinstance(self.query, str)
+                                       or sha256_hex(self.query) != self.query_sha256):
+            raise ValidationError("query_sha256", "must be the SHA-256 of the query text (UTF-8)")
         if self.query is not None and self.query_kind != "text":
-            raise ValueError("a query given as text has query_kind 'text'")
+            raise ValidationError("query_kind", "a query given as text has query_kind 'text'")
 
 
 class ContextUsed(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -119,23 +132,27 @@ class ContextUsed(Struct, frozen=True, forbid_unknown_fields=True, omit_defaults
     context_size: Annotated[int, Meta(ge=0)] | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.items, list) or not all(isinstance(i, ContextItem) for i in self.items):
+            raise ValidationError("items", "must be a list of ContextItem")
+        if self.request is not None and not isinstance(self.request, RecallRequest):
+            raise ValidationError("request", "must be a RecallRequest or None")
         last: dict[str, int] = {}
         seen: set[tuple[int, str]] = set()
         for n, item in enumerate(self.items):
             if (item.seq, item.role) in seen:
-                raise ValueError(f"items[{n}] cites seq {item.seq} as {item.role} a second time")
+                raise ValidationError(f"items[{n}]", f"cites seq {item.seq} as {item.role} a second time")
             seen.add((item.seq, item.role))
             if item.rank <= last.get(item.role, 0):
-                raise ValueError(f"items[{n}] has rank {item.rank} after rank {last[item.role]}: "
-                                 f"the ranks of the {item.role} items must increase")
+                raise ValidationError(f"items[{n}].rank", f"is {item.rank} after rank {last[item.role]}: "
+                                      f"the ranks of the {item.role} items must increase")
             last[item.role] = item.rank
         if (self.context_sha256 is None) != (self.context_size is None):
-            raise ValueError("context_sha256 and context_size come together (the digest and "
-                             "length of the context bytes)")
+            raise ValidationError("context_sha256", "and context_size come together (the digest and "
+                                  "length of the context bytes)")
         if self.request is not None and any(i.seq > self.request.as_of for i in self.items
                                             if i.role == "retrieved"):
-            raise ValueError(f"a retrieved item cites a seq after the request's as_of "
-                             f"({self.request.as_of}), which the recall could not see")
+            raise ValidationError("items", f"a retrieved item cites a seq after the request's as_of "
+                                  f"({self.request.as_of}), which the recall could not see")
 
 
 REGISTRY.declare(CONTEXT_USED, ContextUsed, owner="braidlog",
