@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import heapq
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -43,7 +44,7 @@ __all__ = [
     "REASON_KEYS", "RETIRED", "SEARCH_DEPTH",
     "Change", "DeltaRef", "Step", "History", "EntityChange", "ProjectionDiff", "Diff",
     "history", "diff", "explain", "reasons", "changes", "entity_value", "format_history",
-    "format_explain", "format_diff", "entity_at", "LOCAL_FOLD_MAX",
+    "format_explain", "format_diff", "entity_at", "LOCAL_FOLD_MAX", "entity_braids", "braid_records",
 ]
 
 #: Payload keys whose text says why a delta was written (also any key ending in ``_<one of
@@ -347,19 +348,43 @@ def _records(log: Any, entity_id: str, seq: int, after: int = 0,
     return recs
 
 
+def entity_braids(log: Any, entity_id: str) -> list[str]:
+    """The braids an entity id names when no delta refers to it: those whose id ends with
+    ``:<entity id>`` (``<namespace>:<entity>``, as an eventsourcing aggregate's events and
+    snapshots are kept: ``<app>_events:<originator id>``). A walk over the braid index's keys,
+    not the log; [] where the store cannot list its braids."""
+    counts = getattr(log, "counts", None)
+    if counts is None or not entity_id:
+        return []
+    suffix = ":" + entity_id
+    return [b for b in counts("braid") if b.endswith(suffix)]
+
+
+def braid_records(log: Any, entity_id: str, start: int = 1, stop: int | None = None, *,
+                  reverse: bool = False) -> list[Record]:
+    """The deltas of ``entity_braids(log, entity_id)`` in [start, stop), in seq order."""
+    braids = entity_braids(log, entity_id)
+    return list(heapq.merge(*(log.scan_braid(b, start, stop, reverse=reverse) for b in braids),
+                            key=lambda r: r.seq, reverse=reverse))
+
+
 def history(braid_or_view: Any, entity_id: str, *, states: bool = True,
             projections: Iterable[str] | None = None,
             entities: Mapping[str, EntityFn] | None = None) -> History:
     """Every delta that created or changed ``entity_id``, oldest first, up to the view's seq
     (the head for a Braid), with the entity's state in each projection after each step.
 
-    Deltas come from the refers-to index (and the delta whose id is ``entity_id``, if any).
+    Deltas come from the refers-to index (and the delta whose id is ``entity_id``, if any);
+    when none does, from the braids the id names (``entity_braids``).
     ``states=False`` skips the projection states; ``projections`` limits them to those names.
     """
     if not isinstance(entity_id, str) or not entity_id:
         raise ValidationError("entity_id", "must be a non-empty string (a decision, bead, topic … id)")
     braid, log, seq = _source(braid_or_view)
     recs = _records(log, entity_id, seq)
+    if not recs:  # the braid names come from the whole store (a view lists none); read as of seq
+        recs = [r for b in entity_braids(braid.log, entity_id) for r in log.scan_braid(b, 1, seq + 1)]
+        recs.sort(key=lambda r: r.seq)
     per_step: list[dict[str, Any]] = [{} for _ in recs]
     current: dict[str, Any] = {}
     relevant: list[Projection] = []

@@ -78,7 +78,7 @@ except ImportError:  # pragma: no cover - eventsourcing is not installed
     BraidlogApplicationRecorder = object  # type: ignore[misc,assignment]
 
 
-class WalPrototypeRecorder(BraidlogApplicationRecorder):  # type: ignore[misc,valid-type]
+class WalPrototypeRecorder(BraidlogApplicationRecorder):
     """The prototype of ``ONE_SYNC``: each commit's deltas (seq and canonical bytes) appended to
     ``<store>/wal`` and synced once, the store itself opened unsynced (``BRAIDLOG_DURABLE=n``)."""
 

@@ -8,11 +8,12 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from itertools import islice
+from itertools import chain, islice
 from typing import IO, Any
 
 import msgspec
 
+from .. import audit
 from ..delta import PROVENANCE_KINDS, from_json, repeated_key, repeated_key_rule
 from ..errors import DecodeError, IntegrityError, ValidationError
 from ..kinds import default_confidence
@@ -332,6 +333,17 @@ def cmd_log(args: Any, out: IO[str]) -> int:
     return 0
 
 
+def _entity_records(store: LmdbLog, entity: str, start: int, stop: int | None, reverse: bool
+                    ) -> Iterator[Record]:
+    """The deltas that refer to ``entity``, or when none does, those of the braids it names
+    (``<namespace>:<entity>``: an eventsourcing aggregate), as `history` finds them."""
+    found = iter(store.scan_refs(entity, start, stop, reverse=reverse))
+    first = next(found, None)
+    if first is not None:
+        return chain((first,), found)
+    return iter(audit.braid_records(store, entity, start, stop, reverse=reverse))
+
+
 def _distinct(records: Iterator[Record]) -> Iterator[Record]:
     """Records merged from several indexes, each once (a delta may refer to two of the ids)."""
     last = None
@@ -348,7 +360,7 @@ def _filtered(store: LmdbLog, braids: list[str], kinds: list[str], start: int, s
     of them (the refers-to index). A braid or kind the store has never seen is named on
     standard error, so that a typo is not mistaken for an empty result."""
     if entities:
-        sources = [store.scan_refs(e, start, stop, reverse=reverse) for e in dict.fromkeys(entities)]
+        sources = [_entity_records(store, e, start, stop, reverse) for e in dict.fromkeys(entities)]
         found = sources[0] if len(sources) == 1 else _distinct(heapq.merge(
             *sources, key=lambda r: r.seq, reverse=reverse))
         if braids or kinds:

@@ -62,3 +62,20 @@ def test_log_lists_an_aggregates_deltas_by_originator_id(school, capsys):
     assert [[e[0] for e in r["delta"]["payload"]["events"]] for r in rows] == [[1], [2], [3, 4]]
     code, out = run(capsys, "--store", store, "log", "--entity", fido, "--entity", rex, "--json")
     assert [json.loads(line)["seq"] for line in out.splitlines()] == [1, 2, 3, 4]
+
+
+def test_an_aggregate_of_a_store_written_one_event_a_delta_has_a_history_too(tmp_path, capsys):
+    import braidlog
+
+    fido = "6f1f3c2e-6c3e-4f8e-9a53-3d1f0b2f4a10"
+    with braidlog.LmdbLog(tmp_path / "s") as log:  # as stores before eventsourcing.events hold them
+        log.append_batch([braidlog.delta(
+            f"dogschool_events:{fido}", "eventsourcing.event",
+            {"originator_id": fido, "originator_version": v, "topic": f"__main__:Dog.{t}", "state": "{}"},
+            provenance="system", confidence=1.0) for v, t in ((1, "Registered"), (2, "TrickAdded"))])
+    code, out = run(capsys, "--store", tmp_path / "s", "history", fido)
+    assert code == 0
+    assert [line.strip() for line in out.splitlines() if line.strip().startswith("version")] == [
+        "version 1: Dog.Registered", "version 2: Dog.TrickAdded"]
+    code, out = run(capsys, "--store", tmp_path / "s", "log", "--entity", fido, "--json")
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [1, 2]
