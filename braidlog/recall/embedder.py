@@ -5,7 +5,7 @@ from the local disk (docs/recall.md).
 An embedder may also have ``embed_documents(texts)`` and ``embed_queries(texts)`` (asymmetric
 models embed a query differently from a document: ``documents`` and ``queries`` here use them
 when present, ``embed`` otherwise), ``digest`` (of its weights or configuration) and ``spec``
-(what loads it again): the log records them with a space's first vectors (braidlog.embedders).
+(what loads it again): the log records them with a space's first vectors (braidlog.kind_schema, ``recorded_embedder``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Embedding with the log's record of each space's embedder (braidlog.embedders): writes that
+"""Embedding with the log's record of each space's embedder (braidlog.kind_schema, ``recorded_embedder``): writes that
 embed declare it with a space's first vectors and refuse another one; a query by text finds the
 recorded embedder, or refuses one that is not it, naming both.
 """

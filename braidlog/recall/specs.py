@@ -20,7 +20,7 @@ never minutes of retries. Loading a ``module:attribute`` runs that module's code
 
 Each embedder made here carries ``spec`` (what loads it again) and ``digest`` (blake3 of its
 weight files, or of its configuration), which the log records with a space's first vectors
-(braidlog.embedders).
+(braidlog.kind_schema, ``recorded_embedder``).
 """
 
 from __future__ import annotations
