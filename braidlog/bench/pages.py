@@ -67,7 +67,7 @@ def layout(skip: Sequence[str] = (), composite: bool = False) -> type[LmdbLog]:
 INDEXED = b"indexed-to"
 
 
-def deferred(every: int = 64) -> type[LmdbLog]:
+def deferred(every: int = 64, idh: bool = False) -> type[LmdbLog]:
     """A prototype of the next format's commit (docs/benchmarks.md, *Single durable append*):
     each commit writes the log and both id indexes (an idempotent retry must find any id at
     once), and leaves the ``braid``, ``kind`` and ``refs`` entries of its records to a later
@@ -75,9 +75,14 @@ def deferred(every: int = 64) -> type[LmdbLog]:
     entries of all of them, derived from their rows (the log is those indexes' write-ahead log,
     so a crash loses nothing), and moves ``indexed-to``. A read through those indexes reads the
     index up to ``indexed-to`` and the log's rows past it (at most ``every``): ``braid_head``
-    and ``scan_braid`` here do; the other index reads of LmdbLog are not carried over."""
+    and ``scan_braid`` here do; the other index reads of LmdbLog are not carried over.
+
+    With ``idh``, the id-digest index is deferred too: an id past ``indexed-to`` is then found
+    in the id index and in the log's tail, still two trees (what no single damaged page may
+    hide from both), and a commit writes the paths of two tables fewer."""
     from ..delta import referenced_ids
-    from ..lmdb.format import decode_keys, from_u64, row_entry
+    from ..errors import IntegrityError
+    from ..lmdb.format import decode_keys, from_u64, row_data, row_entry
     from ..store import BraidHead
 
     class Deferred(LmdbLog):
@@ -89,20 +94,44 @@ def deferred(every: int = 64) -> type[LmdbLog]:
                  for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged), strict=False)],
                 append=True)
             txn.cursor(db["ids"]).putmulti([(s.delta.id.encode(), k) for s, k in zip(staged, keys, strict=False)])
-            txn.cursor(db["idh"]).putmulti([(id_digest(s.delta.id), k) for s, k in zip(staged, keys, strict=False)])
+            if not idh:
+                txn.cursor(db["idh"]).putmulti([(id_digest(s.delta.id), k)
+                                                for s, k in zip(staged, keys, strict=False)])
             covered = self._covered(txn)
             if staged[-1].seq - covered >= every:
-                rows: dict[str, list[tuple[bytes, bytes]]] = {"braid": [], "kind": [], "refs": []}
+                rows: dict[str, list[tuple[bytes, bytes]]] = {"braid": [], "kind": [], "refs": [],
+                                                              "idh": []}
                 for seq, value in self._tail(txn, covered):
                     d = self._decoded(seq, value).delta
                     k = u64(seq)
+                    if idh:
+                        rows["idh"].append((id_digest(d.id), k))
                     rows["braid"].append((d.braid_id.encode(), k))
                     rows["kind"].append((d.kind.encode(), k))
                     rows["refs"].extend((r.encode(), k) for r in referenced_ids(d, self.registry))
                 for table, got in rows.items():
                     if got:
-                        txn.cursor(db[table]).putmulti(sorted(got), dupdata=True)
+                        txn.cursor(db[table]).putmulti(sorted(got), dupdata=table != "idh")
                 txn.put(INDEXED, u64(staged[-1].seq), db=db["meta"])
+
+        def _stored(self, txn: Any, delta_ids: list[str], digests: Any = None) -> dict[str, Any]:
+            """An id past ``indexed-to`` has no id-digest entry yet: the log's tail, a tree
+            apart from the id index, stands in for it (with ``idh``)."""
+            if not idh:
+                return super()._stored(txn, delta_ids, digests)
+            tail = {decode_keys(row_entry(v)).id: u64(s) for s, v in self._tail(txn, self._covered(txn))}
+            found = {}
+            for delta_id in delta_ids:
+                first = txn.get(delta_id.encode(), db=self._db["ids"])
+                second = txn.get(id_digest(delta_id), db=self._db["idh"]) or tail.get(delta_id)
+                if first is None and second is None:
+                    continue
+                if first != second:
+                    raise IntegrityError(f"the id indexes disagree on delta {delta_id}",
+                                         seq=from_u64(first or second))
+                value = self._landed(txn, "id", delta_id, from_u64(first))
+                found[delta_id] = (from_u64(first), bytes(value[32:40]) + bytes(row_data(value)))
+            return found
 
         def _covered(self, txn: Any) -> int:
             raw = txn.get(INDEXED, db=self._db["meta"])
@@ -204,6 +233,8 @@ def table(n: int = 2000, size: int = 1000) -> list[tuple[str, float, float, floa
                       layout(composite=True)),
              braidlog("braidlog, braid+kind+refs deferred to every 64th record (prototype)",
                       deferred(64)),
+             braidlog("braidlog, idh+braid+kind+refs deferred to every 64th record (prototype)",
+                      deferred(64, idh=True)),
              ("raw LMDB, one put", RawLmdb, lambda s, i: s.put_one(bodies[i]), raw_many),
              ("raw LMDB, log + 4 indexes", lambda p: RawLmdb(p, indexed=True),
               lambda s, i: s.put_one(bodies[i], keys[i]), raw_many)]

@@ -36,13 +36,14 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ..delta import referenced_ids
+from .. import tree as merkle
+from ..delta import Vector, decode_entry, referenced_ids
 from ..erasure import ERASURES_BRAID, envelope_refs
 from ..errors import BraidlogError, IntegrityError, StorageError
 from ..store import Head, Progress, Row, verify_bodies
 from .access import LogAccess
 from .file import last_intact_key, meta_findings
-from .format import DUPS, fill_nodes, from_u64, id_digest, split_row, u64
+from .format import DUPS, NODE, fill_nodes, from_u64, id_digest, row_data, row_entry, row_nodes, split_row, u64
 
 __all__ = ["verify", "repair_indexes", "INDEXES"]
 
@@ -65,13 +66,13 @@ def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | No
         intact = _intact_seqs(log, damaged["log"])
         if start <= intact:
             verify_bodies(log.store, start, intact + 1 if stop is None else min(stop, intact + 1),
-                          progress, rows=_by_lookup(log))
+                          progress, rows=_by_lookup(log), tree=False)
         raise IntegrityError(
             f"{log.path / 'data.mdb'}: the log table is damaged: {damaged['log'][0]}; the "
             f"records up to seq {intact} are reached through undamaged pages, and seqs "
             f"{start}..{intact} were read intact (nothing past them was read: a damaged page can "
             f"crash the reader). {_RESTORE}", seq=intact + 1)
-    checked = verify_bodies(log.store, start, stop, progress, rows=_by_lookup(log))
+    checked = verify_bodies(log.store, start, stop, progress, rows=_by_lookup(log), tree=False)
     if damaged:
         raise _page_damage(log, damaged)
     if start <= 1 and stop is None:
@@ -81,8 +82,18 @@ def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | No
 
 def _by_lookup(log: LogAccess):
     """Rows (store.Row) for [start, stop), each looked up through the B-tree as reads
-    do, a chunk per read transaction."""
-    def rows(start: int, stop: int) -> Iterator[tuple[int, bytes, bytes]]:
+    do, a chunk per read transaction; the Merkle tree's nodes each row keeps are checked
+    against the ones its leaf completes once the row has been taken (so after its chain)."""
+    def rows(start: int, stop: int) -> Iterator[Any]:
+        size = start - 1
+        frontier = merkle.Frontier(size, log.store.tree_hashes(merkle.peaks(size)))
+        for row, stored in _pairs(start, stop):
+            yield row
+            made = frontier.completed([row.entry])[0]
+            if made != stored:
+                _node_break(row.seq, made, stored)
+
+    def _pairs(start: int, stop: int) -> Iterator[tuple[Any, bytes]]:
         lo = start
         while lo < stop:
             hi = min(stop, lo + CHUNK)
@@ -120,9 +131,24 @@ def _by_lookup(log: LogAccess):
                     f"log's B-tree finds nothing, below the head {stop - 1} (a record or "
                     f"a page of the log is damaged); seqs {start}..{seq - 1} were read "
                     f"intact. {_RESTORE}", seq=seq)
-            out.append(split_row(seq, value))
+            out.append((split_row(seq, value), row_nodes(value)))
         return out
     return rows
+
+
+def _node_break(seq: int, made: bytes, stored: bytes) -> None:
+    """IntegrityError naming the first of the nodes record ``seq``'s leaf completes (``made``,
+    level 1 first) whose hash differs from the one its row keeps (``stored``)."""
+    level = next((i // NODE for i in range(0, len(made), NODE)
+                  if made[i:i + NODE] != stored[i:i + NODE]), 0) + 1
+    index = (seq >> level) - 1
+    expected, found = made[(level - 1) * NODE:level * NODE], stored[(level - 1) * NODE:level * NODE]
+    first, last = (index << level) + 1, (index + 1) << level
+    raise IntegrityError(
+        f"Merkle tree node ({level}, {index}) over seqs {first}..{last} does not match the "
+        f"records: expected {expected.hex()}, found {found.hex()}; the stored node was "
+        "changed after it was written (`braidlog repair --indexes` rewrites the tree's "
+        "nodes from the records)", seq=last, expected=expected, found=found)
 
 
 # -- indexes ------------------------------------------------------------------------------------
@@ -147,10 +173,108 @@ def _expected(log: LogAccess, seq: int, value: Any, unsure: set[str]
     return d, out
 
 
+class _Vectored(msgspec.Struct):
+    """Of a delta's bytes, only whether it has a vector (and its space and dimension)."""
+
+    vector: Vector | None = None
+
+
+_vectored = msgspec.msgpack.Decoder(_Vectored).decode
+
+
+def _indexes_agree(log: LogAccess) -> bool:
+    """The index check in one read transaction, with each record's keys read from its committed
+    form (its delta decoded only where its kind's payload names subjects): every entry a record
+    needs is found through its table's B-tree, and each table holds no other. False at the first
+    thing that does not agree: ``_check_indexes`` then finds it and names it."""
+    db, registry = log.tables, log.registry
+
+    def fn(txn: Any) -> dict[bytes, bytes] | None:
+        end = log.head_in(txn)[0].seq
+        ids: list[Any] = [None] * (end + 1)
+        braids: list[Any] = [None] * (end + 1)
+        kinds: list[Any] = [None] * (end + 1)
+        refs: list[Any] = [None] * (end + 1)
+        unsure: list[bool] = [False] * (end + 1)
+        names: dict[str, bytes] = {}
+        kinds_seen: dict[str, tuple[bool, bool]] = {}  # kind: (its payload names subjects, known)
+        spaces: dict[bytes, bytes] = {}
+        seq = 0
+        for key, value in txn.cursor(db["log"]):
+            seq += 1
+            if seq > end or from_u64(key) != seq:
+                return None
+            try:
+                e = decode_entry(row_entry(value))
+                data = row_data(value)
+                known = kinds_seen.get(e.kind)
+                if known is None:  # the registry reads the kinds declared in the log: once a kind
+                    spec = registry.get(e.kind)
+                    known = kinds_seen[e.kind] = (spec is not None and spec.refers is not None,
+                                                  registry.knows_subjects(e.kind))
+                if data and known[0]:
+                    d = log.decoded(seq, value).delta
+                    vector = d.vector
+                    try:
+                        r = referenced_ids(d, registry)
+                    except (msgspec.MsgspecError, BraidlogError):
+                        r = envelope_refs(d)  # an old payload whose upcast fails now
+                else:  # the envelope's refs are the committed form's; erased: only those
+                    vector = _vectored(data).vector if data else None
+                    r = envelope_refs(e)  # type: ignore[arg-type]
+            except (msgspec.MsgspecError, BraidlogError):
+                return None
+            ids[seq] = e.id.encode()
+            braids[seq] = names.get(e.braid_id) or names.setdefault(e.braid_id, e.braid_id.encode())
+            kinds[seq] = names.get(e.kind) or names.setdefault(e.kind, e.kind.encode())
+            refs[seq] = r
+            unsure[seq] = not known[1]
+            if vector is not None:
+                spaces.setdefault(vector.space.encode(), u64(vector.dim))
+        if seq != end:
+            return None
+        # every entry looked up through its table's B-tree as reads look it up (a walk over the
+        # leaves would miss a damaged branch page), then the tables' counts: nothing else
+        get, idh = txn.get, db.get("idh")
+        curs = {t: txn.cursor(db[t]) for t in ("braid", "kind", "refs")}
+        braid, kind, ref = curs["braid"].set_key_dup, curs["kind"].set_key_dup, curs["refs"].set_key_dup
+        for s in range(1, end + 1):
+            k = u64(s)
+            if (get(ids[s], db=db["ids"]) != k or not braid(braids[s], k) or not kind(kinds[s], k)
+                    or (idh is not None and get(id_digest(ids[s].decode()), db=idh) != k)):
+                return None
+            for r in refs[s]:
+                if not ref(r.encode(), k):
+                    return None
+        counts = {t: txn.stat(db[t])["entries"] for t in ("ids", "idh", "braid", "kind", "refs") if t in db}
+        if any(counts[t] != end for t in counts if t != "refs"):
+            return None
+        want = sum(len(r) for r in refs[1:])
+        if counts["refs"] != want and not (counts["refs"] > want and any(unsure)):
+            return None
+        if any(unsure):  # payload subjects this process cannot name: each entry taken as written
+            for k, v in txn.cursor(db["refs"]):
+                s = from_u64(v) if len(v) == 8 else 0
+                if not 1 <= s <= end or (k.decode(errors="replace") not in refs[s] and not unsure[s]):
+                    return None
+        return spaces
+
+    spaces = log.read(fn, buffers=False)
+    if spaces is None:
+        return False
+    stored = log.read(lambda txn: {bytes(k): bytes(v) for k, v in txn.cursor(db["spaces"])})
+    if log.store.braid_head(ERASURES_BRAID).version:  # a space whose vectors were all erased stays
+        spaces.update((k, v) for k, v in stored.items() if k not in spaces)
+    return stored == spaces
+
+
 def _check_indexes(log: LogAccess) -> None:
     """Every record's entries are in their tables, and each table holds nothing else. The head
     and the tables' entry counts are read in one transaction, so a writer appending meanwhile
-    changes neither side of the comparison."""
+    changes neither side of the comparison. The walk of ``_indexes_agree`` first; the lookups
+    below, record by record, only when it finds something to name."""
+    if _indexes_agree(log):
+        return
     db = log.tables
     tables = [t for t in INDEXES if t in db]
     end, counts = log.read(lambda txn: (log.head_in(txn)[0].seq,

@@ -1,6 +1,8 @@
 """The pages-per-commit measurement (``python -m braidlog.bench.pages``) on real durable stores:
 every layout writes, and leaving a table out writes fewer bytes a commit."""
 
+import pytest
+
 from braidlog.bench.pages import INDEXES, table
 
 
@@ -13,13 +15,14 @@ def test_each_index_table_costs_pages_and_the_log_alone_costs_least():
     assert got["raw LMDB, one put"] < got["raw LMDB, log + 4 indexes"] < shipped
 
 
-def test_the_deferred_index_prototype_reads_what_the_shipped_store_reads(tmp_path):
+@pytest.mark.parametrize("idh", [False, True])
+def test_the_deferred_index_prototype_reads_what_the_shipped_store_reads(tmp_path, idh):
     from braidlog import LmdbLog
     from braidlog.bench.data import AgentSession
     from braidlog.bench.pages import deferred
 
     ds = AgentSession(7).deltas(300)
-    shipped, proto = LmdbLog(tmp_path / "a"), deferred(64)(tmp_path / "b")
+    shipped, proto = LmdbLog(tmp_path / "a"), deferred(64, idh=idh)(tmp_path / "b")
     for d in ds[:100]:
         shipped.append(d)
         proto.append(d)
@@ -32,6 +35,9 @@ def test_the_deferred_index_prototype_reads_what_the_shipped_store_reads(tmp_pat
                     == [r.seq for r in shipped.scan_braid(braid, 50, 290, reverse=True)])
         proto.append(AgentSession(8).deltas(1)[0])
         shipped.append(AgentSession(8).deltas(1)[0])
+    # an idempotent retry of records on both sides of indexed-to finds them (no second write)
+    assert proto.append_batch([ds[10], ds[299]]) == shipped.append_batch([ds[10], ds[299]]) == [11, 300]
+    assert proto.get(ds[299].id).seq == 300
     # the log's chain and tree as the shipped store's (its index check is not carried over)
     assert proto.verify(1, proto.head().seq + 1).seq == shipped.head().seq
     shipped.close()
