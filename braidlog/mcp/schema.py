@@ -203,6 +203,9 @@ class ToolSpec:
     writes: bool = False
     title: str | None = None
     idempotent: bool = False
+    #: Writes only when asked (recall's ``record``): served read-only too, where asking is refused,
+    #: and annotated as a write tool where it can write.
+    may_write: bool = False
 
 
 def sdk_tool(spec: ToolSpec, store: Any) -> Tool:
@@ -214,9 +217,10 @@ def sdk_tool(spec: ToolSpec, store: Any) -> Tool:
         except BraidlogError as e:
             raise ToolError(str(e)) from None
 
-    annotations = ToolAnnotations(title=spec.title, read_only_hint=not spec.writes,
-                                  destructive_hint=False if spec.writes else None,
-                                  idempotent_hint=spec.idempotent if spec.writes else None,
+    writes = spec.writes or (spec.may_write and not getattr(store, "read_only", True))
+    annotations = ToolAnnotations(title=spec.title, read_only_hint=not writes,
+                                  destructive_hint=False if writes else None,
+                                  idempotent_hint=spec.idempotent if writes else None,
                                   open_world_hint=False)
     return Tool(fn=call, name=spec.name, title=spec.title, description=spec.description,
                 parameters=json_schema(spec.args),

@@ -474,7 +474,7 @@ def log_tools() -> list[ToolSpec]:
     ]
     if recall_installed():
         tools.insert(8, ToolSpec(
-            "recall", recall_args(), RecallOut, _recall, title="Recall",
+            "recall", recall_args(), RecallOut, _recall, title="Recall", may_write=True,
             description="The deltas that best match a text, best first (by meaning, by keyword "
             "or both when `mode` offers it), as of a point when given, with filters applied "
             "before the top k is cut. With `record` true it also records a context receipt "

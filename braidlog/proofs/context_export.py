@@ -59,6 +59,10 @@ def export_context(source: Any, ref: str | int, key: SigningKey, *, disclose: bo
             "entry": _b64(row.entry),
             "tlog_proof": tlog_proof_text(inclusion_proof(store, seq, size), note)}
         if row.erased_by:  # the erasure that dropped its bytes, proved and disclosed
+            if row.erased_by > size:
+                raise ValidationError("size", f"record {seq} was erased at seq {row.erased_by}, after "
+                                      f"the tree size {size}: export in a tree of at least "
+                                      f"{row.erased_by} records, which proves the erasure")
             by = store.read(row.erased_by).delta.id
             out["erased"] = {"seq": row.erased_by, "delta_id": by, **record(row.erased_by, True)}
         elif with_bytes:

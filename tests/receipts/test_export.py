@@ -184,6 +184,8 @@ def test_erasure_keeps_receipts_and_exports_verifiable(store_path, keys, capsys,
     assert "black, no sugar" not in json.dumps(after)  # the erased content is gone
     code, out, _ = run(capsys, "--store", store_path, "context", "show", hits.context_id)
     assert code == 0 and "(erased by seq 8)" in out
+    with braidlog.open(store_path, projections=[]) as b, pytest.raises(ValidationError, match="erased at seq 8"):
+        export_context(b, hits.context_id, key, size=7)  # a tree before the erasure cannot prove it
     forged = json.loads(json.dumps(after))
     forged["items"][0]["erased"] = forged["items"][1].get("erased") or {"seq": 1}
     with pytest.raises(VerificationError, match="erased"):

@@ -37,6 +37,7 @@ def test_recall_records_a_receipt_when_asked(store_path):
 
 def test_a_read_only_server_refuses_to_record(store_path):
     with stdio(store_path, "--read-only") as mcp:
+        assert mcp.tools["recall"].annotations.read_only_hint is True  # here it cannot write
         assert "read-only" in mcp.error("recall", {"query": "coffee", "record": True, "run": "r",
                                                    "turn": "t"})
         assert mcp.ok("recall", {"query": "coffee"})["hits"]
