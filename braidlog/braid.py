@@ -62,7 +62,7 @@ DEFAULT_STORE = "braid.lmdb"
 Point = int | str | datetime
 
 
-def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # noqa: A001 - the API's verb
+def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # shadows the builtin: the API's verb
          projections: Iterable[Projection] | None = None, durable: bool = True,
          readonly: bool = False, create: bool = True, checkpoint_every: int = 5000,
          retries: int = 2, lazy: bool = False, registry: Registry = REGISTRY,

@@ -144,6 +144,6 @@ def _first_field(command: Any, check: Any) -> str | None:
     for field in command.__struct_fields__:
         try:
             check(getattr(command, field))
-        except Exception:  # noqa: BLE001 - only which field fails matters here
+        except Exception:  # any: only which field fails matters here
             return field
     return None

@@ -241,7 +241,7 @@ def fold_step(kind: str, projections: Sequence[Projection], active: list[int],
             lines += [f"        if {_reads_by(projections[i], i, names)}:", call(i, "            ")]
     if len(lines) == 1:
         lines.append("    pass")
-    exec("\n".join(lines), names)  # noqa: S102 (names: evolves and sets; fields: REF_FIELDS)
+    exec("\n".join(lines), names)  # generated code; names: evolves and sets; fields: REF_FIELDS
     return names["step"]
 
 
@@ -265,7 +265,7 @@ def check_step(kind: str, projections: Sequence[Projection]
     if not lines:
         return None
     head = ["def check(d, S, at):"] + (["    refs, source = d.refs, d.provenance.kind"] if tested else [])
-    exec("\n".join(head + lines), names)  # noqa: S102 (names: checks and sets; fields: REF_FIELDS)
+    exec("\n".join(head + lines), names)  # generated code; names: checks and sets; fields: REF_FIELDS
     return names["check"]
 
 

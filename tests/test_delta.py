@@ -33,7 +33,8 @@ def bad(**changes):
 @pytest.mark.parametrize("changes, field, rule", [
     ({"kind": "no_such_kind"}, "kind", "unknown kind 'no_such_kind'"),
     ({"kind": ""}, "kind", "length >= 1"),
-    ({"provenance": Provenance("robot")}, "provenance.kind", "must be one of user, assistant, tool, perception, system, dream"),
+    ({"provenance": Provenance("robot")}, "provenance.kind",
+     "must be one of user, assistant, tool, perception, system, dream"),
     ({"confidence": 1.01}, "confidence", "must be a number in [0, 1]"),
     ({"confidence": -0.1}, "confidence", "must be a number in [0, 1]"),
     ({"ts": datetime(2026, 1, 1)}, "ts", "must be a timezone-aware datetime"),

@@ -83,7 +83,7 @@ def test_a_hot_entity_starts_from_the_nearest_checkpoint(tmp_path, monkeypatch):
 def test_a_projection_not_declared_local_is_folded_whole(tmp_path):
     whole = braidlog.Projection("whole", 1, Counts(), count, kinds=frozenset({"message"}))
     with braidlog.open(tmp_path / "s", projections=[whole]) as b:
-        for i in range(5):
+        for _ in range(5):
             b.append(braidlog.delta("b", "message", {"text": "x"}, ts=T0,
                                     refs=braidlog.Refs(deltas=("e",))))
         CALLS.clear()

@@ -299,7 +299,8 @@ def test_bad_headers_and_bad_json_are_refused(text, target, source):
     refuse(target, ["not json\n"] + lines[1:], "line 1: not a braidlog export header")
     header = record(lines[0])
     refuse(target, [dump({**header, "format": 9})] + lines[1:], "line 1: export format 9 is not supported")
-    refuse(target, [dump({**header, "prev": "11" * 32})] + lines[1:], "line 1: an export from seq 1 continues the genesis hash")
+    refuse(target, [dump({**header, "prev": "11" * 32})] + lines[1:],
+           "line 1: an export from seq 1 continues the genesis hash")
     later = lines_of(exported(source, start=5))
     refuse(target, [dump({**record(later[0]), "prev": "11" * 32})] + later[1:],
            "the target store is at head 0:")

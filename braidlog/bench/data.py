@@ -239,8 +239,8 @@ class EntityView(msgspec.Struct, frozen=True, gc=False):
 
 
 #: A projection of one entry per entity (10,000, as in the time-travel targets), for time travel.
-ENTITIES = Projection("bench.entities", 1, {}, _evolve_entities, state_type=dict[str, Entity],
-                      view=EntityView)
+ENTITIES: Projection[dict[str, Entity]] = Projection("bench.entities", 1, {}, _evolve_entities,
+                                                    state_type=dict[str, Entity], view=EntityView)
 #: The trivial fold of the live catch-up target: it counts deltas.
 COUNTER = Projection("bench.count", 1, 0, _count)
 

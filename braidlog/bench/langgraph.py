@@ -72,7 +72,7 @@ def graph(checkpointer: Any) -> Any:
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.message import add_messages
 
-    Chat = TypedDict("Chat", {"messages": Annotated[list, add_messages]})  # type: ignore[misc]  # noqa: UP013 - built at call time, with the reducer imported here
+    Chat = TypedDict("Chat", {"messages": Annotated[list, add_messages]})  # noqa: UP013 - built at call time, with the reducer imported here
 
     def reply(state: Any) -> dict[str, Any]:
         n = len(state["messages"])
@@ -126,15 +126,15 @@ def open_saver(system: str, path: str) -> tuple[Any, Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = _sqlite_conn(path)
-    saver = SqliteSaver(conn)
-    saver.setup()
+    sqlite = SqliteSaver(conn)
+    sqlite.setup()
     _check_wal_full(conn.execute("PRAGMA journal_mode").fetchone()[0],
                     conn.execute("PRAGMA synchronous").fetchone()[0])
 
     def close() -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
-    return saver, close
+    return sqlite, close
 
 
 def _dir_bytes(path: str) -> int:
@@ -178,9 +178,9 @@ def cold_reads(system: str, path: str) -> dict[str, float]:
     serde.loads_typed(serde.dumps_typed(user(0)["messages"]))
     graph(None)
     if system == BRAIDLOG:  # the saver's modules imported, as in a process that runs a graph
-        from ..integrations.langgraph import BraidlogSaver  # noqa: F401
+        from ..integrations.langgraph import BraidlogSaver  # noqa: F401  (loaded, as in a graph's process)
     else:
-        from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: F401
+        from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: F401  (loaded, as in a graph's process)
     config = _config("chat")
     clock = time.perf_counter
     out = {}
@@ -218,21 +218,23 @@ async def _conversations(system: str, path: str, turns: int) -> float:
             return await all_of(saver)
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    async with AsyncSqliteSaver.from_conn_string(path) as saver:
-        await saver.setup()
-        async with saver.conn.execute("PRAGMA journal_mode") as c1, \
-                saver.conn.execute("PRAGMA synchronous") as c2:
-            _check_wal_full((await c1.fetchone())[0], (await c2.fetchone())[0])
-        return await all_of(saver)
+    async with AsyncSqliteSaver.from_conn_string(path) as sqlite:
+        await sqlite.setup()
+        async with sqlite.conn.execute("PRAGMA journal_mode") as c1, \
+                sqlite.conn.execute("PRAGMA synchronous") as c2:
+            mode, sync = await c1.fetchone(), await c2.fetchone()
+            assert mode is not None and sync is not None  # a PRAGMA answers one row
+            _check_wal_full(mode[0], sync[0])
+        return await all_of(sqlite)
 
 
 def run_workload(run: Run) -> list[Sample]:
     """One repeat: each part for braidlog and its peer back to back, on fresh stores."""
     try:
         import aiosqlite  # noqa: F401  (the bench extra)
-        import langgraph.checkpoint.sqlite  # noqa: F401
+        import langgraph.checkpoint.sqlite  # noqa: F401  (the bench extra)
 
-        from ..integrations import langgraph as _  # noqa: F401
+        from ..integrations import langgraph as _  # noqa: F401  (the langgraph extra)
     except ImportError as e:
         run.skipped.append(f"langgraph: {e} (pip install 'braidlog[bench,langgraph]')")
         return []

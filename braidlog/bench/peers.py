@@ -211,7 +211,7 @@ try:  # the eventsourcing library is an optional peer (the `bench` extra install
     from eventsourcing.domain import Aggregate as _EsAggregate
     from eventsourcing.domain import event as _es_event
 except ImportError:  # pragma: no cover - depends on the environment
-    _EsApplication = None
+    _EsApplication = None  # type: ignore[assignment,misc]  # None: the optional peer is not installed
 
 
 def eventsourcing_installed() -> bool:
@@ -290,7 +290,7 @@ class EventsourcingApp:
         """Read every aggregate back from its events; the number of events replayed."""
         n = 0
         for agg in self.aggregates.values():
-            got = self.app.repository.get(agg.id)
+            got: Any = self.app.repository.get(agg.id)
             n += got.count
         return n
 

@@ -154,7 +154,7 @@ def _time_travel(run: Run) -> list[Sample]:
         braid.checkpoint()
         run.cache["tt"] = braid
         run.cache["tt:rep"] = 0
-    braid: Braid = run.cache["tt"]
+    braid = run.cache["tt"]
     run.cache["tt:rep"] += 1
     rnd = random.Random(cfg.seed * 7919 + run.cache["tt:rep"])
     points = [rnd.randint(1, n) for _ in range(cfg.queries)]

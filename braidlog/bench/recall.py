@@ -327,7 +327,8 @@ def workload(run: Run, setup_: dict[str, Any]) -> list[Sample]:
         def exact_query(i: int, eligible: list[Any] = eligible) -> Any:
             return _exact(data, queries[i], k, eligible[i]).tolist()
 
-        systems = [("braidlog", braidlog_query), ("raw hnswlib", raw_query), ("exact numpy", exact_query)]
+        systems: list[tuple[str, Callable[[int], Any]]] = [
+            ("braidlog", braidlog_query), ("raw hnswlib", raw_query), ("exact numpy", exact_query)]
         jobs += [(mode, system, fn) for system, fn in (systems[:1] if mode == REPRODUCIBLE else systems)]
     # One pass untimed per mode and system, for the answers (and an index left idle while the
     # build processes ran may have been paged out meanwhile).
@@ -355,8 +356,8 @@ def workload(run: Run, setup_: dict[str, Any]) -> list[Sample]:
             spent[mode, system] += seconds
     for mode, eligible in modes.items():
         truth = [set(_exact(data, q, k, e).tolist()) for q, e in zip(queries, eligible, strict=False)]
-        for m, system, _ in jobs:
-            if m == mode:
+        for job_mode, system, _ in jobs:
+            if job_mode == mode:
                 got = found[mode, system]
                 hits = sum(len(truth[i] & set(map(int, f))) for i, f in enumerate(got)) / (k * len(got))
                 out.append(Sample(f"recall {mode}", system, "recall@10", hits, "", "higher"))

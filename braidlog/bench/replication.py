@@ -171,8 +171,7 @@ def _writer(run: Run, n: int) -> LmdbLog:
         for at in range(0, n, 100):
             log.append_batch(run.deltas(min(100, n - at), at))
         run.cache[key] = {"log": log}
-    log: LmdbLog = run.cache[key]["log"]
-    return log
+    return run.cache[key]["log"]
 
 
 def run_workload(run: Run) -> list[Sample]:

@@ -342,7 +342,7 @@ def render(report: Report, console: Any, *, compare: Report | None = None) -> No
                   "system / braidlog for times and sizes)", title_justify="left")
     for col, justify in (("workload", "left"), ("system", "left"), ("metric", "left"),
                          ("median", "right"), ("±", "right"), ("braidlog's edge", "right")):
-        table.add_column(col, justify=justify)
+        table.add_column(col, justify="right" if justify == "right" else "left")
     before = {}
     if compare is not None:
         table.add_column("vs before", justify="right")

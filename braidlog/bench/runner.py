@@ -8,6 +8,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 
 from ..braid import Braid
 from ..delta import encode
@@ -60,8 +61,8 @@ def run(config: Config, *, step: Step | None = None,
         machine = machine_facts(root)
         for rep in range(config.repeat):
             prefix = f"[{rep + 1}/{config.repeat}] "
-            r.step = lambda label, prefix=prefix: (step or _quiet)(prefix + label)
-            r.detail = lambda label, prefix=prefix: (detail or no_detail)(prefix + label)
+            r.step = partial(_prefixed, step or _quiet, prefix)
+            r.detail = partial(_prefixed, detail or no_detail, prefix)
             for w in config.only:
                 samples.extend((s, rep) for s in _RUNNERS[w](r))
     finally:
@@ -81,6 +82,11 @@ def run(config: Config, *, step: Step | None = None,
     cfg["projections"] = r.cache.get("replay:projections", [])
     return Report(machine=machine, config=cfg, rows=rows, targets=targets,
                   skipped=sorted(set(r.skipped)), seconds=time.perf_counter() - started)
+
+
+def _prefixed(say: Callable[[str], None], prefix: str, label: str) -> None:
+    """``say(prefix + label)``: a repeat's steps named with their repeat."""
+    say(prefix + label)
 
 
 def _quiet(label: str) -> None:

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from ..braid import Braid
@@ -94,7 +95,7 @@ def _append(run: Run) -> list[Sample]:
     for label, projections, follow in (
             (BRAID_FOLLOWING, unchecked, True), (BRAID_CHECKED, shipped, False)):
         with fresh(run, f"append · {label}", "braidlog-projections",
-                   lambda path, projections=projections: Braid(_durable_log(path), projections)) as braid:
+                   partial(_braid_at, projections)) as braid:
             def write(follow: bool = follow) -> None:
                 for b in checked_batches:
                     braid.append_batch(b)
@@ -126,7 +127,7 @@ def _append(run: Run) -> list[Sample]:
         es_batches = [ds[i:i + ES_BATCH] for i in range(0, n, ES_BATCH)]
         for persistence, label in ES_PEERS:
             with fresh(run, f"append · {label}", "es.db",
-                       lambda path, persistence=persistence: EventsourcingApp(persistence, path)) as es:
+                       partial(EventsourcingApp, persistence)) as es:
                 seconds, _ = timed(lambda: [es.save(b) for b in es_batches])
             rates(f"{label} ({ES_BATCH}/save)", seconds, len(es_batches))
     return out
@@ -159,9 +160,14 @@ def _single(run: Run) -> list[Sample]:
     if eventsourcing_installed():
         for persistence, label in ES_PEERS:
             with fresh(run, f"single · {label}", "es.db",
-                       lambda path, persistence=persistence: EventsourcingApp(persistence, path)) as es:
+                       partial(EventsourcingApp, persistence)) as es:
                 latencies(W, f"{label} (1/save)", each(lambda d: es.save((d,)), ds), out)
     return out
+
+
+def _braid_at(projections: list[Any], path: str) -> Braid:
+    """A Braid with ``projections`` on a durable log at ``path``."""
+    return Braid(_durable_log(path), projections)
 
 
 def _durable_log(path: str) -> LmdbLog:

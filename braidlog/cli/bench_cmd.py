@@ -90,7 +90,7 @@ def cmd_bench(args: Any, out: IO[str]) -> int:
 def _drawing() -> None:
     """matplotlib is there, or a one-line error before anything is measured."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (only whether it is installed)
     except ImportError:
         raise ValidationError("report", "needs matplotlib to draw its charts: pip install "
                               "'braidlog[bench]'") from None

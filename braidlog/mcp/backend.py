@@ -37,7 +37,7 @@ def recall_installed() -> bool:
     """Whether the ``recall`` extra is installed: the recall and search tools and embedding on
     append need it; without it the server serves the rest."""
     try:
-        import braidlog.recall  # noqa: F401
+        import braidlog.recall  # noqa: F401  (only whether it loads)
     except ImportError:
         return False
     return True

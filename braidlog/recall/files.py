@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from blake3 import blake3
 
@@ -78,10 +78,12 @@ def write_file(path: Path, data: bytes) -> bytes:
 
 
 class _Hashing:
-    def __init__(self, f) -> None:  # noqa: ANN001
+    """A binary file that hashes what is written to it."""
+
+    def __init__(self, f: BinaryIO) -> None:
         self.f, self.h = f, blake3()
 
-    def write(self, data) -> None:  # noqa: ANN001
+    def write(self, data: bytes | memoryview) -> None:
         self.h.update(data)
         self.f.write(data)
 

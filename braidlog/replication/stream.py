@@ -72,7 +72,7 @@ class Transient(Exception):
 def _nats() -> Any:
     try:
         import nats
-        import nats.js.api  # noqa: F401
+        import nats.js.api
     except ImportError as e:
         raise ReplicationError("replication needs the nats-py client",
                                hint="pip install '.[replication]'") from e

@@ -8,7 +8,7 @@ from msgspec import Struct
 
 import braidlog
 
-from .model import Authority, Confidence, ConflictPolicy, HalfLife, Ident, Source, Text, UtcTime  # noqa: F401
+from .model import Authority, Confidence, ConflictPolicy, HalfLife, Ident, Source, Text, UtcTime  # noqa: F401  (re-exported with the events)
 
 __all__ = ["MemoryAdded", "MemoryReplaced", "MemoryReinforced", "MemoryUpdated",
            "WorkspaceProfileBound", "KINDS"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import braidlog
-from braidlog import Boundary, GenericDelta, ValidationError, refuse
+from braidlog import Boundary, Check, GenericDelta, ValidationError, refuse
 
 from .model import (
     DEFAULT_POLICY,
@@ -202,7 +202,7 @@ def _trust(state: State, d: GenericDelta, p: TrustAssessed, at: Boundary | None,
     dream_rises_by_promotion(state, p, policy)
 
 
-def checker(policy: TrustPolicy = DEFAULT_POLICY):  # noqa: ANN201 - a braidlog.Check
+def checker(policy: TrustPolicy = DEFAULT_POLICY) -> Check:
     """The boundary check of a trust projection deciding under ``policy``."""
 
     def check(state: State, d: GenericDelta, at: Boundary | None = None) -> None:

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("braidlog.recall")
 
-from braidlog.bench.recall_quality import KNOWN, embedder_specs, load_set, score  # noqa: E402
-from braidlog.cli import main  # noqa: E402
+from braidlog.bench.recall_quality import KNOWN, embedder_specs, load_set, score
+from braidlog.cli import main
 
 
 def test_the_set_is_a_few_hundred_memories_each_with_a_question_in_other_words():

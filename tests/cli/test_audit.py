@@ -104,7 +104,8 @@ def test_verify_against_another_head_or_a_longer_log(store, capsys):
     assert code == 1 and err == (f"braidlog: error: --against: the first 12 deltas differ from the head given: "
                                  f"expected hash {'ab' * 32}, found {found} at seq 12\n")
     code, _, err = run(capsys, "--store", store, "verify", "--against", "40:" + "ab" * 32)
-    assert code == 1 and "--against: the log holds 12 deltas, fewer than the 40 of the head given: deltas were lost" in err
+    assert code == 1
+    assert "--against: the log holds 12 deltas, fewer than the 40 of the head given: deltas were lost" in err
     code, _, err = run(capsys, "--store", store, "verify", "--against", "12:xyz")
     assert code == 1 and "--against: must be SEQ:HASH with a 64-digit hex hash" in err
 

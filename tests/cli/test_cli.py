@@ -23,11 +23,7 @@ from braidlog import Head, LmdbLog
 from braidlog.cli import build_parser, main
 from braidlog.cli.util import to_builtins
 from braidlog.replay import Checkpoint, encode_state, load_checkpoint
-from tests.support import (
-    ROOT,  # noqa: E402
-    T0,
-    make_delta,
-)
+from tests.support import ROOT, T0, make_delta
 
 CORE_COMMANDS = ("init", "append", "log", "show", "head", "verify", "state", "rebuild", "demo")
 
@@ -605,7 +601,7 @@ def test_state_at_a_seq_an_id_and_a_time(capsys, fields_store):
     for text in (when.isoformat(), when.strftime("%Y-%m-%dT%H:%M:%SZ"),
                  when.astimezone(timezone(timedelta(hours=2))).isoformat()):
         by_time = _state_json(capsys, store, "--at", text, "--projection", "fields")
-        assert by_time.pop("notes")[0].endswith("stamped at or before it (seq %d)" % by_seq["seq"])
+        assert by_time.pop("notes")[0].endswith(f"stamped at or before it (seq {by_seq['seq']:d})")
         assert by_time == by_seq, text
     before = _state_json(capsys, store, "--at", (T0 - timedelta(days=1)).isoformat())
     assert before["seq"] == 0 and _owner(before["states"]) is None

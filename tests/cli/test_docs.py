@@ -15,7 +15,7 @@ import shlex
 import pytest
 
 from braidlog.cli import build_parser
-from tests.support import ROOT  # noqa: E402
+from tests.support import ROOT
 
 CLI_MD = ROOT / "docs" / "cli.md"
 HEADING = re.compile(r"^(#{2,4}) `braidlog ([a-z][a-z0-9-]*)`\s*$")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT  # noqa: E402
+from tests.support import ROOT
 
 SHELLS = ("console", "sh", "shell", "bash")
 NO_RUN = re.compile(r"^<!--\s*no-run(:.*)?\s*-->\s*$")

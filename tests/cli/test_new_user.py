@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT  # noqa: E402
+from tests.support import ROOT
 
 BRAIDLOG = str(Path(sys.executable).with_name("braidlog"))
 

@@ -7,11 +7,11 @@ import pytest
 
 pytest.importorskip("nats")
 
-import braidlog  # noqa: E402
-from braidlog import LmdbLog  # noqa: E402
-from braidlog.replication import Replica, Shipper  # noqa: E402
-from tests.support import make_delta  # noqa: E402
-from tests.support.forgetting import files_holding  # noqa: E402
+import braidlog
+from braidlog import LmdbLog
+from braidlog.replication import Replica, Shipper
+from tests.support import make_delta
+from tests.support.forgetting import files_holding
 
 pytestmark = pytest.mark.nats
 

@@ -1,1 +1,2 @@
-"""Fixtures for the framework integrations: eventsourcing's shipped test cases and LangGraph's conformance suite on braidlog."""
+"""Fixtures for the framework integrations: eventsourcing's shipped test cases and LangGraph's conformance
+suite on braidlog."""

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("eventsourcing", reason="needs braidlog[eventsourcing]")
 
-from eventsourcing.persistence import (  # noqa: E402
+from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
     InfrastructureFactory,
@@ -25,11 +25,11 @@ from eventsourcing.persistence import (  # noqa: E402
     Tracking,
     TrackingRecorder,
 )
-from eventsourcing.tests import application, persistence, projection  # noqa: E402
-from eventsourcing.utils import Environment, clear_topic_cache  # noqa: E402
+from eventsourcing.tests import application, persistence, projection
+from eventsourcing.utils import Environment, clear_topic_cache
 
-import braidlog  # noqa: E402
-from braidlog.integrations.eventsourcing import (  # noqa: E402
+import braidlog
+from braidlog.integrations.eventsourcing import (
     BraidlogAggregateRecorder,
     BraidlogApplicationRecorder,
     BraidlogDatastore,
@@ -37,7 +37,7 @@ from braidlog.integrations.eventsourcing import (  # noqa: E402
     BraidlogProcessRecorder,
     BraidlogTrackingRecorder,
 )
-from braidlog.integrations.eventsourcing_kinds import VIEW  # noqa: E402
+from braidlog.integrations.eventsourcing_kinds import VIEW
 
 MODULE = "braidlog.integrations.eventsourcing"
 

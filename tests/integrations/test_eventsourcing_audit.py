@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("eventsourcing")
 
-from braidlog.cli import main  # noqa: E402
-from tests.support.eventsourcing import DogSchool, env  # noqa: E402
+from braidlog.cli import main
+from tests.support.eventsourcing import DogSchool, env
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("eventsourcing")
 
-from braidlog import bench  # noqa: E402
-from braidlog.bench import eventsourcing as es  # noqa: E402
+from braidlog import bench
+from braidlog.bench import eventsourcing as es
 
 
 def test_the_eventsourcing_workload_reports_both_modules_and_the_disk(tmp_path):

@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("eventsourcing")
 
-from eventsourcing.application import AggregateNotFoundError  # noqa: E402
+from eventsourcing.application import AggregateNotFoundError
 
-import braidlog  # noqa: E402
-from tests.support.eventsourcing import DogSchool  # noqa: E402
-from tests.support.forgetting import files_holding  # noqa: E402
+import braidlog
+from tests.support.eventsourcing import DogSchool
+from tests.support.forgetting import files_holding
 
 
 def test_an_erased_aggregate_reads_as_never_written(tmp_path):

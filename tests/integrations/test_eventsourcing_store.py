@@ -16,7 +16,7 @@ pytest.importorskip("eventsourcing", reason="needs braidlog[eventsourcing]")
 
 from datetime import UTC
 
-from eventsourcing.persistence import (  # noqa: E402
+from eventsourcing.persistence import (
     DataError,
     InfrastructureFactoryError,
     IntegrityError,
@@ -25,12 +25,12 @@ from eventsourcing.persistence import (  # noqa: E402
     StoredEvent,
     Tracking,
 )
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import braidlog  # noqa: E402
-from braidlog.integrations.eventsourcing import BraidlogApplicationRecorder, BraidlogDatastore, BraidlogProcessRecorder  # noqa: E402
-from tests.support.eventsourcing import MODULE, DogSchool, env  # noqa: E402
+import braidlog
+from braidlog.integrations.eventsourcing import BraidlogApplicationRecorder, BraidlogDatastore, BraidlogProcessRecorder
+from tests.support.eventsourcing import MODULE, DogSchool, env
 
 
 @pytest.fixture

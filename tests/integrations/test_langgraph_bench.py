@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("langgraph.checkpoint.sqlite")
 pytest.importorskip("aiosqlite")
 
-from braidlog import bench  # noqa: E402
-from braidlog.bench.eventsourcing import DISK  # noqa: E402
-from braidlog.bench.langgraph import ASYNC_SQLITE, ONE_SYNC, SQLITE  # noqa: E402
+from braidlog import bench
+from braidlog.bench.eventsourcing import DISK
+from braidlog.bench.langgraph import ASYNC_SQLITE, ONE_SYNC, SQLITE
 
 
 def test_the_langgraph_workload_reports_every_target(tmp_path):

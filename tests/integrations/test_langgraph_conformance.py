@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.conformance")
 
-from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
-from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES, EXTENDED_CAPABILITIES  # noqa: E402
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES, EXTENDED_CAPABILITIES
 
-from braidlog.integrations.langgraph import BraidlogSaver  # noqa: E402
+from braidlog.integrations.langgraph import BraidlogSaver
 
 
 def test_every_capability_passes(tmp_path):

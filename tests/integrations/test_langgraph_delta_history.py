@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.base")
 
-from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
-from langgraph.checkpoint.base.id import uuid6  # noqa: E402
-from langgraph.checkpoint.serde.types import _DeltaSnapshot  # noqa: E402
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from braidlog.integrations.langgraph import BraidlogSaver  # noqa: E402
+from braidlog.integrations.langgraph import BraidlogSaver
 
 
 def chain(saver, rng, tid, steps, channels=("a", "b")):

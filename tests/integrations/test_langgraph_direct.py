@@ -13,15 +13,15 @@ import pytest
 
 pytest.importorskip("langgraph.graph")
 
-from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from langgraph.checkpoint.base import empty_checkpoint
 
-import braidlog  # noqa: E402
-from braidlog.integrations.langgraph import BraidlogSaver  # noqa: E402
-from braidlog.integrations.langgraph._encoding import KINDS, b64, braid_of, declare_kinds  # noqa: E402
-from braidlog.integrations.langgraph._threads import THREAD_PREFIX  # noqa: E402
+import braidlog
+from braidlog.integrations.langgraph import BraidlogSaver
+from braidlog.integrations.langgraph._encoding import KINDS, b64, braid_of, declare_kinds
+from braidlog.integrations.langgraph._threads import THREAD_PREFIX
 
 sys.path.insert(0, os.path.dirname(__file__))
-from lg_graph import build  # noqa: E402
+from lg_graph import build
 
 
 def run_turns(graph, thread: str, turns: int) -> None:

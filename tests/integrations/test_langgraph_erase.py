@@ -16,9 +16,9 @@ pytest.importorskip("langgraph.checkpoint.base")
 if not hasattr(braidlog.Braid, "erase"):  # erasure lands with braidlog's forgetting
     pytest.skip("this braidlog cannot erase", allow_module_level=True)
 
-from langgraph.checkpoint.conformance.test_utils import generate_checkpoint  # noqa: E402
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint
 
-from braidlog.integrations.langgraph import BraidlogSaver  # noqa: E402
+from braidlog.integrations.langgraph import BraidlogSaver
 
 
 def fill(saver, tid, n=3):

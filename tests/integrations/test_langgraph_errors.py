@@ -10,12 +10,12 @@ import pytest
 
 pytest.importorskip("langgraph.store.base")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from langgraph.store.base import InvalidNamespaceError  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph.store.base import InvalidNamespaceError
 
-import braidlog  # noqa: E402
-from braidlog.integrations.langgraph import BraidlogSaver, BraidlogStore  # noqa: E402
+import braidlog
+from braidlog.integrations.langgraph import BraidlogSaver, BraidlogStore
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8),
                     st.binary(max_size=8), st.just(object()), st.just(lambda: 1))

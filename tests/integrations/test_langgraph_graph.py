@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("langgraph.graph")
 
-from braidlog.integrations.langgraph import BraidlogSaver  # noqa: E402
+from braidlog.integrations.langgraph import BraidlogSaver
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, HERE)

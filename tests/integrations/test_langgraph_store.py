@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("langgraph.store.base")
 
-from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, MatchCondition, PutOp, SearchOp  # noqa: E402
+from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
-import braidlog  # noqa: E402
-from braidlog.integrations.langgraph import BraidlogStore  # noqa: E402
+import braidlog
+from braidlog.integrations.langgraph import BraidlogStore
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("langgraph.store.base")
 pytest.importorskip("braidlog.recall")
 
-import braidlog  # noqa: E402
-from braidlog import ValidationError  # noqa: E402
-from braidlog.integrations.langgraph import BraidlogStore  # noqa: E402
-from braidlog.recall import HashingEmbedder, embedder, identity  # noqa: E402
+import braidlog
+from braidlog import ValidationError
+from braidlog.integrations.langgraph import BraidlogStore
+from braidlog.recall import HashingEmbedder, embedder, identity
 
 ITEMS = {"a": "she takes her coffee as an oat milk flat white", "b": "allergic to peanuts and shellfish",
          "c": "the deploy failed with ERR-4012 on the canary"}

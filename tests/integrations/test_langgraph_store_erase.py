@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from braidlog.integrations.langgraph import BraidlogStore  # noqa: E402
-from tests.support.forgetting import files_holding  # noqa: E402
+from braidlog.integrations.langgraph import BraidlogStore
+from tests.support.forgetting import files_holding
 
 SECRET = "the-user-said-their-pin-is-4921"
 

@@ -1,1 +1,2 @@
-"""Fixtures for the tests of the LMDB adapter: opening, creating, format upgrades, integrity checks, byte flips and crashes."""
+"""Fixtures for the tests of the LMDB adapter: opening, creating, format upgrades, integrity checks, byte
+flips and crashes."""

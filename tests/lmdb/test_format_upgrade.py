@@ -23,7 +23,7 @@ from braidlog import IntegrityError, LmdbLog, StorageError
 from braidlog.cli import main
 from braidlog.delta import committed_form
 from braidlog.proofs import check_checkpoint, open_note, root
-from tests.support import ROOT  # noqa: E402
+from tests.support import ROOT
 
 FIXTURE = ROOT / "tests" / "fixtures" / "format3"
 FACTS = json.loads((FIXTURE / "facts.json").read_text())

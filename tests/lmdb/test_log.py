@@ -404,7 +404,7 @@ def test_the_tree_stays_right_when_writers_take_turns_and_a_write_runs_again(tmp
     path = tmp_path / "store"
     a, b = LmdbLog(path, map_size=1 << 16), LmdbLog(path)
     i = 0
-    for rounds in range(6):
+    for _round in range(6):
         for log in (a, b, a):
             log.append(make_delta(i))
             i += 1

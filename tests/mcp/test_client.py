@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK is the braidlog[mcp] extra (the test extra has it)")
 
-import msgspec  # noqa: E402
-from jsonschema import Draft202012Validator  # noqa: E402
+import msgspec
+from jsonschema import Draft202012Validator
 
-from braidlog.cli import main  # noqa: E402
-from tests.support.mcp import READ_TOOLS, WRITE_TOOLS  # noqa: E402
+from braidlog.cli import main
+from tests.support.mcp import READ_TOOLS, WRITE_TOOLS
 
 # ----------------------------------------------------------------------- schemas, in process
 
@@ -153,7 +153,8 @@ async def main():
         print(sorted({{"recall", "search_decisions"}} & names), "append" in names)
         r = await c.call_tool("append", {{"braid_id": "b", "kind": "message", "payload": {{"text": "hi"}}}})
         print(r.structured_content["embedded"])
-        r = await c.call_tool("append", {{"braid_id": "b", "kind": "message", "payload": {{"text": "hi"}}, "embed": True}})
+        r = await c.call_tool("append", {{"braid_id": "b", "kind": "message", "payload": {{"text": "hi"}},
+                                          "embed": True}})
         print(r.content[0].text)
 try:
     anyio.run(main)

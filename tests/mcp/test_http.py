@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK is the braidlog[mcp] extra (the test extra has it)")
 
-import httpx2  # noqa: E402
-from mcp.shared.exceptions import MCPError  # noqa: E402
+import httpx2
+from mcp.shared.exceptions import MCPError
 
-from tests.support.mcp import READ_TOOLS, WRITE_TOOLS, HttpServer, seed  # noqa: E402
+from tests.support.mcp import READ_TOOLS, WRITE_TOOLS, HttpServer, seed
 
 TOKEN = "s3cret-token-for-tests"
 

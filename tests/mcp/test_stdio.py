@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK is the braidlog[mcp] extra (the test extra has it)")
 
-from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp.shared.exceptions import MCPError
 
-import braidlog  # noqa: E402
-from braidlog.projections import episodes, knots, trust  # noqa: E402
-from tests.support.mcp import READ_TOOLS, WRITE_TOOLS, seed, stdio  # noqa: E402
+import braidlog
+from braidlog.projections import episodes, knots, trust
+from tests.support.mcp import READ_TOOLS, WRITE_TOOLS, seed, stdio
 
 
 @pytest.fixture(scope="module")

@@ -123,7 +123,8 @@ def test_expected_version_guards_an_update(braid):
     (WriteBead(bead_type="memory_bead", name="m", memory_type="dreamy"), ValidationError, "memory_type"),
     (WriteBead(bead_type="tool_bead", name="t", memory_type="semantic"), Rejected,
      "memory-type-for-memory-beads: .* this tool_bead has 'semantic'"),
-    (WriteBead(bead_type="reasoning_bead", name="r"), Rejected, "reasoning-for-reasoning-beads: a reasoning_bead needs"),
+    (WriteBead(bead_type="reasoning_bead", name="r"), Rejected,
+     "reasoning-for-reasoning-beads: a reasoning_bead needs"),
     (WriteBead(bead_type="skill_bead", name="s", reasoning=THOUGHT), Rejected,
      "reasoning-for-reasoning-beads: .* this is a skill_bead"),
     (WriteBead(bead_id="x" * 121, bead_type="tool_bead", name="t"), ValidationError, "payload.bead_id"),
@@ -293,7 +294,8 @@ def test_dream_writes_start_low_confidence(braid):
     refused(braid, WriteBead(bead_id="d2", bead_type="memory_bead", memory_type="episodic", name="x",
                              confidence=0.9), ValidationError, "dream-provenance content starts at confidence 0.3",
             provenance="dream")
-    assert run(braid, WriteBead(bead_id="u", bead_type="tool_bead", name="u", confidence=0.9), 1)[0].delta.confidence == 0.9
+    written = run(braid, WriteBead(bead_id="u", bead_type="tool_bead", name="u", confidence=0.9), 1)
+    assert written[0].delta.confidence == 0.9
 
 
 # ------------------------------------------------------------------------------ fold properties

@@ -11,13 +11,13 @@ import pytest
 
 pytest.importorskip("cryptography")
 
-from braidlog import LmdbLog  # noqa: E402
-from braidlog.cli import main  # noqa: E402
-from braidlog.errors import IntegrityError, ValidationError  # noqa: E402
-from braidlog.proofs import consistency_proof, generate, issue, write_key  # noqa: E402
-from braidlog.proofs import cosign as c  # noqa: E402
-from braidlog.proofs import verify as v  # noqa: E402
-from tests.support import make_delta  # noqa: E402
+from braidlog import LmdbLog
+from braidlog.cli import main
+from braidlog.errors import IntegrityError, ValidationError
+from braidlog.proofs import consistency_proof, generate, issue, write_key
+from braidlog.proofs import cosign as c
+from braidlog.proofs import verify as v
+from tests.support import make_delta
 
 LOG = "example.com/agent-log"
 

@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("braidlog.recall")
 
-import braidlog  # noqa: E402
-from braidlog import ValidationError  # noqa: E402
-from braidlog.cli import main  # noqa: E402
-from braidlog.recall import (  # noqa: E402
+import braidlog
+from braidlog import ValidationError
+from braidlog.cli import main
+from braidlog.recall import (
     HashingEmbedder,
     Recall,
     append_embedded,

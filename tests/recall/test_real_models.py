@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("braidlog.recall")
 pytest.importorskip("model2vec", reason="model2vec is in the test extra: pip install '.[test]'")
 
-import braidlog  # noqa: E402
-from braidlog import ValidationError  # noqa: E402
-from braidlog.cli import main  # noqa: E402
-from braidlog.recall import Model2VecEmbedder, Recall, append_embedded, embedder, identity, recorded_embedder  # noqa: E402
-from tests.support.models import model2vec_dir  # noqa: E402
+import braidlog
+from braidlog import ValidationError
+from braidlog.cli import main
+from braidlog.recall import Model2VecEmbedder, Recall, append_embedded, embedder, identity, recorded_embedder
+from tests.support.models import model2vec_dir
 
 MEMORIES = ["she takes her coffee as an oat milk flat white", "she is allergic to peanuts",
             "her terrier is called Biscuit", "the release failed on the canary, rolled back",

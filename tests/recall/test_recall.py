@@ -27,7 +27,7 @@ from braidlog.recall import (
     recall_for,
 )
 from tests.support import T0, make_delta
-from tests.support.recall import DIM, NOTE, SMALL, deltas, vectors  # noqa: E402
+from tests.support.recall import DIM, NOTE, SMALL, deltas, vectors
 
 
 def exact(x: np.ndarray, seqs: list[int], q: np.ndarray, k: int, keep=None) -> list[int]:
@@ -455,7 +455,7 @@ def test_queries_and_appends_from_threads(filled):
             for i in rng.integers(0, 1200, 150):
                 got, _ = r.search(x[i], 5, as_of=None if i % 2 else seqs[int(i)])
                 assert len(got) == 5
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:  # any exception: reported below
             errors.append(e)
 
     threads = [threading.Thread(target=query, args=(s,)) for s in range(3)]

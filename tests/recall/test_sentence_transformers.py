@@ -12,9 +12,9 @@ if importlib.util.find_spec("sentence_transformers") is None or importlib.util.f
     pytest.skip("sentence-transformers and torch are not installed; to run these: "
                 "pip install '.[sentence-transformers]'", allow_module_level=True)
 
-import braidlog  # noqa: E402
-from braidlog.recall import Recall, SentenceTransformerEmbedder, append_embedded, embedder, recorded_embedder  # noqa: E402
-from tests.support.models import sentence_transformers_dir  # noqa: E402
+import braidlog
+from braidlog.recall import Recall, SentenceTransformerEmbedder, append_embedded, embedder, recorded_embedder
+from tests.support.models import sentence_transformers_dir
 
 
 @pytest.fixture(scope="module")

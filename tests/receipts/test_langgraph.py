@@ -9,14 +9,14 @@ import pytest
 
 pytest.importorskip("langgraph.graph")
 
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.store.base import BaseStore  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
 
-from braidlog import ValidationError  # noqa: E402
-from braidlog.integrations.langgraph import BraidlogStore  # noqa: E402
-from braidlog.recall import HashingEmbedder  # noqa: E402
-from braidlog.receipts import CONTEXT_USED, read_receipt  # noqa: E402
+from braidlog import ValidationError
+from braidlog.integrations.langgraph import BraidlogStore
+from braidlog.recall import HashingEmbedder
+from braidlog.receipts import CONTEXT_USED, read_receipt
 
 EMBEDDER = HashingEmbedder(64)
 INDEX = {"dims": 64, "embed": lambda texts: EMBEDDER.embed(list(texts)).tolist(), "fields": ["text"]}

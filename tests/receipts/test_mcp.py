@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK is the braidlog[mcp] extra (the test extra has it)")
 
-from braidlog import LmdbLog  # noqa: E402
-from braidlog.receipts import read_receipt, sha256_hex  # noqa: E402
-from tests.support.mcp import stdio  # noqa: E402
+from braidlog import LmdbLog
+from braidlog.receipts import read_receipt, sha256_hex
+from tests.support.mcp import stdio
 
 
 def test_recall_records_a_receipt_when_asked(store_path):

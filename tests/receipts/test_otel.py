@@ -10,12 +10,12 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk is in the test extra")
 
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from braidlog.recall import Recall  # noqa: E402
+from braidlog.recall import Recall
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,7 @@ nats = pytest.importorskip("nats")
 
 from braidlog import ConflictError, IntegrityError, LmdbLog  # noqa: E402
 from braidlog.replication import EPOCH_KIND, HDR_EPOCH, Replica, Shipper, StaleWriter, Stream, SyncLog, promote  # noqa: E402
-from tests.support import (  # noqa: E402
-    ROOT,  # noqa: E402
-    make_delta,
-    random_deltas,
-)
+from tests.support import ROOT, make_delta, random_deltas  # noqa: E402
 from tests.support.nats import NatsCluster, assert_stream_is_the_log, forge_next, raw_messages  # noqa: E402
 
 pytestmark = [pytest.mark.nats, pytest.mark.cluster, pytest.mark.slow]

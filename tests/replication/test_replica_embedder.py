@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("nats")
 pytest.importorskip("braidlog.recall")
 
-import braidlog  # noqa: E402
-from braidlog.recall import Recall, append_embedded, recorded_embedder  # noqa: E402
-from braidlog.replication import Replica, Shipper  # noqa: E402
+import braidlog
+from braidlog.recall import Recall, append_embedded, recorded_embedder
+from braidlog.replication import Replica, Shipper
 
 
 def test_a_replica_knows_the_embedder_of_each_space(stores, open_stream):

@@ -35,11 +35,7 @@ from braidlog.replication import (  # noqa: E402
     braid_token,
     promote,
 )
-from tests.support import (  # noqa: E402
-    ROOT,  # noqa: E402
-    make_delta,
-    random_deltas,
-)
+from tests.support import ROOT, make_delta, random_deltas  # noqa: E402
 from tests.support.nats import (  # noqa: E402
     COUNTS,
     NatsCluster,

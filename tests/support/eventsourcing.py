@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("eventsourcing", reason="needs eventsourcing: pip install 'braidlog[eventsourcing]'")
 
-from eventsourcing.application import Application  # noqa: E402
-from eventsourcing.domain import Aggregate, event  # noqa: E402
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
 
 MODULE = "braidlog.integrations.eventsourcing"
 

@@ -17,8 +17,8 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK is the braidlog[mcp] extra (the test extra has it)")
 
-from anyio.from_thread import start_blocking_portal  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
+from anyio.from_thread import start_blocking_portal
+from mcp import Client, StdioServerParameters
 
 READ_TOOLS = {"head", "verify", "show", "history", "diff", "explain", "state_at", "recall", "kinds",
               "search_decisions", "get_field", "list_memories", "episodes", "knots", "forks", "trust"}
