@@ -390,10 +390,15 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
         floors: dict[str, tuple[int, str]] = {}
         lasts: dict[str, int] = {}
         run: _Run | None = None
+        last_id: Any = None  # the originator id of the event before, and its text and braid
+        oid = braid = ""
         for i, s in enumerate(stored_events):
             if not isinstance(s, StoredEvent):
                 raise ProgrammingError(f"stored_events[{i}] must be a StoredEvent, not {_what(s)}")
-            oid = self._oid_text(s.originator_id, f"stored_events[{i}].originator_id")
+            if s.originator_id is not last_id or last_id is None:  # a save's events share one
+                oid = self._oid_text(s.originator_id, f"stored_events[{i}].originator_id")
+                braid = self._braid(table, oid, f"stored_events[{i}].originator_id")
+                last_id = s.originator_id
             version = s.originator_version
             if not _int(version):
                 raise DataError(f"stored_events[{i}].originator_version must be an int, not "
@@ -404,7 +409,6 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
             if not isinstance(state, (bytes, bytearray, memoryview)):
                 raise DataError(f"stored_events[{i}].state must be bytes, not {_what(state)}")
             state = bytes(state)
-            braid = self._braid(table, oid, f"stored_events[{i}].originator_id")
             before = lasts.get(braid)
             if before is None:
                 floors[braid] = (version, f"originator {oid}: version")
