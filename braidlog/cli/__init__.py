@@ -35,6 +35,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="An embedded, append-only, hash-chained event log for agent memory.",
         epilog="The store is ./braid.lmdb unless --store or BRAIDLOG_STORE names another.",
     )
+    parser.add_argument("--version", action="version", version=f"braidlog {_version()}",
+                        help="print braidlog's version and exit")
     parser.add_argument("--store", default=os.environ.get("BRAIDLOG_STORE", "braid.lmdb"),
                         help="the store directory (default: $BRAIDLOG_STORE or ./braid.lmdb)")
     parser.add_argument("--app", action="append", default=None, metavar="MODULE",
@@ -60,6 +62,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                              help="an application module to load, here or before the command "
                              "(default: $BRAIDLOG_APP)")
     return parser
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
 
 
 def _command_word(argv: Sequence[str]) -> str | None:

@@ -231,8 +231,8 @@ class Defaults:
         repeated key (anything else is left for the decoder to name what is wrong)."""
         try:
             obj = msgspec.json.decode(text)
-        except (msgspec.DecodeError, UnicodeEncodeError):
-            return text
+        except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):
+            return text  # nested past Python's limit: the decoder names the depth rule
         if not isinstance(obj, dict) or repeated_key(text) is not None:
             return text
         if all(k in obj for k in ("ts", "provenance", "confidence")):
@@ -391,23 +391,12 @@ def _filtered(store: LmdbLog, braids: list[str], kinds: list[str], start: int, s
 
 
 def print_records(out: IO[str], records: Any, title: str | None = None) -> None:
-    from rich.table import Table
+    """A table of records laid out for the width it is printed at (cli/tables.py): the seq, the
+    kind and the start of the payload stay readable at 80 columns and through a pipe."""
+    from .tables import print_table, record_columns, record_row
 
-    table = Table(title=title, show_lines=False)
-    for col in ("seq", "ts", "braid", "kind", "prov", "conf", "payload"):
-        table.add_column(col, no_wrap=col != "payload",
-                         justify="right" if col in ("seq", "conf") else "left")
-    n = 0
-    for rec in records:
-        d = rec.delta
-        table.add_row(str(rec.seq), d.ts.strftime("%Y-%m-%d %H:%M:%S"), d.braid_id, d.kind,
-                      d.provenance.kind, f"{d.confidence:.2f}", summary(d))
-        n += 1
-    con = console(out)
-    if n:
-        con.print(table)
-    else:
-        con.print("no deltas")
+    print_table(out, record_columns(), (record_row(rec.seq, rec.delta, summary(rec.delta)) for rec in records),
+                title=title, empty="no deltas")
 
 
 def cmd_show(args: Any, out: IO[str]) -> int:

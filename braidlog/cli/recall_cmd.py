@@ -140,22 +140,20 @@ def cmd_recall(args: Any, out: IO[str]) -> int:
                       "braid_id": d.braid_id, "kind": d.kind, "ts": d.ts.isoformat(),
                       "tags": list(d.tags), "text": summary(d, 200)} for h, d in _with_deltas(hits)]})
         return 0
-    from rich.table import Table
+    from .tables import MIN_BRAID, Column, print_table
 
     where = f"as of seq {as_of}" if as_of is not None else f"at the head (seq {head.seq})"
-    con = console(out)
     if receipt:
-        con.print(f"recorded receipt {hits.context_id} (seq {hits.context_seq}): `braidlog context "
-                  f"show {hits.context_id}`")
+        console(out).print(f"recorded receipt {hits.context_id} (seq {hits.context_seq}): `braidlog context "
+                           f"show {hits.context_id}`")
     if not hits:
-        con.print(f"nothing to recall for {args.text!r} {where}")
+        console(out).print(f"nothing to recall for {args.text!r} {where}")
         return 0
-    table = Table(title=f"recall {args.text!r} by {args.mode} {where}")
-    for col in ("#", "seq", "score", "braid", "kind", "text"):
-        table.add_column(col, no_wrap=col != "text", justify="right" if col in ("#", "seq", "score") else "left")
-    for rank, (h, d) in enumerate(_with_deltas(hits), 1):
-        table.add_row(str(rank), str(h.seq), f"{h.score:.3f}", d.braid_id, d.kind, summary(d))
-    con.print(table)
+    columns = [Column("#", "right"), Column("seq", "right"), Column("score", "right", drop=2),
+               Column("braid", give="middle", least=MIN_BRAID, drop=1), Column("kind"), Column("text", give="text")]
+    print_table(out, columns, ([str(rank), str(h.seq), f"{h.score:.3f}", d.braid_id, d.kind, summary(d)]
+                               for rank, (h, d) in enumerate(_with_deltas(hits), 1)),
+                title=f"recall {args.text!r} by {args.mode} {where}")
     return 0
 
 

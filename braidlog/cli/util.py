@@ -138,14 +138,9 @@ def console(out: IO[str], *, markup: bool = False):
     user's text, where "[/x]" or ":thread:" mean nothing to rich."""
     from rich.console import Console
 
-    return Console(file=out, soft_wrap=False, width=max(100, _width()), markup=markup, emoji=False)
+    from .tables import width
 
-
-def _width() -> int:
-    try:
-        return os.get_terminal_size().columns
-    except OSError:
-        return 120
+    return Console(file=out, soft_wrap=False, width=max(40, width()), markup=markup, emoji=False)
 
 
 @contextlib.contextmanager
