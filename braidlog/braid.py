@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
+import msgspec
 from msgspec import Struct
 
 from .command import command_fault
@@ -473,6 +474,8 @@ class Braid:
             raise ValidationError("store", "is open read-only; open it writable to erase")
         chosen = erasure.select(self.log, braid=braid, refers=refers, seqs=seqs)
         d = erasure.erasure_delta(chosen.seqs, reason, now=now)
+        if isinstance(refers, str):  # so that `history` of it can tell it was erased, and by which seq
+            d = msgspec.structs.replace(d, tags=(erasure.subject_tag(refers),))
         self.after_erasure()  # before: an index saved meanwhile would hold the text
         record, commitments = self.log.erase(chosen.seqs, d)
         self.after_erasure()

@@ -110,9 +110,28 @@ def register(sub: Any) -> None:
 
 # ------------------------------------------------------------------------------- auditing
 
-def _missing(entity: str, seq: int) -> ValidationError:
+def _missing(entity: str, seq: int, log: Any = None) -> ValidationError:
+    """The error for an entity no delta refers to, saying so when an erasure of it explains why."""
+    erased = _erased_by(log, entity, seq) if log is not None else []
+    if erased:
+        rec = erased[-1]
+        seqs = rec.delta.payload.get("seqs") if rec.delta.erased is None else None
+        what = f"its {len(seqs)} delta(s) (seqs {', '.join(map(str, seqs[:10]))}{' …' if len(seqs) > 10 else ''})" \
+            if isinstance(seqs, list) else "its deltas"
+        return ValidationError("entity", f"{entity!r} was erased: {what} were erased by seq {rec.seq} "
+                               f"(reason: {rec.delta.payload.get('reason', '?')!s}); their envelopes and "
+                               "commitments stay, what named it is gone (`braidlog show "
+                               f"{rec.seq}`, docs/forgetting.md)")
     return ValidationError("entity", f"no delta refers to {entity!r} up to seq {seq}; check the id "
                            "(`braidlog log --json` shows ids and payloads)")
+
+
+def _erased_by(log: Any, entity: str, seq: int) -> list[Any]:
+    """The ``erased`` deltas up to ``seq`` whose erasure named ``entity`` (by its tag)."""
+    from ..erasure import ERASED, subject_tag
+
+    tag = subject_tag(entity)
+    return [r for r in log.scan_kind(ERASED, 1, seq + 1) if tag in r.delta.tags]
 
 
 def cmd_history(args: Any, out: IO[str]) -> int:
@@ -123,7 +142,7 @@ def cmd_history(args: Any, out: IO[str]) -> int:
         if not h.steps:
             if args.entity in braid.log.braids():
                 return _braid_history(braid.log, args.entity, h.seq, args.json, out)
-            raise _missing(args.entity, h.seq)
+            raise _missing(args.entity, h.seq, braid.log)
         if args.json:
             write_json(out, h)
         else:
@@ -178,7 +197,7 @@ def cmd_explain(args: Any, out: IO[str]) -> int:
         source = braid.at(parse_point(args.at)) if args.at else braid
         h = audit.history(source, args.entity)
         if not h.steps:
-            raise _missing(args.entity, h.seq)
+            raise _missing(args.entity, h.seq, braid.log)
         if args.json:
             write_json(out, h)
         else:

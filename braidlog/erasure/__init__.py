@@ -16,6 +16,7 @@ from .records import (
     ERASED,
     ERASURES_BRAID,
     MAX_REASON,
+    SUBJECT_TAG,
     Erased,
     check_reason,
     envelope_refs,
@@ -26,6 +27,7 @@ from .records import (
     payload_refs,
     reason_hash,
     reproduced,
+    subject_tag,
 )
 from .select import ErasureReport, Selection, select
 
@@ -33,5 +35,5 @@ __all__ = [
     "ERASED", "ERASURES_BRAID", "MAX_REASON", "Erased", "reason_hash", "check_reason",
     "erasure_delta", "erased_delta", "erased_bytes", "erased_entry", "reproduced",
     "envelope_refs", "payload_refs", "ErasureReport", "Selection", "select", "Erasures",
-    "erased_line", "erasure_line",
+    "erased_line", "erasure_line", "SUBJECT_TAG", "subject_tag",
 ]

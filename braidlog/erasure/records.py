@@ -17,7 +17,7 @@ from ..kinds import REGISTRY, Registry
 
 __all__ = ["ERASED", "ERASURES_BRAID", "MAX_REASON", "Erased", "reason_hash", "check_reason",
            "erasure_delta", "erased_delta", "erased_bytes", "erased_entry", "reproduced",
-           "envelope_refs", "payload_refs"]
+           "envelope_refs", "payload_refs", "SUBJECT_TAG", "subject_tag"]
 
 ERASED = "erased"
 #: The braid it goes to (one braid for every erasure: erasing changes no other braid's version).
@@ -35,6 +35,17 @@ class Erased(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 REGISTRY.declare(ERASED, Erased, owner="braidlog")
+
+
+#: The tag an ``erased`` delta carries for the entity an erasure by refers-to named, as
+#: ``erased-subject:`` and the SHA-256 (hex) of the entity id: the id itself is not kept (it
+#: may be personal data), but ``history ID`` can tell that ID was erased, and by which seq.
+SUBJECT_TAG = "erased-subject:"
+
+
+def subject_tag(entity: str) -> str:
+    """The tag of an erasure of what refers to ``entity``."""
+    return SUBJECT_TAG + hashlib.sha256(entity.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def reason_hash(reason: str) -> str:

@@ -8,8 +8,17 @@ a hash-chained log: time travel, proofs, export and replication work on them (do
 Needs the ``langgraph`` extra: ``pip install '.[langgraph]'``.
 """
 
-from .projection import PROJECTION, PROJECTIONS
-from .saver import BraidlogSaver
-from .store import BraidlogStore, ItemVersion, StoreAt
+from ...errors import MissingDependency
+
+try:
+    from .projection import PROJECTION, PROJECTIONS
+    from .saver import BraidlogSaver
+    from .store import BraidlogStore, ItemVersion, StoreAt
+except ImportError as e:  # the extra not installed: say which to install, not a bare ModuleNotFoundError
+    if (e.name or "").split(".")[0] not in ("langgraph", "langchain_core"):
+        raise
+    raise MissingDependency(f"braidlog.integrations.langgraph needs the langgraph extra, which is not "
+                            f"installed here (no module {e.name}): pip install 'braidlog[langgraph]' "
+                            "(from a braidlog clone: pip install '.[langgraph]')") from e
 
 __all__ = ["BraidlogSaver", "BraidlogStore", "StoreAt", "ItemVersion", "PROJECTION", "PROJECTIONS"]
