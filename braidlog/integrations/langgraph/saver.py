@@ -26,7 +26,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -182,8 +182,8 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 values[ch] = load(self.serde, *found)
         checkpoint["channel_values"] = values
         tid, ns, parent = p["thread_id"], p["ns"], p.get("parent_id")
-        config = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": p["checkpoint_id"]}}
-        parent_config = None if parent is None else {
+        config: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": p["checkpoint_id"]}}
+        parent_config: Any = None if parent is None else {
             "configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": parent}}
         return CheckpointTuple(config, checkpoint, load_any(self.serde, p["metadata"]), parent_config,
                                self._writes(writes))
@@ -414,7 +414,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         if indexed:
             self._place_indexed(payload, tid, ns, versions, new, fresh)
         else:
-            self._place(payload, head, parent, versions, new, fresh)
+            self._place(payload, cast(Head | None, head), parent, versions, new, fresh)
         delta = self._delta(braid, "langgraph.checkpoint", payload)
         riders = self._rides.take(tid)  # the thread's writes waiting for this commit
         try:
@@ -434,7 +434,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         if indexed:
             self._heads.pop((tid, ns), None)
         else:
-            self._remember(tid, ns, seq, payload, versions, head)
+            self._remember(tid, ns, seq, payload, versions, cast(Head | None, head))
         return seq, head, indexed
 
     def _place(self, payload: dict[str, Any], head: Head | None, parent: str | None,
