@@ -43,7 +43,19 @@ from ..errors import BraidlogError, IntegrityError, StorageError
 from ..store import Head, Progress, Row, verify_bodies
 from .access import LogAccess
 from .file import last_intact_key, meta_findings
-from .format import DUPS, NODE, fill_nodes, from_u64, id_digest, row_data, row_entry, row_nodes, split_row, u64
+from .format import (
+    DUPS,
+    ENTRY_AT,
+    NODE,
+    completes,
+    fill_nodes,
+    from_u64,
+    id_digest,
+    row_data,
+    row_entry,
+    split_row,
+    u64,
+)
 
 __all__ = ["verify", "repair_indexes", "INDEXES"]
 
@@ -131,7 +143,9 @@ def _by_lookup(log: LogAccess):
                     f"log's B-tree finds nothing, below the head {stop - 1} (a record or "
                     f"a page of the log is damaged); seqs {start}..{seq - 1} were read "
                     f"intact. {_RESTORE}", seq=seq)
-            out.append((split_row(seq, value), row_nodes(value)))
+            row = split_row(seq, value)
+            at = ENTRY_AT + len(row.entry)  # the nodes follow the committed form
+            out.append((row, value[at:at + NODE * completes(seq)]))
         return out
     return rows
 

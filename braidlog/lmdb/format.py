@@ -37,7 +37,7 @@ from .env import Env
 __all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
            "Peaks", "tree_node", "tree_nodes", "fill_nodes", "completes", "pack_row", "split_row",
            "create", "BEFORE", "erased_row", "row_erased_by", "row_node", "delta_of", "bytes_of",
-           "records", "put_keys", "row_nodes"]
+           "records", "put_keys", "ENTRY_AT"]
 
 FORMAT_VERSION = 4  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
 #                    3: the id-digest index ("idh"); 4: the committed form (rows hold it and a
@@ -62,6 +62,7 @@ RETIRED = ("tree",)
 
 
 _ROW = HASH_SIZE + U64 + 3  # where the committed form starts in a row
+ENTRY_AT = _ROW
 NODE = HASH_SIZE  # a tree node's hash
 
 
@@ -205,12 +206,6 @@ def records(chunks: Iterable[tuple[Iterable[int], list[bytes]]]) -> Iterator[Rec
             except (IndexError, msgspec.MsgspecError):
                 delta = slow(seq, value)  # raises what the row deserves
             yield record(seq, value[:h], delta)
-
-
-def row_nodes(value: Any) -> bytes:
-    """The tree nodes a row keeps (those its leaf completes, lowest level first), joined."""
-    end = _end(value)
-    return bytes(value[end - NODE * value[_ROW - 1]:end])
 
 
 def row_node(value: Any, level: int) -> bytes | None:
