@@ -22,6 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from ..errors import ValidationError
 from .backend import DEFAULT_ALLOWED, Backend
 from .projection_tools import projection_tools
+from .receipt_tools import receipt_tools
 from .resources import add_resources
 from .schema import sdk_tool
 from .tools import log_tools
@@ -43,7 +44,9 @@ can be read back exactly (`at`: a seq, a delta id or an ISO time).
 Write with the command tools (record_decision, revise_field, add_memory …) or `append`; read with
 get_field, list_memories, search_decisions, recall, history, explain, state_at, diff. Every delta
 written here records provenance source 'mcp' and kind 'assistant' unless the server allows the
-call to claim another. A refused write names the field and the rule, and writes nothing."""
+call to claim another. A refused write names the field and the rule, and writes nothing.
+To leave an auditable record of what a turn saw, call recall with record true (and run, turn):
+it returns a context_id, which context_show and context_replay read back."""
 
 
 def build_server(backend: Backend, *, log_level: str = "WARNING") -> MCPServer:
@@ -51,7 +54,7 @@ def build_server(backend: Backend, *, log_level: str = "WARNING") -> MCPServer:
     read-only, and the resources."""
     from .. import __version__
 
-    specs = [*log_tools(), *projection_tools()]
+    specs = [*log_tools(), *projection_tools(), *receipt_tools()]
     tools = [sdk_tool(s, backend) for s in specs if not (s.writes and backend.read_only)]
     server = MCPServer("braidlog", title="braidlog", version=__version__,
                        instructions=INSTRUCTIONS + (

@@ -23,6 +23,14 @@ def test_recall_records_a_receipt_when_asked(store_path):
                                 "context": "system: ...\nmemory: coffee black"})
         rid = got["context_id"]
         assert rid and [h["seq"] for h in got["hits"]]
+        shown = mcp.ok("context_show", {"ref": rid})
+        assert (shown["run"], shown["turn"], shown["model"]) == ("session-1", "4", "a-model")
+        assert [i["seq"] for i in shown["items"]] == [h["seq"] for h in got["hits"]]
+        assert "coffee" in shown["items"][0]["text"] and shown["request"]["k"] == 2
+        again = mcp.ok("context_replay", {"ref": rid})
+        assert again["same"] is True and again["summary"].startswith("same:")
+        assert "not a context receipt" in mcp.error("context_show", {"ref": 1})
+        assert "no delta" in mcp.error("context_replay", {"ref": "01ARZ3NDEKTSV4RRFFQ69G5FAV"})
         for bad, rule in [({"record": True}, "run"), ({"run": "r", "turn": "t"}, "record"),
                           ({"record": True, "run": "", "turn": "t"}, "run")]:
             assert rule in mcp.error("recall", {"query": "coffee", **bad})

@@ -21,6 +21,7 @@ from anyio.from_thread import start_blocking_portal
 from mcp import Client, StdioServerParameters
 
 READ_TOOLS = {"head", "verify", "show", "history", "diff", "explain", "state_at", "recall", "kinds",
+              "context_show", "context_replay",
               "search_decisions", "get_field", "list_memories", "episodes", "knots", "forks", "trust"}
 WRITE_TOOLS = {"append", "record_decision", "supersede_decision", "draft_proposal",
                "accept_proposal", "reject_proposal", "revise_field", "add_memory"}
