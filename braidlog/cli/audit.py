@@ -22,6 +22,7 @@ from .util import (
     parse_point,
     progress_bar,
     record_json,
+    refuse_on_replica,
     store_path,
     write_json,
 )
@@ -233,6 +234,7 @@ def cmd_import(args: Any, out: IO[str]) -> int:
     if args.file != "-" and not os.path.exists(args.file):
         raise ValidationError("file", f"no file {args.file}")
     load_kinds(args)
+    refuse_on_replica(args, "import")
     ok = False
     try:
         with LmdbLog(path) as store:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import IO, Any
 
 from ..errors import BraidlogError
-from .util import json_flag, open_store, summary, write_json
+from .util import json_flag, open_store, refuse_on_replica, summary, write_json
 
 
 def register(sub: Any) -> None:
@@ -101,6 +101,7 @@ def cmd_export(args: Any, out: IO[str]) -> int:
     from ..proofs.context_export import write_context_export
 
     key = proofs.read_key(args.key)
+    refuse_on_replica(args, "record a context receipt")
     with open_store(args, readonly=False) as store:
         export = write_context_export(store, args.id, key, args.out, disclose=args.disclose,
                                       size=args.size)

@@ -29,6 +29,7 @@ from .util import (
     parse_point,
     progress_bar,
     record_json,
+    refuse_on_replica,
     store_path,
     summary,
     to_builtins,
@@ -180,6 +181,7 @@ def cmd_append(args: Any, out: IO[str]) -> int:
     space = getattr(args, "embed", None)
     if space is None and getattr(args, "embedder", None):
         raise ValidationError("--embedder", "applies with --embed only")
+    refuse_on_replica(args, "append")
     with open_for_state(args, lazy=True) as store:  # the store's projections' checks hold
         try:
             if space is None:

@@ -7,7 +7,7 @@ import os
 from typing import IO, Any
 
 from ..errors import IntegrityError, ValidationError
-from .util import json_flag, open_for_state, open_store, write_json
+from .util import json_flag, open_for_state, open_store, refuse_on_replica, write_json
 
 
 def register(sub: Any) -> None:
@@ -60,6 +60,7 @@ def cmd_erase(args: Any, out: IO[str]) -> int:
             raise ValidationError("--receipt", f"{args.receipt} exists; a receipt is never "
                                   "overwritten (give a new path)")
     seqs = _seqs(args.seq)
+    refuse_on_replica(args, "erase")
     braid = open_for_state(args, lazy=True)
     try:
         report = braid.erase(braid=args.braid, refers=args.refers, seqs=seqs, reason=args.reason)

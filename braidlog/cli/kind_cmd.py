@@ -7,7 +7,7 @@ from typing import IO, Any
 
 from ..errors import ValidationError
 from ..kind_schema import declare_kind
-from .util import json_flag, load_kinds, open_store, write_json
+from .util import json_flag, load_kinds, open_store, refuse_on_replica, write_json
 
 
 def register(sub: Any) -> None:
@@ -63,6 +63,7 @@ def _schema(path: str) -> Any:
 def cmd_add(args: Any, out: IO[str]) -> int:
     schema = _schema(args.schema)
     load_kinds(args)  # a name taken by an installed kind is refused as such
+    refuse_on_replica(args, "declare a kind")
     with open_store(args, readonly=False) as log:  # refused, like append, when there is no store
         head = log.head().seq
         seq = declare_kind(log, args.name, schema, owner=args.owner, version=args.version,

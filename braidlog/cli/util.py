@@ -34,6 +34,13 @@ def open_store(args: Any, *, readonly: bool = True, check_head: bool = True) -> 
     return LmdbLog(path, create=False, readonly=readonly, check_head=check_head)
 
 
+def refuse_on_replica(args: Any, what: str) -> None:
+    """Refuse a write to a store that is a replica never promoted (replication/role.py)."""
+    from ..replication.role import refuse_writes
+
+    refuse_writes(store_path(args), what)
+
+
 def load_kinds(args: Any) -> None:
     """Declare the kinds of every installed package and of ``--app`` (or $BRAIDLOG_APP)."""
     from ..apps import load_kinds as load

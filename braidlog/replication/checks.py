@@ -29,6 +29,13 @@ RECOVER = ("this store's log is intact: ship it to a new stream (`braidlog ship 
            "stream's subjects (docs/replication.md, *A foreign or corrupt record*)")
 
 
+SAFE = ("This store's log is intact (`braidlog verify` checks it): ship it to a new stream "
+        "(`braidlog ship --stream NEW`) and point the replicas there (docs/replication.md, *A foreign "
+        "or corrupt record*); do not throw it away. Only if another writer was rightly promoted on "
+        "this stream, move this store aside (keep it: `braidlog log` lists what it holds) and "
+        "follow the stream with `braidlog replica` into an empty store")
+
+
 def fenced(stream: Stream, store: FullStore, epochs: Epochs, mark: Watermark, head: Head,
            refused: int | None) -> StaleWriter:
     """The error for a writer whose epoch is older than its stream's."""
@@ -98,8 +105,8 @@ def check_stream(stream: Stream, store: FullStore, epochs: Epochs, last: Last, h
     if mark.seq > head.seq or mark.commit > head.seq:
         raise StaleWriter(
             f"stream {name} goes to seq {max(mark.seq, mark.commit)} but this store's head is "
-            f"seq {head.seq}: another writer ships to it ({how}); this store is no longer the "
-            "writer: rebuild it as a replica", expected=head.seq, actual=mark.seq)
+            f"seq {head.seq}: another writer ships to it, or its tail was forged ({how}). {SAFE}",
+            expected=head.seq, actual=mark.seq)
     ours = store.hash_at(mark.seq)
     prev = store.hash_at(mark.seq - 1) if mark.seq > 1 else GENESIS
     chained = chains(prev, mark.seq, body or b"", salt)
@@ -112,5 +119,6 @@ def check_stream(stream: Stream, store: FullStore, epochs: Epochs, last: Last, h
     if mark.hash != ours:
         raise StaleWriter(
             f"stream {name} seq {mark.seq} has chain hash {mark.hash.hex()}, this store "
-            f"{ours.hex()}: the stream holds another writer's records ({how}; none of them were "
-            "merged here); rebuild this store as a replica", expected=ours, actual=mark.hash)
+            f"{ours.hex()}: the stream's last record is not this log's: another writer's, or forged "
+            f"and rechained ({how}; none of it was merged here). {SAFE}", expected=ours,
+            actual=mark.hash)

@@ -19,6 +19,7 @@ from ..chain import GENESIS
 from ..errors import ConflictError, StaleWriter
 from ..store import FullStore, Head
 from .replica import Replica
+from .role import unmark
 from .stream import Stream
 from .sync import SyncLog
 from .wire import Epochs, epoch_deltas, read_epoch
@@ -110,7 +111,7 @@ def promote(store: FullStore, stream: Stream, *, writer: str | None = None, quie
             return epoch_deltas(store.registry, Epochs(store).current + 1, name, forced=force,
                                 ts=ts)
 
-        log = SyncLog(store, stream, timeout=max(deadline - time.monotonic(), 0.1))
+        log = SyncLog(store, stream, timeout=max(deadline - time.monotonic(), 0.1), _promoting=True)
         try:
             records = log.commit_locked(fence)
         except StaleWriter as e:
@@ -122,6 +123,7 @@ def promote(store: FullStore, stream: Stream, *, writer: str | None = None, quie
                 f"stream {stream.name} moved while the epoch record was published ({e}); its "
                 "writer is alive: stop it and promote again, or use --force; this store is "
                 "unchanged", expected=wm.seq, actual=None) from None
+        unmark(store)  # the writer of the new epoch: it takes writes now
         at = records[0].seq - 1  # everything the stream acknowledged before the new epoch
         before = Head(at, store.hash_at(at) if at else GENESIS)
         return Promotion(read_epoch(records[-1].delta).epoch, Head(records[-1].seq,

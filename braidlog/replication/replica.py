@@ -32,6 +32,7 @@ from ..kind_schema import KIND_DECLARED, admit_declaration
 from ..kind_schema import sync as sync_kinds
 from ..store import HW_SIZE, FullStore, Head, chain_fault, hw_fault, hw_of, ts_micros
 from ..store.files import write_atomic
+from .role import mark_replica
 from .stream import Stream
 from .wire import (
     EPOCH_BRAID,
@@ -75,7 +76,8 @@ class Replica:
 
     def __init__(self, store: FullStore, stream: Stream, *, batch: int = MAX_BATCH,
                  checkpoints: Callable[[bytes], Any] | None = None,
-                 witness_key: Any = None, cosign_dir: str | None = None) -> None:
+                 witness_key: Any = None, cosign_dir: str | None = None,
+                 _for_writer: bool = False) -> None:
         if not 1 <= batch <= MAX_BATCH:
             raise ValidationError("batch", f"must be 1 to {MAX_BATCH}, got {batch}")
         if (witness_key is None) != (cosign_dir is None):
@@ -86,6 +88,8 @@ class Replica:
                                   "give checkpoints= (the log's key) too")
         self.store = store
         self.stream = stream
+        if not _for_writer:  # its log is its stream's now: no local writes until promoted
+            mark_replica(store, stream.name)
         self.epochs = Epochs(store)
         self.batch = batch
         self.applied = 0

@@ -17,6 +17,7 @@ from ..chain import digest
 from ..errors import BraidlogError, ReplicationError, ValidationError
 from ..store import FullStore
 from .checks import check_stream
+from .role import refuse_writes
 from .stream import HINT, Stream, Transient
 from .wire import HDR_TREE_SIZE, MAX_BATCH, Epochs, Watermark, header, rows
 
@@ -31,10 +32,13 @@ class Shipper:
     Shipper resumes from the stream's watermark: nothing is lost, duplicated or reordered.
     """
 
-    def __init__(self, store: FullStore, stream: Stream, *, batch: int = MAX_BATCH) -> None:
+    def __init__(self, store: FullStore, stream: Stream, *, batch: int = MAX_BATCH,
+                 _promoting: bool = False) -> None:
         if type(batch) is not int or not 1 <= batch <= MAX_BATCH:
             raise ValidationError("batch", f"must be 1 to {MAX_BATCH} (JetStream's atomic batch "
                                   f"limit), got {batch!r}")
+        if not _promoting:  # promote ships the epoch record from the replica it makes the writer
+            refuse_writes(store, f"ship to stream {stream.name}")
         self.store = store
         self.stream = stream
         self.batch = batch

@@ -64,11 +64,11 @@ class SyncLog(FullStore):
         return super().__new__(cls)
 
     def __init__(self, store: FullStore, stream: Stream, *, timeout: float = 30.0,
-                 batch: int = MAX_BATCH) -> None:
+                 batch: int = MAX_BATCH, _promoting: bool = False) -> None:
         self.store = store
         self.stream = stream
         self.timeout = timeout
-        self.shipper = Shipper(store, stream, batch=batch)
+        self.shipper = Shipper(store, stream, batch=batch, _promoting=_promoting)
         self._lock = threading.Lock()
         self._stale: StaleWriter | None = None
 
@@ -185,7 +185,7 @@ class SyncLog(FullStore):
                     # acknowledged by the stream but not committed here (a crash between the
                     # acknowledgement and the commit, or a call that timed out and landed
                     # later): these records chain onto our head; take them in as a replica would
-                    Replica(self.store, self.stream).catch_up(
+                    Replica(self.store, self.stream, _for_writer=True).catch_up(
                         timeout=max(deadline - time.monotonic(), 0.1))
                     continue
                 check_stream(self.stream, self.store, shipper.epochs, last, head)

@@ -290,7 +290,14 @@ def test_only_the_writers_credentials_publish_on_the_stream(auth_server, stores,
             publish_raw(replica_url, "braidlog.AUTH.b1", writer.body(4),
                         {HDR_SEQ: "5", HDR_HASH: "00" * 32, HDR_COMMIT: "5"}, expect=4,
                         timeout=2)
-        # nor write as a writer: refused, nothing committed locally
+        # nor write as a writer: the replica refuses, never promoted ...
+        with pytest.raises(ReplicationError, match="was never promoted"):
+            SyncLog(replica, ro, timeout=2)
+        # ... and a store that is no replica, with the replica's credentials: NATS refuses,
+        # nothing committed locally
+        from braidlog.replication.role import unmark
+
+        unmark(replica)
         with pytest.raises(ReplicationError, match=r"NATS refused this client's publish to stream "
                                                    r"AUTH: .*(?i:permissions violation).*writer.s cred"):
             SyncLog(replica, ro, timeout=2).append(make_delta(9))
