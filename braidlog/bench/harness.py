@@ -95,7 +95,10 @@ class Config:
         if size is not None:
             if size < 100:
                 raise ValidationError("size", f"must be at least 100 deltas, got {size}")
+            # every workload stays within the size: the concurrent appenders (1 + 2 + 4 + 8
+            # threads) append at most the size between them
             base = replace(base, size=size, single=max(50, min(base.single, size // 5)),
+                           appends=max(5, min(base.appends, size // 15)),
                            checkpoint_every=min(base.checkpoint_every, max(100, size // 10)),
                            repeat=base.repeat if size < BIG else 1)
         if repeat is not None:

@@ -240,6 +240,8 @@ def run_workload(run: Run) -> list[Sample]:
         return []
     quick = run.config.quick
     turns, cold = (TURNS_QUICK, COLD_TURNS_QUICK) if quick else (TURNS, COLD_TURNS)
+    cap = max(TURNS_QUICK, run.config.size // 3 + 1)  # three checkpoints a turn: within --size
+    turns, cold = min(turns, cap), min(cold, cap)
     conv = CONV_TURNS_QUICK if quick else CONV_TURNS
     rep = run.cache["langgraph:repeat"] = run.cache.get("langgraph:repeat", -1) + 1
     order = (BRAIDLOG, SQLITE) if rep % 2 == 0 else (SQLITE, BRAIDLOG)
