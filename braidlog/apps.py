@@ -114,7 +114,7 @@ def import_app(name: str) -> Any:
 
         def run() -> Any:
             try:
-                spec.loader.exec_module(module)  # type: ignore[union-attr]
+                spec.loader.exec_module(module)  # type: ignore[union-attr]  # a spec from a file has a loader
             except BaseException:
                 sys.modules.pop(module_name, None)
                 raise

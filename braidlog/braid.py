@@ -386,7 +386,7 @@ class Braid:
         ``ValidationError`` from decide propagate and nothing is appended.
         """
         if isinstance(decider, str):
-            decider = self.projection(decider)  # type: ignore[assignment]
+            decider = self.projection(decider)  # type: ignore[assignment]  # a projection by name; a Decider or refused below
         if not isinstance(decider, Decider):
             if isinstance(decider, Projection):
                 raise ValidationError("decider", f"projection {decider.name!r} is not a Decider: "

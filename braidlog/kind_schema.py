@@ -140,7 +140,7 @@ def _one(schema: Mapping[str, Any], kind: Any, name: str, path: str) -> Any:
     if kind == "array":
         items = schema.get("items")
         t = Any if items is None else schema_type(items, name, f"{path}.items")
-        return _constrained(list[t], schema, path, ("minItems", "maxItems"))  # type: ignore[valid-type]
+        return _constrained(list[t], schema, path, ("minItems", "maxItems"))  # type: ignore[valid-type]  # a type built at run time
     if kind in ("string",):
         return _constrained(str, schema, path, ("minLength", "maxLength", "pattern"))
     if kind in ("integer", "number"):

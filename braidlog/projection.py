@@ -209,7 +209,7 @@ class Projection(Generic[S]):
 class Decider(Projection[S]):
     """A projection that also decides commands against its state."""
 
-    decide: Callable[[Any, S, Context], list[GenericDelta]] = None  # type: ignore[assignment]
+    decide: Callable[[Any, S, Context], list[GenericDelta]] = None  # type: ignore[assignment]  # required: __post_init__ refuses None
 
     def __post_init__(self) -> None:
         super().__post_init__()

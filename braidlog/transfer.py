@@ -238,7 +238,7 @@ def _refuse(n: int, message: str, *, seq: int | None = None, integrity: bool = T
         e: Exception = IntegrityError(text, seq=seq, expected=expected, found=found)
     else:
         e = ValidationError(f"line {n}", f"{message}; nothing was imported")
-    e.line = n  # type: ignore[attr-defined]
+    e.line = n  # type: ignore[attr-defined]  # the line, for the CLI's message
     return e
 
 

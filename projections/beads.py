@@ -418,11 +418,11 @@ def _write(c: WriteBead, state: State, ctx: Context, allow_raw_cot: bool) -> lis
     number = len(bead.versions) + 1 if bead is not None else 1
     confidence = dream_confidence(ctx, c.confidence)
     body = check_payload("bead_version", msgspec.to_builtins(BeadVersioned(
-        bead_id=bead_id, bead_version_id=version_id, bead_type=bead_type,  # type: ignore[arg-type]
-        version=number, name=name, content=content, memory_type=memory_type,  # type: ignore[arg-type]
+        bead_id=bead_id, bead_version_id=version_id, bead_type=bead_type,  # type: ignore[arg-type]  # strs checked against the schema by check_payload
+        version=number, name=name, content=content, memory_type=memory_type,  # type: ignore[arg-type]  # strs checked against the schema by check_payload
         reasoning=reasoning, supersedes=prev.bead_version_id if prev else None)))
     written = check_payload("bead_write", msgspec.to_builtins(BeadWritten(
-        bead_id=bead_id, bead_version_id=version_id, bead_type=bead_type, version=number)))  # type: ignore[arg-type]
+        bead_id=bead_id, bead_version_id=version_id, bead_type=bead_type, version=number)))  # type: ignore[arg-type]  # strs checked against the schema by check_payload
     role = "updated" if prev else "created"
     refs = Refs(beads=(BeadRef(bead_id, role, version_id),))
     return [ctx.delta("bead_version", body, confidence=confidence, refs=refs),

@@ -86,7 +86,7 @@ def search_decisions(braid_or_view: Any, query: str, mode: str = "balanced", lim
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise ValidationError("offset", f"must be an int of at least 0, not {offset!r}")
     state = braid_or_view.state(decisions.DECIDER.name)
-    candidates = decisions.search_candidates(state, namespace, mode, as_of)  # type: ignore[arg-type]
+    candidates = decisions.search_candidates(state, namespace, mode, as_of)  # type: ignore[arg-type]  # mode: checked by search_candidates
     if not candidates:
         return []
     best: dict[str, tuple[float, SearchCandidate]] = {}

@@ -75,7 +75,7 @@ def _app(system: str, path: str) -> EventsourcingApp:
 try:
     from ..integrations.eventsourcing import BraidlogApplicationRecorder
 except ImportError:  # pragma: no cover - eventsourcing is not installed
-    BraidlogApplicationRecorder = object  # type: ignore[misc,assignment]
+    BraidlogApplicationRecorder = object  # type: ignore[misc,assignment]  # eventsourcing is not installed
 
 
 class WalPrototypeRecorder(BraidlogApplicationRecorder):

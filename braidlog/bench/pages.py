@@ -126,9 +126,9 @@ def deferred(every: int = 64, idh: bool = False) -> type[LmdbLog]:
                 second = txn.get(id_digest(delta_id), db=self._db["idh"]) or tail.get(delta_id)
                 if first is None and second is None:
                     continue
-                if first != second:
+                if first is None or first != second:  # (first None: second is not)
                     raise IntegrityError(f"the id indexes disagree on delta {delta_id}",
-                                         seq=from_u64(first or second))
+                                         seq=from_u64(next(s for s in (first, second) if s is not None)))
                 value = self._landed(txn, "id", delta_id, from_u64(first))
                 found[delta_id] = (from_u64(first), bytes(value[32:40]) + bytes(row_data(value)))
             return found

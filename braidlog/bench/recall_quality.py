@@ -22,10 +22,13 @@ from __future__ import annotations
 import json
 import os
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BraidlogError
 from .harness import Run, Sample
+
+if TYPE_CHECKING:
+    from ..recall import Mode
 
 __all__ = ["WORKLOAD", "ENV", "STEPS", "load_set", "embedder_specs", "score", "run_workload"]
 
@@ -53,7 +56,7 @@ def embedder_specs(extra: str | None = None) -> list[str]:
     return list(dict.fromkeys(specs))
 
 
-def score(embedder: Any, data: dict[str, Any] | None = None, *, modes: tuple[str, ...] = ("vector", "hybrid"),
+def score(embedder: Any, data: dict[str, Any] | None = None, *, modes: tuple[Mode, ...] = ("vector", "hybrid"),
           ks: tuple[int, ...] = (1, 5)) -> dict[str, dict[int, float]]:
     """``{mode: {k: fraction of questions whose memory is in the top k}}`` for ``embedder``
     (an embedder or a spec), over a store in memory."""
@@ -75,7 +78,7 @@ def score(embedder: Any, data: dict[str, Any] | None = None, *, modes: tuple[str
     for mode in modes:
         ranks = []
         for q in data["questions"]:
-            hits = index.recall(q["question"], depth, mode=mode, deltas=False)  # type: ignore[arg-type]
+            hits = index.recall(q["question"], depth, mode=mode, deltas=False)
             found = [by_seq.get(h.seq) for h in hits]
             ranks.append(found.index(q["answer"]) if q["answer"] in found else depth)
         out[mode] = {k: sum(r < k for r in ranks) / len(ranks) for k in ks}
@@ -103,7 +106,7 @@ def run_workload(run: Run) -> list[Sample]:
                 if spec not in KNOWN:  # a well-known model absent here is no news
                     run.skipped.append(f"{WORKLOAD}: {spec} not scored ({e})")
                 continue
-            modes = ("vector", "hybrid") + (() if keyword_done else ("keyword",))
+            modes: tuple[Mode, ...] = ("vector", "hybrid") + (() if keyword_done else ("keyword",))
             got = score(chosen, data, modes=modes)
             name = identity(chosen).name
             for mode, by_k in got.items():

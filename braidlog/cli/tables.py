@@ -15,7 +15,7 @@ import os
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 __all__ = ["width", "Column", "print_table", "shorten"]
 
@@ -56,7 +56,7 @@ class Column:
     time loses its year) down to ``least``, ``text`` takes what is left (the payload)."""
 
     header: str
-    justify: str = "left"
+    justify: Literal["left", "center", "right"] = "left"
     give: str = "keep"  # keep | middle | end | front | text
     least: int = 1
     order: int = 0      # which shrinkable column gives way first (lowest first)
@@ -97,17 +97,17 @@ def print_table(out: IO[str], columns: Sequence[Column], rows: Iterable[Sequence
     from rich.console import Console
     from rich.table import Table
 
-    rows = [list(r) for r in rows]
+    grid = [list(r) for r in rows]
     total = max(40, width())
     con = Console(file=out, soft_wrap=False, width=total, markup=False, emoji=False, highlight=False)
-    if not rows:
+    if not grid:
         con.print(empty)
         return 0
-    widths = _widths(columns, rows, total)
+    widths = _widths(columns, grid, total)
     columns = [c for c, w in zip(columns, widths, strict=True) if w]
-    rows = [[v for v, w in zip(r, widths, strict=True) if w] for r in rows]
+    grid = [[v for v, w in zip(r, widths, strict=True) if w] for r in grid]
     widths = [w for w in widths if w]
-    for r in rows:
+    for r in grid:
         for i, c in enumerate(columns):
             if c.give == "middle":
                 r[i] = shorten(r[i], widths[i])
@@ -119,11 +119,11 @@ def print_table(out: IO[str], columns: Sequence[Column], rows: Iterable[Sequence
                   title_justify="left")
     for c, w in zip(columns, widths, strict=True):
         table.add_column(c.header, justify=c.justify, no_wrap=True, width=w, min_width=w,
-                         overflow="ellipsis")  # type: ignore[arg-type]
-    for r in rows:
+                         overflow="ellipsis")
+    for r in grid:
         table.add_row(*r)
     con.print(table)
-    return len(rows)
+    return len(grid)
 
 
 def record_columns(payload: str = "payload") -> list[Column]:

@@ -133,7 +133,7 @@ def _by_lookup(log: LogAccess):
             yield from got
             lo = hi
 
-    def read(txn: Any, start: int, stop: int, lo: int, hi: int) -> list[Row]:
+    def read(txn: Any, start: int, stop: int, lo: int, hi: int) -> list[tuple[Row, bytes]]:
         db, out = log.tables["log"], []
         for seq in range(lo, hi):
             value = txn.get(u64(seq), db=db)
@@ -235,7 +235,7 @@ def _indexes_agree(log: LogAccess) -> bool:
                         r = envelope_refs(d)  # an old payload whose upcast fails now
                 else:  # the envelope's refs are the committed form's; erased: only those
                     vector = _vectored(data).vector if data else None
-                    r = envelope_refs(e)  # type: ignore[arg-type]
+                    r = envelope_refs(e)  # type: ignore[arg-type]  # an Entry has the envelope fields it reads
             except (msgspec.MsgspecError, BraidlogError):
                 return None
             ids[seq] = e.id.encode()

@@ -45,7 +45,7 @@ import lmdb
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: no store-wide lock, erase refuses
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # None: not POSIX
 
 from ..errors import BraidlogError, IntegrityError, StorageError, StoreFullError, ValidationError
 from ..store.files import fsync_dir

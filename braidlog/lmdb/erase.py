@@ -44,13 +44,13 @@ class LmdbErasure:
         """Erase the records at ``seqs`` and append ``delta`` (their ``erased`` delta), leaving
         nothing of them in any file of the store; the erased delta's record and the erased
         records' commitments. Needs the store alone."""
-        return erase_records(self._access(), seqs, delta)  # type: ignore[attr-defined]
+        return erase_records(self._access(), seqs, delta)  # type: ignore[attr-defined]  # the mixin's LmdbLog has _access
 
     def apply_erasures(self, erase: Any, append: Callable[[Any], T]) -> tuple[T, list[bytes]]:
         """Erase the records ``erase`` names (seq -> the seq of the erased delta) and run
         ``append(store)`` (the batch that holds those erased deltas, written elsewhere: an
         import, a replica's) in one step; what ``append`` returned and the commitments."""
-        return apply_erasures(self._access(), dict(erase), append)  # type: ignore[attr-defined]
+        return apply_erasures(self._access(), dict(erase), append)  # type: ignore[attr-defined]  # the mixin's LmdbLog has _access
 
 
 def erase_records(log: LogAccess, seqs: Any, delta: GenericDelta) -> tuple[Record, list[bytes]]:

@@ -155,7 +155,7 @@ class Backend:
         """The provenance of a delta written over MCP: the one given (kind ``assistant`` when
         none), checked against the kinds this server lets a caller claim, with source ``mcp``."""
         if given is None:
-            given = Provenance(kind or DEFAULT_KIND)  # type: ignore[arg-type]
+            given = Provenance(kind or DEFAULT_KIND)  # type: ignore[arg-type]  # any str: checked against the allowed kinds below
             kind_field = field if field.endswith("kind") else f"{field}.kind"
         else:
             kind_field = f"{field}.kind"

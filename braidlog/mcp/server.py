@@ -14,7 +14,7 @@ import ipaddress
 import json
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -26,6 +26,9 @@ from .receipt_tools import receipt_tools
 from .resources import add_resources
 from .schema import sdk_tool
 from .tools import log_tools
+
+#: The levels the server logs at (the SDK's names).
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 __all__ = ["build_server", "serve", "parse_listen", "is_loopback", "BearerAuth", "INSTRUCTIONS",
            "TOKEN_ENV", "PATH"]
@@ -49,7 +52,7 @@ To leave an auditable record of what a turn saw, call recall with record true (a
 it returns a context_id, which context_show and context_replay read back."""
 
 
-def build_server(backend: Backend, *, log_level: str = "WARNING") -> MCPServer:
+def build_server(backend: Backend, *, log_level: LogLevel = "WARNING") -> MCPServer:
     """An MCPServer serving ``backend``: every read tool, the write tools unless it is
     read-only, and the resources."""
     from .. import __version__
@@ -59,7 +62,7 @@ def build_server(backend: Backend, *, log_level: str = "WARNING") -> MCPServer:
     server = MCPServer("braidlog", title="braidlog", version=__version__,
                        instructions=INSTRUCTIONS + (
                            "\nThis server is read-only: it serves no write tool." if backend.read_only else ""),
-                       tools=tools, log_level=log_level)  # type: ignore[arg-type]
+                       tools=tools, log_level=log_level)
     add_resources(server, backend)
     return server
 
@@ -114,7 +117,7 @@ class BearerAuth:
 
 def serve(path: str, *, http: str | None = None, token: str | None = None, read_only: bool = False,
           allow_provenance: Iterable[str] = DEFAULT_ALLOWED, apps: Iterable[str] | None = None,
-          log_level: str = "WARNING", announce: Any = sys.stderr, embedder: str | None = None) -> None:
+          log_level: LogLevel = "WARNING", announce: Any = sys.stderr, embedder: str | None = None) -> None:
     """Serve the store at ``path`` until the client goes away (stdio) or the process is
     stopped (HTTP). Raises ValidationError before opening anything when the address or the
     token does not allow serving. ``embedder`` (a spec) embeds appends and recall queries;

@@ -166,7 +166,7 @@ def check_context_export(export: bytes | str | dict[str, Any], key: VerifierKey 
     if fields["kind"] != CONTEXT_USED:
         raise VerificationError(f"the receipt's committed form is of kind {fields['kind']!r}, not "
                                 f"{CONTEXT_USED!r}")
-    delta = _disclosed(r, entry, "receipt")  # type: ignore[arg-type]
+    delta = _disclosed(r, entry, "receipt")  # type: ignore[arg-type]  # _record refused a receipt that is no dict
     payload = delta.get("payload")
     if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):
         raise VerificationError("the receipt's payload is not a context receipt")
@@ -196,8 +196,8 @@ def check_context_export(export: bytes | str | dict[str, Any], key: VerifierKey 
             raise VerificationError(f"{what} carries bytes in an export that discloses none")
         items.append(shown)
     result: dict[str, Any] = {
-        "origin": cp.origin, "tree_size": cp.size, "receipt_seq": r["seq"],  # type: ignore[index]
-        "receipt_id": r["delta_id"], "run": payload.get("run"),  # type: ignore[index]
+        "origin": cp.origin, "tree_size": cp.size, "receipt_seq": r["seq"],  # type: ignore[index]  # _record refused a receipt that is no dict
+        "receipt_id": r["delta_id"], "run": payload.get("run"),  # type: ignore[index]  # _record refused a receipt that is no dict
         "turn": payload.get("turn"), "model": payload.get("model"),
         "request": payload.get("request"), "items": items, "context_checked": False}
     if context_bytes is not None:

@@ -653,7 +653,7 @@ def check_proof(proof: dict[str, Any], checkpoints: list[Checkpoint],
         old = next((c for c in checkpoints if c.size == proof.get("old_size")), None)
         new = next((c for c in checkpoints if c.size == proof.get("new_size")), None)
         check_consistency_proof(proof, old, new)
-        log = (new or old).origin  # type: ignore[union-attr]
+        log = (new or old).origin  # type: ignore[union-attr]  # check_consistency_proof found one
         return {"kind": "consistency", "old_size": proof["old_size"], "new_size": proof["new_size"],
                 "proved": f"the log {log} at size {proof['new_size']} extends its first "
                           f"{proof['old_size']} records"}

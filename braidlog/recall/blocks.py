@@ -114,11 +114,10 @@ class Blocks:
 
         todo.sort(key=lambda b: (-b[0], b[1]))
         own = pool is None
-        if own:
-            pool = ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(todo))))
+        workers = pool if pool is not None else ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(todo))))
         done = 0
         try:
-            for b, g in pool.map(build, todo):  # type: ignore[union-attr]
+            for b, g in workers.map(build, todo):
                 self.graphs[b] = g
                 self._store(b, g, directory)
                 done += self.size(b[0])
@@ -126,7 +125,7 @@ class Blocks:
                     progress(done)
         finally:
             if own:
-                pool.shutdown()  # type: ignore[union-attr]
+                workers.shutdown()
 
     def _load(self, b: Block, dim: int, directory: Path | None) -> Any:
         if directory is None:

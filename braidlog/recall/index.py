@@ -249,16 +249,16 @@ class Recall(GraphSearch):
 
     def _add(self, seqs: list[int], bodies: list[Body]) -> None:
         if self.dim is None:
-            self.dim = bodies[0].vector.dim  # type: ignore[union-attr]
+            self.dim = bodies[0].vector.dim  # type: ignore[union-attr]  # bodies with vectors only
             self._rows = Rows(self.dim, self.directory)
-        block = np.frombuffer(b"".join(b.vector.data for b in bodies), dtype="<f4")  # type: ignore[union-attr]
+        block = np.frombuffer(b"".join(b.vector.data for b in bodies), dtype="<f4")  # type: ignore[union-attr]  # bodies with vectors only
         if block.size != len(bodies) * self.dim:
             raise ValidationError("vector", f"space {self.space!r} holds vectors of different dimensions "
                                   "in the log; the log was not written by braidlog")
         block = block.reshape(len(bodies), self.dim)
         if self.metric == "cosine":
             block = normalised(block)
-        self._rows.append(block)  # type: ignore[union-attr]
+        self._rows.append(block)  # type: ignore[union-attr]  # set with dim, above
         self._cols.add(seqs, bodies)
         self.count += len(bodies)
 
@@ -267,7 +267,7 @@ class Recall(GraphSearch):
         if self.count < self.block or self._head_count == self.count:
             return
         if self._head is None:
-            self._head = new_graph(self.dim, max(self.count, 2 * self.block), M=self.M,  # type: ignore[arg-type]
+            self._head = new_graph(self.dim, max(self.count, 2 * self.block), M=self.M,  # type: ignore[arg-type]  # dim: set by the first vectors
                                    ef_construction=self.ef_construction, seed=self.seed, ef=self._ef)
         g = self._head
         if g.get_max_elements() < self.count:
@@ -275,7 +275,7 @@ class Recall(GraphSearch):
         chunk = 4096 * threads
         for lo in range(self._head_count, self.count, chunk):
             hi = min(lo + chunk, self.count)
-            g.add_items(self._rows.slice(lo, hi), np.arange(lo, hi, dtype=np.int64),  # type: ignore[union-attr]
+            g.add_items(self._rows.slice(lo, hi), np.arange(lo, hi, dtype=np.int64),  # type: ignore[union-attr]  # rows exist once vectors do
                         num_threads=threads)
             for code, (bg, n) in list(self._braids.items()):  # each braid graph keeps up
                 self._braids[code] = (bg, n + self._add_to(bg, self._cols.of_braid(code, lo, hi), threads))
@@ -287,7 +287,7 @@ class Recall(GraphSearch):
         if len(positions):
             if g.get_max_elements() < g.get_current_count() + len(positions):
                 g.resize_index(max(g.get_current_count() + len(positions), 2 * g.get_max_elements()))
-            g.add_items(self._rows.take(positions), positions, num_threads=threads)  # type: ignore[union-attr]
+            g.add_items(self._rows.take(positions), positions, num_threads=threads)  # type: ignore[union-attr]  # rows exist once vectors do
         return len(positions)
 
     def _braid_graph(self, code: int) -> tuple[Any, int]:
@@ -300,7 +300,7 @@ class Recall(GraphSearch):
             got = self._braids.get(code)
             if got is None:
                 positions = self._cols.of_braid(code, 0, self._head_count)
-                g = new_graph(self.dim, max(len(positions), 1), M=self.M,  # type: ignore[arg-type]
+                g = new_graph(self.dim, max(len(positions), 1), M=self.M,  # type: ignore[arg-type]  # dim: set by the first vectors
                               ef_construction=self.ef_construction, seed=self.seed, ef=self._ef)
                 got = self._braids[code] = (g, self._add_to(g, positions, self.threads))
         return got
@@ -322,7 +322,7 @@ class Recall(GraphSearch):
 
     def _build_blocks(self, wanted: list[tuple[int, int]], progress: Progress | None,
                       pool: ThreadPoolExecutor | None = None) -> None:
-        self._blocks.build(wanted, self._rows.slice, self.dim, self.directory, progress, pool)  # type: ignore[union-attr]
+        self._blocks.build(wanted, self._rows.slice, self.dim, self.directory, progress, pool)  # type: ignore[union-attr]  # rows exist once vectors do
 
     def _ensure_blocks(self, wanted: list[tuple[int, int]]) -> None:
         if all(b in self._blocks.graphs for b in wanted):

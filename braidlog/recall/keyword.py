@@ -143,7 +143,7 @@ class KeywordIndex:
         self.count, self.covered_seq, self.covered_hash = 0, 0, self.store.hash_at(0)
 
     def _files(self) -> dict[str, bytes]:
-        d = self.directory / "index"  # type: ignore[operator]
+        d = self.directory / "index"  # type: ignore[operator]  # a saved index has a directory
         return {p.name: file_digest(p) for p in sorted(d.iterdir())
                 if p.is_file() and not p.name.endswith(".lock")}
 

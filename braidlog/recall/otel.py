@@ -29,7 +29,7 @@ __all__ = ["ENABLED", "OPERATION", "tracer", "search_span", "describe", "capture
 try:
     from opentelemetry import trace as _trace
 except ImportError:  # the otel extra is not installed: recall runs without spans
-    _trace = None  # type: ignore[assignment]
+    _trace = None  # type: ignore[assignment]  # None: the otel extra is not installed
 
 ENABLED = _trace is not None
 _NO_SDK = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider) if _trace is not None else ()

@@ -62,10 +62,10 @@ def recall_request(index: Any, query: Any, k: int, mode: str, seen: int,
         digest, text, kind = sha256_hex(raw), None, "vector"
     fields, pred = flt
     filters = {f: sorted(v) for f in _FILTER_FIELDS if (v := getattr(fields, f)) is not None}
-    return RecallRequest(mode=mode, k=k, as_of=seen, query_sha256=digest, query=text,  # type: ignore[arg-type]
-                         query_kind=kind, space=index.space, metric=index.metric,  # type: ignore[arg-type]
+    return RecallRequest(mode=mode, k=k, as_of=seen, query_sha256=digest, query=text,  # type: ignore[arg-type]  # mode: one of MODES, checked by recall
+                         query_kind=kind, space=index.space, metric=index.metric,  # type: ignore[arg-type]  # query_kind: 'text' or 'vector', set above
                          embedder=embedder_ref(index, query) if mode != "keyword" else None,
-                         filters=filters, where=pred is not None or fields.ids is not None,  # type: ignore[arg-type]
+                         filters=filters, where=pred is not None or fields.ids is not None,  # type: ignore[arg-type]  # filters: keyed by _FILTER_FIELDS, its names
                          reproducible=bool(reproducible), min_score=min_score)
 
 

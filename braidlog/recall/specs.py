@@ -129,7 +129,7 @@ def _object(spec: str, module: str, attribute: str) -> Embedder:
                               "and embed(texts): give an embedder, or a class or function that makes one")
     if not getattr(obj, "spec", None):
         with contextlib.suppress(AttributeError, TypeError):
-            obj.spec = spec  # type: ignore[attr-defined]
+            obj.spec = spec  # type: ignore[attr-defined]  # named when the object allows it
     return obj
 
 

@@ -126,5 +126,5 @@ def _checking(f: Any, positional: tuple[tuple[str, Any], ...], keywords: dict[st
             if rule is not None:
                 rule(value, field)
         return f(self, *args, **kw)
-    checked._checked = True  # type: ignore[attr-defined]
+    checked._checked = True  # type: ignore[attr-defined]  # a mark on the wrapper
     return checked

@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import braidlog
-from braidlog import Provenance
+from braidlog import Provenance, ProvenanceKind
 from braidlog.recall import embed_delta, recall_at, recall_for
 
 BRAID = "recall-demo"
 QUERY = "database choice for the agent memory store"
 
 #: (minutes after start, provenance, tags, text): a choice made, other talk, the choice revised.
-SCRIPT = [
+SCRIPT: list[tuple[int, ProvenanceKind, tuple[str, ...], str]] = [
     (0, "user", (), "Which database should hold the agent memory store?"),
     (1, "assistant", ("decision",), "Decision: the agent memory store uses SQLite, one file and "
                                     "easy backups."),
@@ -29,7 +29,7 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
     braid_id = braid_id or f"{BRAID}-{start:%Y%m%dT%H%M%S%f}"
     deltas = []
     for minutes, who, tags, text in SCRIPT:
-        prov = Provenance(who, tool="weather") if who == "tool" else Provenance(who)  # type: ignore[arg-type]
+        prov = Provenance(who, tool="weather") if who == "tool" else Provenance(who)
         kind = "tool_result" if who == "tool" else "message"
         payload = {"tool": "weather", "output": text} if who == "tool" else {"text": text}
         deltas.append(embed_delta(braidlog.delta(braid_id, kind, payload, provenance=prov, tags=tags,

@@ -194,7 +194,7 @@ def _link(command: LinkKnot, state: State, ctx: Context) -> list[GenericDelta]:
 
 
 def _edge_delta(ctx: Context, episode_id: str, type: str, to: str, confidence: float) -> GenericDelta:
-    payload = EpisodeEdgeAdded(episode_id, type, to, confidence)  # type: ignore[arg-type]
+    payload = EpisodeEdgeAdded(episode_id, type, to, confidence)  # type: ignore[arg-type]  # the edge type: a str, checked against the schema on append
     return ctx.delta("episode_edge_added", plain(payload), confidence=confidence)
 
 
@@ -241,7 +241,7 @@ def _note(command: NoteQuote, state: State, ctx: Context) -> list[GenericDelta]:
         if record.delta.braid_id != ctx.braid_id:
             raise Rejected(f"source_delta_id: delta {source!r} belongs to braid "
                            f"{record.delta.braid_id!r}, not {ctx.braid_id!r}")
-    quote = AnchorQuote(ctx.new_id(), ep.id, text, command.category,  # type: ignore[arg-type]
+    quote = AnchorQuote(ctx.new_id(), ep.id, text, command.category,  # type: ignore[arg-type]  # category: checked above
                         command.salience, source)
     refs = Refs(episodes=(ep.id,), deltas=(source,)) if source else Refs(episodes=(ep.id,))
     return [ctx.delta("anchor_quote_noted", plain(AnchorQuoteNoted(quote)), refs=refs)]
@@ -270,7 +270,7 @@ def _ranked(command: ProposeForks, parent: Episode, top_k: int) -> list[tuple[La
 
 def _classified(ctx: Context, fork: Episode, verdict: str, classifier: str, signal_id: str,
                 confidence: float) -> GenericDelta:
-    payload = ForkClassified(fork.id, verdict, classifier, signal_id, confidence)  # type: ignore[arg-type]
+    payload = ForkClassified(fork.id, verdict, classifier, signal_id, confidence)  # type: ignore[arg-type]  # verdict: a str, checked against the schema on append
     return ctx.delta("fork_classified", plain(payload), confidence=confidence)
 
 
@@ -293,7 +293,7 @@ def _expiries(state: State, ctx: Context, policy: ForkPolicy,
     for e in expired_forks(state, ctx.braid_id, as_of):
         fork = state.episodes[e.fork_id]
         parent_id, outcome = fork.fork_record.parent_episode_id, fork.fork_record.on_expiry
-        payload = ForkExpired(fork.id, parent_id, e.reason, e.expired_at, outcome)  # type: ignore[arg-type]
+        payload = ForkExpired(fork.id, parent_id, e.reason, e.expired_at, outcome)  # type: ignore[arg-type]  # reason, outcome: strs checked against the schema on append
         out.append(ctx.delta("fork_expired", plain(payload)))
         if outcome == "soft_link":
             confidence = round(fork.fork_record.confidence * SOFT_LINK_FACTOR, 6)

@@ -184,7 +184,7 @@ def _record_test(c: RecordTest, state: State, ctx: Context) -> list[GenericDelta
     test_rules(c, field="")
     tid = _ulid(c.test_id, "test_id", ctx)
     payload = check_payload("hypothesis", msgspec.to_builtins(HypothesisTested(
-        hypothesis_id=h.hypothesis_id, test_id=tid, test=c.test, passed=c.passed,  # type: ignore[arg-type]
+        hypothesis_id=h.hypothesis_id, test_id=tid, test=c.test, passed=c.passed,  # type: ignore[arg-type]  # test: checked in TESTS above
         evidence=tuple(c.evidence), contradicted_by=tuple(c.contradicted_by), reward=c.reward,
         feedback=c.feedback, detail=c.detail)))
     d = ctx.delta("hypothesis", payload, refs=Refs(deltas=(h.hypothesis_id,)))
@@ -211,7 +211,7 @@ def _promote(c: PromoteHypothesis, state: State, ctx: Context, policy: TrustPoli
     confidence = scored.raw if c.confidence is None else min(c.confidence, scored.raw)
     if not 0.0 <= confidence <= 1.0:
         raise ValidationError("confidence", f"must be a number in [0, 1], got {confidence!r}")
-    passed = [_latest(h, t, ctx.now).test_id for t in h.required_tests]  # type: ignore[union-attr]
+    passed = [_latest(h, t, ctx.now).test_id for t in h.required_tests]  # type: ignore[union-attr]  # every required test passed: checked above
     payload = check_payload("hypothesis", msgspec.to_builtins(HypothesisPromoted(
         hypothesis_id=h.hypothesis_id, confidence=confidence, tests=tuple(passed))))
     return [ctx.delta("hypothesis", payload, refs=Refs(deltas=(h.hypothesis_id, *passed)))]
@@ -248,7 +248,7 @@ def _assess(c: AssessTrust, state: State, ctx: Context, policy: TrustPolicy) -> 
         if last is not None and (last.confidence, last.decay, last.reason) == (c.confidence, c.decay, c.reason):
             return []
     payload = check_payload("trust", msgspec.to_builtins(TrustAssessed(
-        subject_id=c.subject_id, confidence=c.confidence, scope=c.scope,  # type: ignore[arg-type]
+        subject_id=c.subject_id, confidence=c.confidence, scope=c.scope,  # type: ignore[arg-type]  # scope: checked against the schema by check_payload
         decay=c.decay, reason=c.reason)))
     return [ctx.delta("trust", payload)]
 

@@ -126,7 +126,7 @@ def required_tests_passed(state: State, h: Hypothesis, d: GenericDelta, p: Hypot
     if missing:
         raise refuse("required_tests_passed", f"hypothesis {h.hypothesis_id} cannot be promoted: required "
                                               f"test(s) {', '.join(missing)} have not passed")
-    passed = {_latest(h, t, d.ts).test_id for t in h.required_tests}  # type: ignore[union-attr]
+    passed = {_latest(h, t, d.ts).test_id for t in h.required_tests}  # type: ignore[union-attr]  # every required test passed: checked above
     if set(p.tests) != passed:
         raise ValidationError("payload.tests", f"required_tests_passed: must name the passed results "
                                                f"{sorted(passed)}, not {sorted(p.tests)}")

@@ -317,7 +317,7 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
         tracked = None
         if tracking is not None:
             self._check_tracking(tracking)
-            tracked = self._braid(self.tracking_table_name, tracking.application_name,  # type: ignore[attr-defined]
+            tracked = self._braid(self.tracking_table_name, tracking.application_name,  # type: ignore[attr-defined]  # a tracking recorder's, the only one given tracking
                                   "tracking.application_name")
         if not runs and tracking is None:
             return []

@@ -102,7 +102,7 @@ def embeddings_of(embed: Any, dims: Any) -> tuple[Any, int | None, tuple[str, in
         if dims is not None and dims != ident.dim:
             raise ValidationError("index.dims", f"is {dims!r} but {ident.name} makes {ident.dim}-dimensional "
                                   "vectors; leave dims out or give its dimension")
-        return BraidlogEmbeddings(chosen), ident.dim, tuple(ident)  # type: ignore[return-value]
+        return BraidlogEmbeddings(chosen), ident.dim, tuple(ident)  # type: ignore[return-value]  # tuple(ident): its four fields
     from langgraph.store.base.embed import ensure_embeddings
 
     if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:

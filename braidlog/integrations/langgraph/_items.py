@@ -81,6 +81,12 @@ class Items:
     seen: int = 0
     live: dict[str, Current] = field(default_factory=dict)
 
+    @property
+    def ns(self) -> tuple[str, ...]:
+        """``namespace``, of items already taken (its first item names it)."""
+        assert self.namespace is not None, f"braid {self.braid} holds no item yet"
+        return self.namespace
+
     def catch_up(self, log: Any) -> None:
         for rec in log.scan_braid(self.braid, start=self.seen + 1):
             self.take(rec.seq, rec.delta)

@@ -70,12 +70,12 @@ class ThreadIndex:
                 if enc.get("t") != "empty":
                     self.last[(ns, ch)] = (seq, depth, enc.get("c", 0))
         elif kind == "langgraph.writes":
-            cp = self.checkpoints.get((p["ns"], p["checkpoint_id"]))
-            if cp is None:  # writes for a checkpoint not put (yet): kept for when it is
-                cp = self.checkpoints.setdefault((p["ns"], p["checkpoint_id"]),
-                                                 Checkpoint(0, None, None))
-            cp.writes.append(seq)
-            cp.write_keys.update((p["task_id"], w[0]) for w in p["writes"])
+            put = self.checkpoints.get((p["ns"], p["checkpoint_id"]))
+            if put is None:  # writes for a checkpoint not put (yet): kept for when it is
+                put = self.checkpoints.setdefault((p["ns"], p["checkpoint_id"]),
+                                                  Checkpoint(0, None, None))
+            put.writes.append(seq)
+            put.write_keys.update((p["task_id"], w[0]) for w in p["writes"])
         elif kind == "langgraph.deleted":
             keep = {tuple(k) for k in p.get("keep", ())} if p["what"] == "prune" else set()
             for key, cp in self.checkpoints.items():

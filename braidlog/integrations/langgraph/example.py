@@ -8,6 +8,7 @@ import operator
 import sys
 from typing import Annotated, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 
@@ -40,12 +41,14 @@ def run(path: str) -> None:
     store = BraidlogStore(saver.braid)           # the same log holds the threads and the memory
     graph = builder.compile(checkpointer=saver, store=store)
 
+    config: RunnableConfig  # (declared apart: the page shows the lines below)
     config = {"configurable": {"thread_id": "1"}}
     graph.invoke({"notes": ["start"], "count": 0}, config)
     graph.invoke({"notes": ["again"], "count": 10}, config)
     assert graph.get_state(config).values["count"] == 12
 
     # the thread's history, newest first: every checkpoint, read back as it was
+    history: list  # of StateSnapshot, whose metadata may be None: every checkpoint here has some
     history = list(graph.get_state_history(config))
     assert [h.metadata["step"] for h in history] == [6, 5, 4, 3, 2, 1, 0, -1]
     before_act = next(h for h in history if h.next == ("act",) and h.values["count"] == 1)
@@ -58,9 +61,10 @@ def run(path: str) -> None:
 
     # the memory the act node wrote, every version of it
     versions = store.history(("agent", "memory"), "last")
-    assert [v.value["note"] for v in versions] == [
+    assert [v.value["note"] for v in versions if v.value is not None] == [
         "acted on plan 0", "acted on plan 10", "acted on a better plan"]
-    assert store.at(versions[0].seq).get(("agent", "memory"), "last").value == versions[0].value
+    first = store.at(versions[0].seq).get(("agent", "memory"), "last")
+    assert first is not None and first.value == versions[0].value
     saver.close()
 
 

@@ -59,6 +59,7 @@ def evolve(state: dict[str, Any], d: Any, seq: int) -> dict[str, Any]:
     return state
 
 
-PROJECTION = Projection("langgraph", version=1, initial={"threads": {}, "items": {}}, evolve=evolve,
-                        kinds=KINDS, positional=True)
+PROJECTION: Projection[dict[str, Any]] = Projection(
+    "langgraph", version=1, initial={"threads": {}, "items": {}}, evolve=evolve,
+    kinds=KINDS, positional=True)
 PROJECTIONS = [PROJECTION]

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchItem, SearchOp, TTLConfig
@@ -82,7 +82,7 @@ def _whole(value: Any, field: str, least: int = 0) -> int:
     return value
 
 
-class _Reader:
+class _Reader(BaseStore):
     """What the store and a store as of a point read alike: get, search, list_namespaces."""
 
     serde: Any
@@ -90,7 +90,7 @@ class _Reader:
     _recall_on: bool
     _embedder: Any
     _braid: Any
-    mode: str
+    mode: Literal["vector", "keyword", "hybrid"]
 
     def _namespaces(self) -> list[Items]:  # every namespace's items, caught up
         raise NotImplementedError
@@ -188,7 +188,7 @@ class _Reader:
         if not op.query or not self._recall_on or not found:
             page = found[offset:offset + limit]
             self._receipt(op, [(cur, None) for _, _, cur, _ in page])
-            return [SearchItem(items.namespace, key, value, cur.created_at, cur.updated_at)
+            return [SearchItem(items.ns, key, value, cur.created_at, cur.updated_at)
                     for items, key, cur, value in page]
         from ...recall import recall_for  # the recall extra: numpy, hnswlib, tantivy
 
@@ -204,13 +204,13 @@ class _Reader:
             if f is None:
                 continue
             items, key, cur, value = f
-            out.append(SearchItem(items.namespace, key, value, cur.created_at, cur.updated_at,
+            out.append(SearchItem(items.ns, key, value, cur.created_at, cur.updated_at,
                                   score=float(hit.score)))
             cited.append((cur, float(hit.score)))
         out, cited = out[offset:offset + limit], cited[offset:offset + limit]
         if len(out) < limit:  # items with nothing to search by (index=False, no text) follow,
             rest = [f for f in found if not f[2].indexed]  # unscored, as LangGraph's stores do
-            out += [SearchItem(i.namespace, k, v, c.created_at, c.updated_at)
+            out += [SearchItem(i.ns, k, v, c.created_at, c.updated_at)
                     for i, k, c, v in rest[:limit - len(out)]]
             cited += [(c, None) for _, _, c, _ in rest[:limit - len(cited)]]
         self._receipt(op, cited)
@@ -257,7 +257,8 @@ class BraidlogStore(_Reader, BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, store: Any, *, index: Any = None, ttl: Any = None, mode: str = "vector",
+    def __init__(self, store: Any, *, index: Any = None, ttl: Any = None,
+                 mode: Literal["vector", "keyword", "hybrid"] = "vector",
                  provenance: Provenance | None = None, erase: bool = False,
                  receipts: bool = False) -> None:
         for name, flag in (("erase", erase), ("receipts", receipts)):
@@ -339,7 +340,7 @@ class BraidlogStore(_Reader, BaseStore):
             _minutes(ttl["default_ttl"], "ttl.default_ttl")
         if ttl.get("sweep_interval_minutes") is not None:
             _whole(ttl["sweep_interval_minutes"], "ttl.sweep_interval_minutes", 1)
-        return TTLConfig(**ttl)  # type: ignore[typeddict-item]
+        return TTLConfig(**ttl)
 
     # -- life ------------------------------------------------------------------------------
     def close(self) -> None:
@@ -601,7 +602,7 @@ class BraidlogStore(_Reader, BaseStore):
                 for key, cur in items.live.items():
                     if cur.expires_at is not None and cur.expires_at < now:
                         deltas.append(self._delta(items.braid, {
-                            "namespace": list(items.namespace), "key": key, "value": None,
+                            "namespace": list(items.ns), "key": key, "value": None,
                             "expired": True}, now))
             if deltas:
                 self._write(deltas)
