@@ -20,6 +20,7 @@ they are erased.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import random
 import threading
@@ -28,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
@@ -259,16 +261,10 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             return got
         with self._lock:
             idx = self._thread(tid)
-            if cid is None:
-                found = idx.latest(self._runs, ns)
-                if found is None:
-                    return None
-                cid, cp = found
-            else:
-                cp = idx.get(self._runs, ns, cid)
-                if cp is None:
-                    return None
-            return self._tuple(idx, ns, cp)
+            found = idx.latest(self._runs, ns) if cid is None else (cid, idx.get(self._runs, ns, cid))
+            if found is None or found[1] is None:
+                return None
+            return self._tuple(idx, ns, found[1])
 
     def list(self, config: Any, *, filter: Any = None, before: Any = None,
              limit: Any = None) -> Iterator[CheckpointTuple]:
@@ -318,7 +314,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             if found is None or "at" not in found[1]:
                 continue
             tup = self._direct(found[0], found[1], writes)
-            if filter and not all(k in tup.metadata and tup.metadata[k] == v for k, v in filter.items()):
+            if filter and not all(k in tup.metadata and tup.metadata.get(k) == v for k, v in filter.items()):
                 continue
             if left is not None:
                 left -= 1
@@ -344,7 +340,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 return
             with self._lock:
                 tup = self._tuple(idx, cns, cp)
-            if filter and not all(k in tup.metadata and tup.metadata[k] == v for k, v in filter.items()):
+            if filter and not all(k in tup.metadata and tup.metadata.get(k) == v for k, v in filter.items()):
                 continue
             if left is not None:
                 left -= 1
@@ -363,7 +359,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         head = head_of(found[0], found[1], self.serde)
         return _SLOW if head is None else head
 
-    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> dict[str, Any]:
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
         """Append the checkpoint: its channels in ``new_versions`` stored (as byte deltas where
         smaller), the others found by version in the thread's earlier records."""
         given, tid, ns, parent = _where(config)
@@ -383,7 +379,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
             raise ValidationError("metadata", f"must be a dict, not {type(metadata).__name__}")
         new = _versions(new_versions, "new_versions")
         try:
-            md = get_serializable_checkpoint_metadata(config, dict(metadata))
+            md = get_serializable_checkpoint_metadata(config, cast(CheckpointMetadata, dict(metadata)))
         except (AttributeError, TypeError) as e:
             raise ValidationError("metadata", f"cannot be read as checkpoint metadata ({e})") from None
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
@@ -599,7 +595,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
         for key in [k for k in self._heads if k[0] == tid]:
             self._heads.pop(key, None)
 
-    def erase_deleted(self) -> list[str]:
+    def erase_deleted(self) -> builtins.list[str]:  # (list: the method above)
         """Erase the records of every deleted thread (deleted by any process) that still hold a
         payload; the thread ids erased. The store must be held by this process alone
         (``StorageError`` otherwise, and nothing is erased)."""
@@ -646,7 +642,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 if strategy == "delete":
                     payload: dict[str, Any] = {"what": "thread", "thread_id": tid, "thread": thread_key(tid)}
                 else:
-                    keep = {}
+                    keep: dict[str, str] = {}
                     for (ns, cid), _ in visible:
                         if ns not in keep or cid > keep[ns]:
                             keep[ns] = cid
@@ -689,7 +685,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 self._forget(dst)
                 return
 
-    def _copies(self, idx: ThreadIndex, dst: str, braid: str, head: int) -> list[Any]:
+    def _copies(self, idx: ThreadIndex, dst: str, braid: str, head: int) -> builtins.list[Any]:
         visible = sorted(idx.visible(self._runs), key=lambda kv: kv[1].seq)
         deltas: list[Any] = []
         held: dict[tuple[str, int], int] = {}  # (channel, source seq) -> target seq holding it
@@ -796,7 +792,7 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
     async def aget_delta_channel_history(self, *, config: Any, channels: Any) -> dict[str, Any]:
         return await self._off(lambda: self.get_delta_channel_history(config=config, channels=channels))
 
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> dict[str, Any]:
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
         return await self._off(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(self, config: Any, writes: Any, task_id: Any, task_path: Any = "") -> None:
