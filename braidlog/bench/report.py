@@ -88,6 +88,8 @@ TARGETS = (
             ("append", f"eventsourcing SQLite ({ES_BATCH}/save)", "deltas/s"), ">=", 4, "×"),
     _Target(f"eventsourcing app on braidlog vs on SQLite, {ES_BATCH} events a save",
             (es.BATCHED, "braidlog", "events/s"), (es.BATCHED, es.SQLITE, "events/s"), ">=", 1, "×"),
+    _Target(f"the next design's prototype (one sync a commit) vs eventsourcing on SQLite, {ES_BATCH} events a save",
+            (es.BATCHED, es.ONE_SYNC, "events/s"), (es.BATCHED, es.SQLITE, "events/s"), ">=", 1, "×"),
     _Target("eventsourcing app on braidlog vs on SQLite, one event a save",
             (es.SINGLE, "braidlog", "events/s"), (es.SINGLE, es.SQLITE, "events/s"), ">=", 0.8, "×"),
     _Target("the next design's prototype (one sync a commit) vs eventsourcing on SQLite, one event a save",
