@@ -489,3 +489,18 @@ def test_close_twice_everywhere(tmp_path, name):
         b.append(braidlog.delta(B, "message", {"text": "hi"}, ts=T0))
         b.close()
     b.close()
+
+
+@pytest.mark.parametrize("key", [None, 123, ("a",), b"k"])
+def test_the_langgraph_store_refuses_a_key_that_is_not_text(tmp_path, key):
+    """LangGraph's own put turns any key into text (None became the key "None"): refused."""
+    pytest.importorskip("langgraph")
+    from braidlog.integrations.langgraph import BraidlogStore
+
+    with BraidlogStore(str(tmp_path / "s")) as store:
+        head = store._braid.head()
+        for call in (lambda: store.put(("ns",), key, {"a": 1}), lambda: store.get(("ns",), key),
+                     lambda: store.delete(("ns",), key)):
+            with pytest.raises(braidlog.ValidationError, match="key: must be a string"):
+                call()
+        assert store._braid.head() == head and store.search(("ns",)) == []

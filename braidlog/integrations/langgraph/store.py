@@ -101,31 +101,34 @@ class _Reader(BaseStore):
     # BaseStore's methods, with the namespace checked first: LangGraph's own check assumes a
     # tuple, and a namespace of another type would escape it as a TypeError.
     def get(self, namespace: Any, key: Any, *, refresh_ttl: Any = None) -> Item | None:
-        return super().get(check_namespace(namespace, "namespace"), key, refresh_ttl=refresh_ttl)
+        return super().get(check_namespace(namespace, "namespace"), _key(key, "key"), refresh_ttl=refresh_ttl)
 
     def search(self, namespace_prefix: Any, /, **kw: Any) -> list[SearchItem]:
         return super().search(check_namespace(namespace_prefix, "namespace_prefix"), **kw)
 
     def put(self, namespace: Any, key: Any, value: Any, index: Any = None, **kw: Any) -> None:
-        return super().put(check_namespace(namespace, "namespace", writing=True), key, value, index, **kw)
+        return super().put(check_namespace(namespace, "namespace", writing=True), _key(key, "key"), value, index,
+                           **kw)
 
     def delete(self, namespace: Any, key: Any) -> None:
-        return super().delete(check_namespace(namespace, "namespace"), key)
+        return super().delete(check_namespace(namespace, "namespace"), _key(key, "key"))
 
     def list_namespaces(self, *, prefix: Any = None, suffix: Any = None, **kw: Any) -> list[tuple[str, ...]]:
         return super().list_namespaces(prefix=_path(prefix, "prefix"), suffix=_path(suffix, "suffix"), **kw)
 
     async def aget(self, namespace: Any, key: Any, *, refresh_ttl: Any = None) -> Item | None:
-        return await super().aget(check_namespace(namespace, "namespace"), key, refresh_ttl=refresh_ttl)
+        return await super().aget(check_namespace(namespace, "namespace"), _key(key, "key"),
+                                  refresh_ttl=refresh_ttl)
 
     async def asearch(self, namespace_prefix: Any, /, **kw: Any) -> list[SearchItem]:
         return await super().asearch(check_namespace(namespace_prefix, "namespace_prefix"), **kw)
 
     async def aput(self, namespace: Any, key: Any, value: Any, index: Any = None, **kw: Any) -> None:
-        return await super().aput(check_namespace(namespace, "namespace", writing=True), key, value, index, **kw)
+        return await super().aput(check_namespace(namespace, "namespace", writing=True), _key(key, "key"), value,
+                                  index, **kw)
 
     async def adelete(self, namespace: Any, key: Any) -> None:
-        return await super().adelete(check_namespace(namespace, "namespace"), key)
+        return await super().adelete(check_namespace(namespace, "namespace"), _key(key, "key"))
 
     async def alist_namespaces(self, *, prefix: Any = None, suffix: Any = None, **kw: Any) -> list[tuple[str, ...]]:
         return await super().alist_namespaces(prefix=_path(prefix, "prefix"), suffix=_path(suffix, "suffix"), **kw)
