@@ -43,7 +43,8 @@ PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None, phases=
                     derandomize=os.environ.get("BRAIDLOG_PROPERTY_RANDOM") is None,
                     suppress_health_check=list(HealthCheck))
 
-MODULES = ("braidlog", "braidlog.recall", "braidlog.proofs", "braidlog.integrations.langgraph",
+MODULES = ("braidlog", "braidlog.recall", "braidlog.proofs", "braidlog.receipts", "braidlog.proofs.context_export",
+           "braidlog.recall.replay", "braidlog.integrations.langgraph",
            "braidlog.integrations.eventsourcing")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 B = "b1"
@@ -53,7 +54,8 @@ B = "b1"
 VALUES = {"GenericDelta", "Provenance", "Refs", "BeadRef", "Vector", "KindSpec", "KindDeclared",
           "Record", "Head", "BraidHead", "Boundary", "Hit", "Command", "LogStore", "Embedder",
           "InclusionProof", "ConsistencyProof", "StateProof", "Checkpoint", "ItemVersion",
-          "Projection", "Decider", "Context", "Identity", "EmbedderDeclared"}
+          "Projection", "Decider", "Context", "Identity", "EmbedderDeclared",
+          "ContextItem", "ContextUsed", "RecallRequest", "EmbedderRef", "Receipt", "Replay"}
 
 #: Embedders of a real model: constructing one loads (or downloads) the model, so their
 #: arguments are tested with the model in tests/recall, not here.
