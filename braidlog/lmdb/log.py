@@ -641,7 +641,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         self._env, self._db = env.env, env.db
 
     def counts(self, index: str) -> dict[str, int]:
-        """Number of deltas per key of an index ("braid" or "kind")."""
+        """Number of deltas per key of an index ("braid", "kind" or "refs")."""
         def fn(txn):
             cur = txn.cursor(self._db[index])
             out, ok = {}, cur.first()

@@ -93,7 +93,7 @@ READS: dict[str, tuple[tuple[tuple[str, Any], ...], dict[str, Any]]] = {
     "seq_of": ((("delta_id", name),), {}),
     "braid_head": ((("braid_id", name),), {}),
     "seq_at": ((("ts", moment),), {}),
-    "counts": ((("index", _choice("braid", "kind")),), {}),
+    "counts": ((("index", _choice("braid", "kind", "refs")),), {}),
     "scan": (_RANGE, _SCAN),
     "scan_rows": (_RANGE, {}),
     "scan_bodies": (_RANGE, {}),

@@ -177,7 +177,7 @@ class MemoryLog(IndexScans, FullStore):
             yield self.read(seq)
 
     def counts(self, index: str) -> dict[str, int]:
-        """Number of deltas per key of an index ("braid" or "kind")."""
+        """Number of deltas per key of an index ("braid", "kind" or "refs")."""
         return {key: len(seqs) for (i, key), seqs in sorted(self._by.items()) if i == index}
 
     def head(self) -> Head:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from braidlog import ValidationError, Vector
+from braidlog import Refs, ValidationError, Vector
 from braidlog.store import Indexes
 from tests.support import make_delta
 
@@ -33,3 +33,9 @@ def test_braids_and_counts_follow_the_indexes(log):
     assert log.braids() == {"a": (3, 4), "b": (1, 2)}
     assert log.counts("kind") == {"message": 2, "tick": 2}
     assert log.counts("braid") == {"a": 3, "b": 1}
+    assert log.counts("refs") == {}
+    first = log.read(1).delta.id
+    log.append(make_delta(4, braid="b", refs=Refs(deltas=(first,))))
+    assert log.counts("refs") == {first: 1}
+    with pytest.raises(ValidationError, match="index"):
+        log.counts("ids")
