@@ -353,6 +353,8 @@ def entity_braids(log: Any, entity_id: str) -> list[str]:
     ``:<entity id>`` (``<namespace>:<entity>``, as an eventsourcing aggregate's events and
     snapshots are kept: ``<app>_events:<originator id>``). A walk over the braid index's keys,
     not the log; [] where the store cannot list its braids."""
+    if not isinstance(entity_id, str):
+        raise ValidationError("entity_id", f"must be a str (an entity id), not {type(entity_id).__name__}")
     counts = getattr(log, "counts", None)
     if counts is None or not entity_id:
         return []
