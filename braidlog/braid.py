@@ -55,7 +55,8 @@ from .replay import (
     write_encoded_checkpoint,
 )
 from .store import BraidHead, FullStore, Head, LogReader, MemoryLog, Progress, Record, Staged, resolve_point
-from .store.arguments import checked_reads, flag
+from .store.arguments import checked_reads, flag, whole
+from .store.arguments import name as text_arg
 
 __all__ = ["Braid", "View", "ReadView", "BatchView", "DEFAULT_STORE", "Point"]
 
@@ -101,6 +102,14 @@ def _offset(progress: Callable[[int], Any], base: int) -> Callable[[int], Any]:
     return lambda n: progress(base + n)
 
 
+def _space_and_metric(space: Any, metric: Any) -> None:
+    """A recall's space is a name and its metric one of recall's (checked before either keys
+    an index)."""
+    text_arg(space, "space")
+    if metric not in ("cosine", "ip") or not isinstance(metric, str):
+        raise ValidationError("metric", f"must be 'cosine' or 'ip', not {metric!r}"[:200])
+
+
 class Braid:
     """A store plus its live projections: append, execute commands, travel in time.
 
@@ -112,6 +121,10 @@ class Braid:
 
     def __init__(self, store: FullStore, projections: Iterable[Projection] = (), *,
                  checkpoint_every: int = 5000, retries: int = 2, lazy: bool = False) -> None:
+        if not all(callable(getattr(store, m, None)) for m in ("head", "commit", "scan", "checkpoint_keys")):
+            raise ValidationError("store", f"must be a log store (MemoryLog, LmdbLog, a SyncLog …), not "
+                                  f"{type(store).__name__}")
+        flag(lazy, "lazy")
         for name, value, least in (("checkpoint_every", checkpoint_every, 1), ("retries", retries, 0)):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
                 raise ValidationError(name, f"must be a whole number, at least {least}, not "
@@ -176,6 +189,7 @@ class Braid:
         return dict(self._projections)
 
     def projection(self, name: str) -> Projection:
+        text_arg(name, "projection")
         try:
             return self._projections[name]
         except KeyError:
@@ -199,6 +213,9 @@ class Braid:
 
     def catch_up(self, *, progress: Progress | None = None) -> int:
         """Fold every new delta into the live states, checkpointing on the way; the head seq."""
+        if progress is not None and not callable(progress):
+            raise ValidationError("progress", f"must be a function of (done, total) or None, not "
+                                  f"{type(progress).__name__}")
         self._live = True
         head = self.log.head().seq
         if not self._order:
@@ -251,6 +268,9 @@ class Braid:
 
     def rebuild(self, *, progress: Progress | None = None) -> int:
         """Drop the live states and fold the whole log again (checkpoints rewritten on the way)."""
+        if progress is not None and not callable(progress):
+            raise ValidationError("progress", f"must be a function of (done, total) or None, not "
+                                  f"{type(progress).__name__}")
         self._states = [p.start() for p in self._order]
         self._seqs = [0 for _ in self._order]
         return self.catch_up(progress=progress)
@@ -508,6 +528,7 @@ class Braid:
     def state_at(self, name: str, seq: int) -> Any:
         """The state of projection ``name`` after deltas 1..seq (a fresh object you own)."""
         p = self.projection(name)
+        whole(seq, "seq")
         i = self._index(name)
         if self._seqs[i] == seq:
             return decode_state(p, encode_state(self._states[i]))
@@ -519,6 +540,7 @@ class Braid:
         filters applied before the top k is cut (docs/recall.md)."""
         from .recall import recall_for
 
+        _space_and_metric(space, metric)
         seq = None if as_of is None else self.resolve(as_of)
         return recall_for(self, space, metric).recall(query, k, as_of=seq, **filters)
 
@@ -710,6 +732,9 @@ class View:
     """A braid as of one seq: the log up to it and every projection's state there. Read-only."""
 
     def __init__(self, braid: Braid, seq: int) -> None:
+        if not isinstance(braid, Braid):
+            raise ValidationError("braid", f"must be a Braid, not {type(braid).__name__}")
+        whole(seq, "seq")
         self.braid = braid
         self.seq = seq
         self.log = ReadView(braid.log, seq)
@@ -731,11 +756,15 @@ class View:
 
     def state(self, name: str) -> Any:
         """The state of projection ``name`` after deltas 1..seq (computed once per view)."""
+        if not isinstance(name, str):
+            raise ValidationError("projection", f"must be a string, not {type(name).__name__}")
         if name not in self._cache:
             self._cache[name] = self.braid.state_at(name, self.seq)
         return self._cache[name]
 
     def states(self, names: Sequence[str] | None = None) -> dict[str, Any]:
+        if names is not None and (isinstance(names, str) or not isinstance(names, Iterable)):
+            raise ValidationError("names", f"must be a list of projection names, not {type(names).__name__}")
         return {n: self.state(n) for n in (names or self.braid.projections)}
 
     def recall(self, query: Any, k: int = 10, *, space: str = "default", metric: Literal["cosine", "ip"] = "cosine",
@@ -743,4 +772,5 @@ class View:
         """Recall as of this view's seq: only deltas up to it are eligible."""
         from .recall import recall_at
 
+        _space_and_metric(space, metric)
         return recall_at(self, query, k, space=space, metric=metric, **filters)
