@@ -9,7 +9,7 @@ under travels in the payload itself under the key ``"_v"`` (absent means version
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import UnionType
 from typing import Any, TypeAlias
@@ -224,7 +224,7 @@ class Registry:
     def __contains__(self, kind: object) -> bool:
         return isinstance(kind, str) and self.get(kind) is not None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._all()))
 
     def specs(self) -> list[KindSpec]:

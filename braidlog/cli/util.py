@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
@@ -17,6 +17,9 @@ from ..braid import open as open_braid
 from ..errors import StorageError, ValidationError
 from ..lmdb.log import LmdbLog
 from ..store import Record
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _json = msgspec.json.Encoder(order="deterministic")
 
@@ -139,7 +142,7 @@ def abridged_vector(v: Any) -> dict[str, Any]:
     return {"space": v.space, "dim": len(v.data) // 4, "abridged": True}
 
 
-def console(out: IO[str], *, markup: bool = False):
+def console(out: IO[str], *, markup: bool = False) -> Console:
     """A rich console on ``out``. No emoji codes, and no markup unless the caller's strings are
     its own (the bench report): what the other commands print (braid ids, payload texts) is the
     user's text, where "[/x]" or ":thread:" mean nothing to rich."""

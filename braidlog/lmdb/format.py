@@ -560,7 +560,7 @@ def before(txn: Any, db: dict[str, Any]) -> Before | None:
     return Before(from_u64(raw[:U64]), raw[U64:U64 + HASH_SIZE], raw[U64 + HASH_SIZE:])
 
 
-def fill_idh(txn, db: dict[str, Any]) -> None:
+def fill_idh(txn: Any, db: dict[str, Any]) -> None:
     """The id-digest index, from the log (the truth), not from the id index."""
     rows = ((id_digest(decode_keys(row_entry(value)).id), bytes(key))
             for key, value in txn.cursor(db["log"]))
@@ -568,7 +568,7 @@ def fill_idh(txn, db: dict[str, Any]) -> None:
     txn.put(IDH_KEYS, IDH_BY_TIME, db=db["meta"])
 
 
-def rekey_idh(txn, db: dict[str, Any]) -> None:
+def rekey_idh(txn: Any, db: dict[str, Any]) -> None:
     """The id-digest index emptied and built again from the log with today's keys."""
     txn.drop(db["idh"], delete=False)
     fill_idh(txn, db)

@@ -228,18 +228,18 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         return result
 
     # -- writing -----------------------------------------------------------------------------
-    def append(self, delta, *, expected_version: int | None = None) -> int:
+    def append(self, delta: GenericDelta, *, expected_version: int | None = None) -> int:
         """Append one delta; return its seq."""
         return self._append([delta], expected_version, None)[1][0]
 
-    def append_batch(self, deltas, *, expected_version: int | Mapping[str, int] | None = None,
+    def append_batch(self, deltas: Iterable[GenericDelta], *, expected_version: int | Mapping[str, int] | None = None,
                      expected_head: int | None = None, admit: Admit | None = None,
                      salts: Mapping[str, bytes] | None = None) -> list[int]:
         """Append deltas atomically in one transaction; return their seqs in order. ``salts``
         (delta id -> 16 bytes) reproduces records written elsewhere (import, replicas)."""
         return self._append(deltas, expected_version, expected_head, admit, salts)[1]
 
-    def commit(self, deltas, *, expected_version: int | Mapping[str, int] | None = None,
+    def commit(self, deltas: Iterable[GenericDelta], *, expected_version: int | Mapping[str, int] | None = None,
                expected_head: int | None = None, admit: Admit | None = None,
                salts: Mapping[str, bytes] | None = None) -> list[Record]:
         """Append deltas atomically; return the records written (none for a pure retry)."""

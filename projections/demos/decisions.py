@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from ulid import ULID
 
+import braidlog
 from braidlog import Provenance
 from braidlog.projections import decisions as D
 from braidlog.projections.demos import session_braid
@@ -27,7 +28,7 @@ def _ulid(at: datetime, label: str) -> str:
 
 
 
-def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
+def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append the scripted decisions piece; a few lines saying what it shows.
 
     Its decisions live in a namespace named after ``start``, so every run of the demo

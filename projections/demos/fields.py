@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import braidlog
 from braidlog.projections.demos import session_braid
 from braidlog.projections.fields import (
     ArchiveTopics,
@@ -28,7 +29,7 @@ def _field(state: State, topic: str, name: str, history: bool = False) -> FieldV
     return view
 
 
-def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
+def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append the fields piece of the session through ``braid.execute``; lines that describe it."""
     braid_id = braid_id or session_braid(braid, "demo")
 

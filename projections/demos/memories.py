@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import braidlog
 from braidlog.projections.demos import session_braid
 from braidlog.projections.memories import AddMemory, BindProfile, Memory, Source, effective_confidence, list_memories
 
@@ -11,7 +12,7 @@ __all__ = ["write"]
 
 
 
-def write(braid, start: datetime, braid_id: str | None = None) -> list[str]:
+def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -> list[str]:
     """Append the memories piece of the session through ``braid.execute``; lines that describe it."""
     braid_id = braid_id or session_braid(braid, "demo")
     minute = iter(range(60))
