@@ -19,12 +19,11 @@ they are erased.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import logging
 import random
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -32,7 +31,6 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -43,6 +41,7 @@ from langgraph.checkpoint.base import (
 
 from ...delta import delta as make_delta
 from ...errors import BraidlogError, ConflictError, StorageError, ValidationError
+from ._async import InWorkerThreads
 from ._checks import text as _text
 from ._checks import thread_id as _thread_id
 from ._checks import versions as _versions
@@ -71,12 +70,11 @@ logger = logging.getLogger(__name__)
 
 _SLOW = object()  # a direct read cannot answer: build the thread's index
 MAX_HEADS = 100_000  # namespaces whose last checkpoint a saver keeps for its next put
-WORKERS = 64  # threads the async methods run the sync ones in: calls in flight share commits
 
 Where = Callable[[str, Any], "int | None"]
 
 
-class BraidlogSaver(BaseCheckpointSaver[str]):
+class BraidlogSaver(InWorkerThreads):
     """A LangGraph checkpointer on a braidlog store: ``store`` is a path (a store is created
     there when none exists) or an open ``braidlog.Braid``. Sync and async methods; any number
     of processes may use one store (LMDB: one writer at a time, readers never wait)."""
@@ -771,44 +769,6 @@ class BraidlogSaver(BaseCheckpointSaver[str]):
                 entry["seed"] = seeds[ch]
             out[ch] = entry
         return out
-
-    # -- async: the same, in worker threads, so calls made at once share commits ---------------
-    async def _off(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="braidlog-saver")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args))
-
-    async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
-        return await self._off(self.get_tuple, config)
-
-    async def alist(self, config: Any, *, filter: Any = None, before: Any = None,
-                    limit: Any = None) -> AsyncIterator[CheckpointTuple]:
-        items = await self._off(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
-        for item in items:
-            yield item
-
-    async def aget_delta_channel_history(self, *, config: Any, channels: Any) -> dict[str, Any]:
-        return await self._off(lambda: self.get_delta_channel_history(config=config, channels=channels))
-
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
-        return await self._off(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(self, config: Any, writes: Any, task_id: Any, task_path: Any = "") -> None:
-        await self._off(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: Any) -> None:
-        await self._off(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Any) -> None:
-        await self._off(self.delete_for_runs, run_ids)
-
-    async def aprune(self, thread_ids: Any, *, strategy: Any = "keep_latest") -> None:
-        await self._off(lambda: self.prune(thread_ids, strategy=strategy))
-
-    async def acopy_thread(self, source_thread_id: Any, target_thread_id: Any) -> None:
-        await self._off(self.copy_thread, source_thread_id, target_thread_id)
 
 
 # Type names LangGraph's signatures use, for readers of this module.
