@@ -23,6 +23,7 @@ wrote it, and its ``valid_from`` is that delta's ``ts``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
@@ -185,7 +186,7 @@ def clamp_salience(value: float) -> float:
     return min(MAX_SALIENCE, max(MIN_SALIENCE, float(value)))
 
 
-def _evolver(max_field_history: int):
+def _evolver(max_field_history: int) -> Callable[[State, GenericDelta], State]:
     def evolve(state: State, delta: GenericDelta) -> State:
         """Apply one fields delta (in place); other kinds leave the state as it is."""
         kind = delta.kind

@@ -19,7 +19,8 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
     braid_id = braid_id or f"{BRAID}-{stamp}"  # a braid per run: an interrupted run blocks no other
     lines: list[str] = []
 
-    def run(name: str, command: object, at: timedelta, provenance: Provenance | str = "system"):
+    def run(name: str, command: object, at: timedelta, provenance: Provenance | str = "system"
+            ) -> list[braidlog.Record]:
         return braid.execute(name, command, braid_id=braid_id, provenance=provenance, now=start + at)
 
     # Beads: a tool bead, then an update that makes a second version active.

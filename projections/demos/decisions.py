@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
+from typing import Any
 
 from ulid import ULID
 
@@ -40,7 +41,7 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
     agent = Provenance("assistant", model="demo-llm")
     at = [start + timedelta(minutes=m) for m in range(10)]
 
-    def run(command, i, who):
+    def run(command: Any, i: int, who: Provenance | str) -> D.MemoryDecision:
         return D.execute(braid, command, braid_id=braid_id, provenance=who, now=at[i])
 
     pg_id, lmdb_id = _ulid(at[0], "postgres"), _ulid(at[5], "lmdb")

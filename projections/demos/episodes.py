@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import braidlog
@@ -54,7 +55,7 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
     clock = iter(start + timedelta(seconds=10 * i) for i in range(1000))
     lines: list[str] = []
 
-    def run(name: str, command: object, provenance: Provenance | str = "system"):
+    def run(name: str, command: object, provenance: Provenance | str = "system") -> list[braidlog.Record]:
         return braid.execute(name, command, braid_id=braid_id, provenance=provenance, now=next(clock))
 
     def say(who: ProvenanceKind, text: str, knot_id: str | None = None) -> str:
@@ -126,7 +127,7 @@ def _labels(labels: E.Labels) -> str:
                      (("topics", labels.topics), ("intents", labels.intents)) if v)
 
 
-def _mix(quotes) -> str:
+def _mix(quotes: Sequence[E.AnchorQuote]) -> str:
     counts = {c: sum(1 for q in quotes if q.category == c) for c in E.QUOTE_CATEGORIES}
     return f"{len(quotes)} ({', '.join(f'{n} {c}' for c, n in counts.items())})"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import braidlog
 from braidlog.projections.demos import session_braid
@@ -33,7 +34,7 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
     """Append the fields piece of the session through ``braid.execute``; lines that describe it."""
     braid_id = braid_id or session_braid(braid, "demo")
 
-    def run(command, minute: int, who: str):
+    def run(command: Any, minute: int, who: str) -> list[braidlog.Record]:
         return braid.execute("fields", command, braid_id=braid_id, provenance=who,
                              now=start + timedelta(minutes=minute))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import braidlog
 from braidlog.projections.demos import session_braid
@@ -17,14 +18,14 @@ def write(braid: braidlog.Braid, start: datetime, braid_id: str | None = None) -
     braid_id = braid_id or session_braid(braid, "demo")
     minute = iter(range(60))
 
-    def run(command, who: str = "assistant"):
+    def run(command: Any, who: str = "assistant") -> list[braidlog.Record]:
         return braid.execute("memories", command, braid_id=braid_id, provenance=who,
                              now=start + timedelta(minutes=next(minute)))
 
-    def add(**kw):
+    def add(**kw: Any) -> list[braidlog.Record]:
         return run(AddMemory(memory=Memory(**kw)))
 
-    def outcome(records) -> str:
+    def outcome(records: list[braidlog.Record]) -> str:
         if not records:
             return "ignore (nothing appended)"
         d = records[0].delta
