@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
 from datetime import datetime
 from typing import Any
 
@@ -80,10 +81,74 @@ def _limit(value: Any, field: str) -> Any:
     return None if value is None else whole(value, field)
 
 
+def _bytes(value: Any, field: str) -> Any:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise ValidationError(field, f"must be bytes, not {_what(value)}")
+    return value
+
+
+def _callable(value: Any, field: str) -> Any:
+    if not callable(value):
+        raise ValidationError(field, f"must be a function, not {_what(value)}")
+    return value
+
+
+def _progress(value: Any, field: str) -> Any:
+    return None if value is None else _callable(value, field)
+
+
+def _names(value: Any, field: str) -> Any:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset, dict)) \
+            or not all(isinstance(v, str) for v in value):
+        raise ValidationError(field, f"must be a list of names, not {_what(value)}")
+    return value
+
+
+def _seqs(value: Any, field: str) -> Any:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset, range, dict)):
+        raise ValidationError(field, f"must be a list of seqs, not {_what(value)}")
+    for v in value:
+        whole(v, field, least=1)
+    return value
+
+
+def _erasures(value: Any, field: str) -> Any:
+    if not isinstance(value, dict):
+        raise ValidationError(field, f"must map each seq to the seq of the delta that erased it, not "
+                              f"{_what(value)}")
+    for k, v in value.items():
+        whole(k, field, least=1)
+        whole(v, field, least=1)
+    return value
+
+
+def _nodes(value: Any, field: str) -> Any:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not all(
+            isinstance(n, tuple) and len(n) == 2 and all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in n) for n in value):
+        raise ValidationError(field, f"must be a list of (level, index) pairs of whole numbers, not "
+                              f"{_what(value)}")
+    return value
+
+
+def _path(value: Any, field: str) -> Any:
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value) or "\x00" in os.fspath(value):
+        raise ValidationError(field, f"must be a path, not {_what(value)}")
+    return value
+
+
+def _delta(value: Any, field: str) -> Any:
+    from ..delta import GenericDelta
+
+    if not isinstance(value, GenericDelta):
+        raise ValidationError(field, f"must be a GenericDelta, not {_what(value)}")
+    return value
+
+
 _RANGE = (("start", _seq), ("stop", _stop))
 _SCAN = {"reverse": flag, "limit": _limit}
 
-#: The read API's parameters, by method: (positional parameters in order, keyword-only ones).
+#: The store API's parameters, by method: (positional parameters in order, keyword-only ones).
 READS: dict[str, tuple[tuple[tuple[str, Any], ...], dict[str, Any]]] = {
     "read": ((("seq", _seq),), {}),
     "body": ((("seq", _seq),), {}),
@@ -101,6 +166,18 @@ READS: dict[str, tuple[tuple[tuple[str, Any], ...], dict[str, Any]]] = {
     "scan_braid": ((("braid_id", name), *_RANGE), _SCAN),
     "scan_kind": ((("kind", name), *_RANGE), _SCAN),
     "scan_refs": ((("entity_id", name), *_RANGE), _SCAN),
+    # the capabilities' methods (checkpoints, notes, the tree, erasure, backup)
+    "put_checkpoint": ((("name", name), ("version", whole), ("seq", whole), ("blob", _bytes)), {}),
+    "get_checkpoint": ((("name", name), ("version", whole), ("seq", whole)), {}),
+    "checkpoint_seqs": ((("name", name), ("version", whole)), {}),
+    "put_note": ((("size", whole), ("note", _bytes)), {}),
+    "tree_hashes": ((("nodes", _nodes),), {}),
+    "use_projections": ((("names", _names),), {}),
+    "commit_locked": ((("prepare", _callable),), {}),
+    "erase": ((("seqs", _seqs), ("delta", _delta)), {}),
+    "apply_erasures": ((("erase", _erasures), ("append", _callable)), {}),
+    "repair_indexes": ((("progress", _progress),), {}),
+    "copy": ((("dest", _path),), {"compact": flag}),
 }
 
 
