@@ -26,7 +26,7 @@ import bisect
 import difflib
 import heapq
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -302,7 +302,8 @@ def _search(state: Any, entity_id: str) -> Any:
     return found if found else _MISSING
 
 
-def _walk_states(braid: Any, projections: list[Projection], seqs: Iterable[int]):
+def _walk_states(braid: Any, projections: list[Projection], seqs: Iterable[int]
+                 ) -> Iterator[tuple[int, list[Any]]]:
     """(seq, states) for each seq in ascending order: every projection resumes from its nearest
     checkpoint when one lies ahead of it, then all fold forward together in one pass.
 

@@ -461,7 +461,8 @@ class Braid:
                 continue
         return self._execute_locked(decide, expected_version)
 
-    def _execute_locked(self, decide, expected_version) -> list[Record]:
+    def _execute_locked(self, decide: Callable[[int], list[GenericDelta]],
+                        expected_version: int | None) -> list[Record]:
         """Catch up and decide while holding the writer lock: no other writer can get in."""
         def prepare(head: Head) -> list[GenericDelta]:
             self.catch_up()

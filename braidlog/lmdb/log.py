@@ -259,8 +259,8 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             return [Record(s.seq, s.hash, s.delta) for s in staged]
         return self._write(fn)
 
-    def _append(self, deltas: Iterable[Any], expected_version, expected_head, admit=None,
-                salts=None) -> tuple[list[Staged], list[int]]:
+    def _append(self, deltas: Iterable[Any], expected_version: Any, expected_head: int | None,
+                admit: Admit | None = None, salts: Any = None) -> tuple[list[Staged], list[int]]:
         with collector_paused() if isinstance(deltas, Sized) and len(deltas) >= MANY else _ALONE:
             checked = check_batch(deltas, self.registry,  # before the writer lock is taken
                                   erasure=salts is not None)
@@ -294,7 +294,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             self._put(txn, staged, digests)
         return staged, seqs
 
-    def _stored(self, txn, delta_ids: list[str], digests: dict[str, bytes] | None = None
+    def _stored(self, txn: Any, delta_ids: list[str], digests: dict[str, bytes] | None = None
                 ) -> dict[str, tuple[int, bytes]]:
         """(seq, stored body) of each of ``delta_ids`` already in the log. Both id indexes must
         agree and the record they name must hold the id: a damaged entry raises IntegrityError
@@ -327,7 +327,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
                                + bytes(row_data(value)))
         return found
 
-    def _landed(self, txn, index: str, key: str, seq: int) -> Any:
+    def _landed(self, txn: Any, index: str, key: str, seq: int) -> Any:
         """The stored value of record ``seq``, which the ``index`` entry for ``key`` points at;
         IntegrityError unless that record holds the key."""
         value = txn.get(u64(seq), db=self._db["log"]) if 1 <= seq < 2**63 else None
@@ -362,7 +362,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         except (msgspec.MsgspecError, BraidlogError):
             return True  # an old payload whose upcast fails now: it cannot be judged here
 
-    def _put(self, txn, staged: list[Staged], digests: dict[str, bytes] | None = None) -> None:
+    def _put(self, txn: Any, staged: list[Staged], digests: dict[str, bytes] | None = None) -> None:
         db = self._db
         keys = [s.seq.to_bytes(U64, "big") for s in staged]
         cur = txn.cursor(db["log"])
@@ -391,13 +391,13 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         for space, dim in spaces.items():  # one dimension per space: stage checked it
             txn.put(space, dim, db=db["spaces"], overwrite=False)
 
-    def _tree_nodes(self, txn, staged: list[Staged]) -> list[bytes]:
+    def _tree_nodes(self, txn: Any, staged: list[Staged]) -> list[bytes]:
         """The Merkle tree nodes each staged record's leaf (its committed form) completes, kept
         in its row."""
         return tree_nodes(txn, self._db, staged[0].seq - 1, [s.entry for s in staged],
                           self._peaks, staged[-1].hash)
 
-    def _head_in(self, txn) -> tuple[Head, int]:
+    def _head_in(self, txn: Any) -> tuple[Head, int]:
         cur = txn.cursor(self._db["log"])
         if not cur.last():
             return Head(0, GENESIS), 0
@@ -421,7 +421,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             return rec
         return self._read(fn)
 
-    def _record_in(self, txn, seq: int) -> Record | None:
+    def _record_in(self, txn: Any, seq: int) -> Record | None:
         value = txn.get(u64(seq), db=self._db["log"]) if 1 <= seq < 2**63 else None
         return None if value is None else self._decoded(seq, value)
 
@@ -438,7 +438,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
     def seq_of(self, delta_id: str) -> int | None:
         return self._read(lambda txn: self._seq_of_in(txn, delta_id))
 
-    def _seq_of_in(self, txn, delta_id: str) -> int | None:
+    def _seq_of_in(self, txn: Any, delta_id: str) -> int | None:
         """The seq of a delta id, through the id index, checked against the record it names;
         an id the id index lacks is looked up in the id-digest index too."""
         key = id_key(delta_id)

@@ -18,6 +18,7 @@ checkpoint a deletion of runs hides, the saver builds the thread's index from it
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,7 +125,7 @@ class Lookup:
                 return rec.seq
         return None
 
-    def history(self, tid: str, ns: str, stop: int | None, page: int = 16):
+    def history(self, tid: str, ns: str, stop: int | None, page: int = 16) -> Iterator[tuple[int, Any]]:
         """(seq, payload) of the namespace's checkpoint records before seq ``stop`` (None: all),
         newest first, read a page at a time."""
         key = head_key(tid, ns)
