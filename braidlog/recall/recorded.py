@@ -41,11 +41,16 @@ def check_embedder(source: Any, space: str, embedder: Embedder) -> EmbedderDecla
     """The space's recorded embedder; ValidationError naming both if ``embedder`` is not it."""
     recorded = recorded_embedder(source, space)
     if recorded is not None:
-        ident = identity(embedder)
-        why = embedder_mismatch(recorded, ident.name, ident.dim, ident.digest)
+        why = _mismatch(recorded, embedder)
         if why is not None:
             raise ValidationError("embedder", why)
     return recorded
+
+
+def _mismatch(recorded: EmbedderDeclared, embedder: Embedder) -> str | None:
+    """Why ``embedder`` is not the space's ``recorded`` one, or None when it is."""
+    ident = identity(embedder)
+    return embedder_mismatch(recorded, ident.name, ident.dim, ident.digest)
 
 
 def append_embedded(target: Any, deltas: Iterable[GenericDelta], embedder: Embedder | str | None = None, *,
@@ -94,8 +99,7 @@ def embedder_for(source: Any, space: str = "default", embedder: Embedder | str |
     if embedder is not None:
         chosen = load_embedder(embedder)
         if recorded is not None:
-            ident = identity(chosen)
-            why = embedder_mismatch(recorded, ident.name, ident.dim, ident.digest)
+            why = _mismatch(recorded, chosen)
             if why is not None:
                 raise ValidationError("embedder", why)
         return chosen
@@ -110,8 +114,7 @@ def embedder_for(source: Any, space: str = "default", embedder: Embedder | str |
         raise ValidationError("embedder", f"space {space!r} holds vectors of {recorded}, whose spec "
                               f"{recorded.spec!r} does not load here ({e}); pass that embedder "
                               "(--embedder SPEC, embedder=...)") from None
-    ident = identity(chosen)
-    why = embedder_mismatch(recorded, ident.name, ident.dim, ident.digest)
+    why = _mismatch(recorded, chosen)
     if why is not None:
         raise ValidationError("embedder", f"the recorded spec {recorded.spec!r} loads another model "
                               f"here: {why}")
