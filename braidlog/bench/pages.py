@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..delta import encode
-from ..lmdb.format import id_digest, pack_row, u64
+from ..lmdb.format import id_digest, u64
 from ..lmdb.log import LmdbLog
 from .data import AgentSession
 from .peers import EventsourcingApp, RawLmdb, eventsourcing_installed, index_keys
@@ -41,12 +41,7 @@ def layout(skip: Sequence[str] = (), composite: bool = False) -> type[LmdbLog]:
     ``composite``, braid, kind and refs entries go to one table as keys ``tag ‖ name ‖ 0 ‖ seq``."""
     class Layout(LmdbLog):
         def _put(self, txn: Any, staged: Any, digests: Any = None) -> None:
-            db, keys = self._db, [u64(s.seq) for s in staged]
-            txn.cursor(db["log"]).putmulti(
-                [(k, pack_row(s.hash, int.from_bytes(s.body[:8], "big"), s.entry, nodes, s.salt,
-                              s.body[8:]))
-                 for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged), strict=False)],
-                append=True)
+            db, keys = self._db, self._put_rows(txn, staged)
             named = {"braid": [(s.delta.braid_id, k) for s, k in zip(staged, keys, strict=False)],
                      "kind": [(s.delta.kind, k) for s, k in zip(staged, keys, strict=False)],
                      "refs": [(r, k) for s, k in zip(staged, keys, strict=False) for r in s.refs]}
@@ -87,12 +82,7 @@ def deferred(every: int = 64, idh: bool = False) -> type[LmdbLog]:
 
     class Deferred(LmdbLog):
         def _put(self, txn: Any, staged: Any, digests: Any = None) -> None:
-            db, keys = self._db, [u64(s.seq) for s in staged]
-            txn.cursor(db["log"]).putmulti(
-                [(k, pack_row(s.hash, int.from_bytes(s.body[:8], "big"), s.entry, nodes, s.salt,
-                              s.body[8:]))
-                 for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged), strict=False)],
-                append=True)
+            db, keys = self._db, self._put_rows(txn, staged)
             txn.cursor(db["ids"]).putmulti([(s.delta.id.encode(), k) for s, k in zip(staged, keys, strict=False)])
             if not idh:
                 txn.cursor(db["idh"]).putmulti([(id_digest(s.delta.id), k)

@@ -363,18 +363,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             return True  # an old payload whose upcast fails now: it cannot be judged here
 
     def _put(self, txn: Any, staged: list[Staged], digests: dict[str, bytes] | None = None) -> None:
-        db = self._db
-        keys = [s.seq.to_bytes(U64, "big") for s in staged]
-        cur = txn.cursor(db["log"])
-        consumed, added = cur.putmulti(
-            [(k, pack_row(s.hash, int.from_bytes(s.body[:U64], "big"), s.entry, nodes,
-                          u64(s.erased_by) if s.erased_by else s.salt, s.body[U64:]))
-             for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged), strict=False)],
-            append=True, overwrite=False)
-        if added != len(staged):
-            raise StorageError("log append was refused: a seq already exists",
-                               hint="the store is damaged; run `braidlog verify`")
-        deltas = [s.delta for s in staged]
+        db, keys, deltas = self._db, self._put_rows(txn, staged), [s.delta for s in staged]
         put_keys(txn.cursor(db["ids"]), [(d.id.encode(), k) for d, k in zip(deltas, keys, strict=False)])
         if "idh" in db:  # not in a read-only store of an older format, which never appends
             digest = (digests or {}).get
@@ -390,6 +379,18 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         spaces = {d.vector.space.encode(): u64(d.vector.dim) for d in deltas if d.vector is not None}
         for space, dim in spaces.items():  # one dimension per space: stage checked it
             txn.put(space, dim, db=db["spaces"], overwrite=False)
+
+    def _put_rows(self, txn: Any, staged: list[Staged]) -> list[bytes]:
+        """Write the staged records' rows (with the tree nodes each completes); return their keys."""
+        keys = [s.seq.to_bytes(U64, "big") for s in staged]
+        added = txn.cursor(self._db["log"]).putmulti([(k, pack_row(
+            s.hash, int.from_bytes(s.body[:U64], "big"), s.entry, nodes, u64(s.erased_by) if s.erased_by else s.salt,
+            s.body[U64:])) for k, s, nodes in zip(keys, staged, self._tree_nodes(txn, staged), strict=False)],
+            append=True, overwrite=False)[1]
+        if added != len(staged):
+            raise StorageError("log append was refused: a seq already exists",
+                               hint="the store is damaged; run `braidlog verify`")
+        return keys
 
     def _tree_nodes(self, txn: Any, staged: list[Staged]) -> list[bytes]:
         """The Merkle tree nodes each staged record's leaf (its committed form) completes, kept
