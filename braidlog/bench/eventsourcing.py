@@ -28,13 +28,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import statistics
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..delta import GenericDelta
-from .harness import Run, Sample, quiet_heap, remove
+from .harness import Run, Sample, in_threads, quiet_heap, remove
 from .machine import fsync_ms
 from .peers import ES_BATCH, EventsourcingApp, eventsourcing_installed
 
@@ -128,37 +127,21 @@ def _threaded(run: Run, system: str, per_thread: Sequence[Sequence[GenericDelta]
     total = sum(len(ds) for ds in per_thread)
     run.step(f"eventsourcing · {system}: {len(per_thread)} threads, {total:,} saves of one event")
     es = EventsourcingApp(_persistence(system), path)
-    barrier = threading.Barrier(len(per_thread) + 1)
-    errors: list[BaseException] = []
 
     def work(k: int) -> None:
         mine: dict[str, Any] = {}  # this thread's own aggregates, one per braid it writes
-        barrier.wait()
-        try:
-            for d in per_thread[k]:
-                agg = mine.get(d.braid_id)
-                if agg is None:
-                    agg = mine[d.braid_id] = es.new_aggregate(f"{k}:{d.braid_id}")
-                es.record(agg, d)
-                es.app.save(agg)
-        except BaseException as e:  # surfaced below, not lost in the thread
-            errors.append(e)
+        for d in per_thread[k]:
+            agg = mine.get(d.braid_id)
+            if agg is None:
+                agg = mine[d.braid_id] = es.new_aggregate(f"{k}:{d.braid_id}")
+            es.record(agg, d)
+            es.app.save(agg)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(per_thread))]
     try:
-        for t in threads:
-            t.start()
-        with quiet_heap():
-            barrier.wait()
-            t0 = time.perf_counter()
-            for t in threads:
-                t.join()
-            seconds = time.perf_counter() - t0
+        seconds = in_threads(len(per_thread), work)
     finally:
         es.close()
         remove(path)
-    if errors:
-        raise errors[0]
     return [Sample(THREADED, system, "events/s", total / seconds, "/s", "higher")]
 
 

@@ -9,6 +9,7 @@ import gc
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,7 +21,7 @@ from .data import AgentSession
 from .peers import IndexKeys, index_keys
 
 __all__ = ["WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "no_detail", "Run", "percentile",
-           "quiet_heap", "timed", "each", "latencies", "remove", "fresh", "launch"]
+           "quiet_heap", "timed", "in_threads", "each", "latencies", "remove", "fresh", "launch"]
 
 #: Workload names, in the order a run does them (``--only`` takes these).
 WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall",
@@ -202,6 +203,34 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
         t = time.perf_counter()
         out = fn()
         return time.perf_counter() - t, out
+
+
+def in_threads(n: int, work: Callable[[int], None]) -> float:
+    """Run ``work(k)`` for k in 0..n-1, each in a thread of its own, all released at once; the
+    wall seconds from their release to the end of the last (heap quieted). The first exception
+    a thread raised is raised here, once every thread has ended."""
+    barrier = threading.Barrier(n + 1)
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        barrier.wait()
+        try:
+            work(k)
+        except BaseException as e:  # surfaced below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    with quiet_heap():
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        seconds = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return seconds
 
 
 def remove(path: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,7 +18,7 @@ from ..errors import BraidlogError
 from ..group_commit import GroupCommitter
 from ..lmdb.log import LmdbLog
 from .data import BATCH, admissible, all_projections
-from .harness import Run, Sample, each, fresh, latencies, launch, percentile, quiet_heap, remove, timed
+from .harness import Run, Sample, each, fresh, in_threads, latencies, launch, percentile, remove, timed
 from .machine import fsync_ms
 from .peers import (
     ES_BATCH,
@@ -180,35 +179,20 @@ def _indexed_raw(path: str) -> RawLmdb:
 
 # -- concurrent appenders, durable, with and without group commit -----------------------------------
 
-def appenders(log: LmdbLog, per_thread: list[list[GenericDelta]], append: Callable[[GenericDelta], Any]
-               ) -> tuple[float, list[float]]:
-    barrier = threading.Barrier(len(per_thread) + 1)
+def appenders(per_thread: list[list[GenericDelta]], append: Callable[[GenericDelta], Any]
+              ) -> tuple[float, list[float]]:
+    """Thread k calls ``append`` on each delta of ``per_thread[k]``, all threads at once: the
+    wall seconds, and every call's latency."""
     lats: list[list[float]] = [[] for _ in per_thread]
-    errors: list[BaseException] = []
 
     def work(k: int) -> None:
-        clock = time.perf_counter
-        mine = lats[k]
-        barrier.wait()
-        try:
-            for d in per_thread[k]:
-                t = clock()
-                append(d)
-                mine.append(clock() - t)
-        except BaseException as e:  # surfaced below, not lost in the thread
-            errors.append(e)
+        clock, mine = time.perf_counter, lats[k]
+        for d in per_thread[k]:
+            t = clock()
+            append(d)
+            mine.append(clock() - t)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(per_thread))]
-    for t in threads:
-        t.start()
-    with quiet_heap():
-        barrier.wait()
-        t0 = time.perf_counter()
-        for t in threads:
-            t.join()
-        seconds = time.perf_counter() - t0
-    if errors:
-        raise errors[0]
+    seconds = in_threads(len(per_thread), work)
     return seconds, [x for lat in lats for x in lat]
 
 
@@ -227,9 +211,9 @@ def _concurrent(run: Run) -> list[Sample]:
             try:
                 first = log.last_commit()
                 if system == "braidlog":  # the store's own writer queue shares the commits
-                    seconds, lat = appenders(log, per_thread, log.append)
+                    seconds, lat = appenders(per_thread, log.append)
                 else:
-                    seconds, lat = appenders(log, per_thread, GroupCommitter(log).append)
+                    seconds, lat = appenders(per_thread, GroupCommitter(log).append)
                 commits = log.last_commit() - first
                 if log.head().seq != total:
                     raise BraidlogError(f"{system}: {log.head().seq} deltas stored, {total} appended")
