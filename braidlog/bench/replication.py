@@ -35,7 +35,8 @@ from typing import Any
 from ..lmdb.log import LmdbLog
 from .harness import Run, Sample, remove, timed
 
-__all__ = ["run_workload", "STEPS", "nats_server", "SERVER_NOTE"]
+__all__ = ["run_workload", "STEPS", "nats_server", "SERVER_NOTE", "MIN_VERSION", "server_binary", "free_port",
+           "wait_port"]
 
 W = "replication"
 BRAIDLOG = "braidlog"
@@ -45,25 +46,50 @@ STEPS = 6
 SERVER_NOTE = "replication: needs nats-py and nats-server >= 2.12 (pip install 'braidlog[replication]')"
 
 
-def _server_binary() -> str | None:
-    """A nats-server of 2.12 or later (atomic batches): the pip-installed one first, then PATH."""
+#: The oldest nats-server with atomic batches, which shipping uses.
+MIN_VERSION = (2, 12)
+
+
+def server_binary() -> str | None:
+    """A nats-server of ``MIN_VERSION`` or later: the pip-installed one first, then PATH."""
     for path in (Path(sysconfig.get_path("scripts")) / "nats-server", shutil.which("nats-server")):
         if path and Path(path).exists():
             try:
                 out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
                                      timeout=10).stdout
-                if tuple(int(x) for x in out.split("v")[-1].strip().split(".")[:2]) >= (2, 12):
-                    return str(path)
+                version = tuple(int(x) for x in out.split("v")[-1].strip().split(".")[:2])
             except (OSError, ValueError, subprocess.TimeoutExpired):
                 continue
+            if version >= MIN_VERSION:
+                return str(path)
     return None
+
+
+def free_port() -> int:
+    """A loopback TCP port free when asked (another process may take it before it is bound)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[Any], timeout: float = 10.0) -> bool:
+    """Whether ``port`` on loopback accepts a connection within ``timeout`` seconds, while
+    ``proc`` (the server meant to listen there) is still running."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
 
 
 @contextmanager
 def nats_server(root: str) -> Iterator[str | None]:
     """The URL of a nats-server with JetStream on a free loopback port, storing under ``root``,
     stopped when the block ends; None when nats-py or the binary is missing."""
-    binary = _server_binary()
+    binary = server_binary()
     try:
         import nats  # noqa: F401  (only asked whether it is installed)
     except ImportError:
@@ -71,20 +97,12 @@ def nats_server(root: str) -> Iterator[str | None]:
     if binary is None:
         yield None
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     store = os.path.join(root, "nats")
     proc = subprocess.Popen([binary, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", store],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_port(port, proc)
         yield f"nats://127.0.0.1:{port}"
     finally:
         proc.terminate()

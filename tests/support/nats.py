@@ -11,12 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import sysconfig
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +21,7 @@ import pytest
 
 import braidlog
 from braidlog import LmdbLog, Projection
+from braidlog.bench.replication import free_port, server_binary, wait_port
 from braidlog.chain import link
 from braidlog.replication import HDR_COMMIT, HDR_EPOCH, HDR_HASH, HDR_SEQ, Stream, SyncLog, braid_token
 from braidlog.replication.wire import HDR_SALT, chains
@@ -36,43 +33,8 @@ def _nats():
     """nats-py, imported when a test uses the stream (the replication extra brings it)."""
     return pytest.importorskip("nats", reason="needs nats-py: pip install 'braidlog[replication]'")
 
-MIN_VERSION = (2, 12)
 
-
-# -- real nats-server processes ----------------------------------------------------------------
-def server_binary() -> str | None:
-    """A nats-server new enough for atomic batches: the pip-installed one first, then PATH."""
-    candidates = [Path(sysconfig.get_path("scripts")) / "nats-server", shutil.which("nats-server")]
-    for path in candidates:
-        if path and Path(path).exists():
-            try:
-                out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
-                                     timeout=10).stdout
-                version = tuple(int(x) for x in out.split("v")[-1].strip().split(".")[:2])
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                continue
-            if version >= MIN_VERSION:
-                return str(path)
-    return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and proc.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.02)
-    return False
-
-
+# -- real nats-server processes (found and waited for as the replication bench does) ------------
 @dataclass
 class NatsNode:
     """One nats-server process with JetStream, on loopback ports, storing under ``root``."""
