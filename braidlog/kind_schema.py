@@ -325,6 +325,13 @@ class BatchKinds(Registry):
         self._specs[d.name] = declaration_spec(d, 0, self.get)
 
 
+def _log_of(source: Any) -> Any:
+    """A Braid's store, or the store (or a view) itself."""
+    from .store.ports import store_of  # here: the store imports this module
+
+    return store_of(source)
+
+
 def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: str = "app",
                  version: int | None = None, description: str = "", braid_id: str = "kinds",
                  provenance: str = "system", refers: Iterable[str] = (),
@@ -337,9 +344,7 @@ def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: st
     From then on every process that opens the store validates deltas of ``name`` against it.
     Declaring what the latest declaration already says (the same schema, owner, description,
     refers and text, with no version asked) changes nothing: its seq is returned."""
-    from .store.ports import store_of  # here: the store imports this module
-
-    registry = store_of(target).registry  # a Braid's store, or the store itself
+    registry = _log_of(target).registry
     sync(registry)
     refers, text = _field_names(refers, "refers"), _field_names(text, "text")
     spec = registry.get(name) if isinstance(name, str) else None
@@ -382,9 +387,7 @@ def _field_names(value: Any, name: str) -> list[str]:
 
 def _latest_declaration(target: Any, name: str, seq: int) -> KindDeclared | None:
     """The declaration at ``seq`` of ``target``'s log, if it declares ``name``."""
-    from .store.ports import store_of  # here: the store imports this module
-
-    store = store_of(target)
+    store = _log_of(target)
     try:
         d = msgspec.convert(store.read(seq).delta.payload, KindDeclared)
     except (msgspec.ValidationError, ValueError, LookupError):
@@ -479,13 +482,6 @@ class EmbedderDeclared(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 REGISTRY.declare(EMBEDDER_DECLARED, EmbedderDeclared, owner=OWNER)
-
-
-def _log_of(source: Any) -> Any:
-    """A Braid's store, or the store (or a view) itself."""
-    from .store.ports import store_of  # here: the store imports this module
-
-    return store_of(source)
 
 
 def recorded_embedders(source: Any) -> dict[str, tuple[int, EmbedderDeclared]]:
