@@ -25,6 +25,7 @@ from ..errors import IntegrityError, StorageError
 from ..projection import Projection
 from ..replay import CheckpointCheck, check_checkpoints
 from ..store import Head, OnDisk, Progress, store_of
+from ..store.files import fsync_dir, write_atomic
 from .log import LmdbLog
 
 __all__ = ["MANIFEST", "BackupReport", "RestoreReport", "backup", "restore"]
@@ -80,8 +81,10 @@ def backup(store: Any, dest: str | os.PathLike[str]) -> BackupReport:
         manifest = {"braidlog": "backup", "format": 1, "head": str(head),
                     "source": str(source.path), "taken_at": taken_at.isoformat(),
                     "checkpoints": ckpts}
-        (dest / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        write_atomic(dest / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
         (dest / "lock.mdb").unlink(missing_ok=True)
+        _make_durable(dest)
+        fsync_dir(dest.parent)  # dest itself may be new
     except BaseException:
         if created:
             shutil.rmtree(dest, ignore_errors=True)
@@ -126,13 +129,30 @@ def restore(backup_dir: str | os.PathLike[str], target: str | os.PathLike[str], 
                                      f"{manifest['head']} when it was taken", seq=head.seq)
             verified = restored.verify(progress=progress)
             checks = check_checkpoints(restored, projections)
+        _make_durable(tmp)
         if target.exists():
             target.rmdir()
         os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    fsync_dir(target.parent)  # the rename; a failure here names it and leaves the verified target
     return RestoreReport(str(target), str(head), verified.seq, checks)
+
+
+def _make_durable(directory: Path) -> None:
+    """fsync a copy's data.mdb (LMDB's copy does not) and its directory's entries: with its
+    parent's, a backup or restore that returned survives an OS crash."""
+    try:
+        fd = os.open(directory / "data.mdb", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise StorageError(f"cannot make {directory / 'data.mdb'} durable (fsync: {e})",
+                           hint="check the disk and the filesystem; nothing was reported done") from e
+    fsync_dir(directory)
 
 
 def _manifest(backup_dir: Path) -> dict[str, Any] | None:
