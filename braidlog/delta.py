@@ -207,11 +207,20 @@ class _StrictDelta(Struct, frozen=True, kw_only=True, omit_defaults=True, forbid
     vector: Vector | None = None
 
 
+_WANTS = {"kind": "a string", "provenance": "a provenance kind or a Provenance", "payload": "a dict (a JSON object)",
+          "tags": "a tuple of strings"}
+
+
 def delta(braid_id: str, kind: str, payload: dict[str, Any] | None = None, *,
           provenance: Provenance | str = "user", confidence: float | None = None,
           ts: datetime | None = None, refs: Refs | None = None, tags: tuple[str, ...] = (),
           vector: Vector | None = None, id: str | None = None) -> GenericDelta:
-    """Build a delta with sensible defaults: a new id, ts now (UTC), provenance by kind name."""
+    """Build a delta with sensible defaults: a new id, ts now (UTC), provenance by kind name.
+    What it reads to fill them in is checked here; the rest when the delta is appended."""
+    for field, value, want in (("kind", kind, str), ("provenance", provenance, (str, Provenance)),
+                               ("payload", payload, (dict, type(None))), ("tags", tags, (tuple, list))):
+        if not isinstance(value, want):
+            raise ValidationError(field, f"must be {_WANTS[field]}, not {type(value).__name__}")
     if isinstance(provenance, str):
         provenance = Provenance(provenance)  # type: ignore[arg-type]  # any str: appending validates the kind
     if confidence is None:  # the kind's default, stored in the delta
@@ -247,6 +256,8 @@ def encode(d: GenericDelta) -> bytes:
 
 def decode(data: bytes | memoryview) -> GenericDelta:
     """A delta from canonical bytes; DecodeError if they are not one."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise DecodeError(f"not a delta: expected bytes, got {type(data).__name__}")
     try:
         return _decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
@@ -263,6 +274,8 @@ def from_json(text: bytes | str, *, index: int | None = None) -> GenericDelta:
 
     ``index`` is the line number the text came from, named in every error."""
     line = f"line {index}: " if index is not None else ""
+    if not isinstance(text, (str, bytes, bytearray, memoryview)):
+        raise DecodeError(f"{line}not a delta: expected JSON text, got {type(text).__name__}")
     try:
         repeated = repeated_key(text)  # first: a repeated key may be what breaks another rule
         if repeated is not None:

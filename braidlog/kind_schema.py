@@ -344,7 +344,9 @@ def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: st
     From then on every process that opens the store validates deltas of ``name`` against it.
     Declaring what the latest declaration already says (the same schema, owner, description,
     refers and text, with no version asked) changes nothing: its seq is returned."""
-    registry = _log_of(target).registry
+    registry = getattr(_log_of(target), "registry", None)  # a Braid's store, or the store itself
+    if not isinstance(registry, Registry):
+        raise ValidationError("target", f"must be a Braid or a store, not {type(target).__name__}")
     sync(registry)
     refers, text = _field_names(refers, "refers"), _field_names(text, "text")
     spec = registry.get(name) if isinstance(name, str) else None

@@ -175,6 +175,27 @@ def _payload_error(kind: str, e: msgspec.ValidationError) -> ValidationError:
     return ValidationError("payload" + path.rstrip("`"), f"{rule} (kind {kind!r})")
 
 
+def _declaration(kind: Any, schema: Any, owner: Any, version: Any, previous: Any, upcasters: Any,
+                 refers: Any, text: Any) -> None:
+    """The types of ``Registry.declare``'s arguments (its rules follow in it)."""
+    for name, value in (("kind", kind), ("owner", owner)):
+        if not isinstance(value, str):
+            raise ValidationError(name, f"must be a string, not {type(value).__name__}")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValidationError("version", f"must be a whole number from 1, not {version!r}"[:120])
+    if schema is not None and not isinstance(schema, type) and not hasattr(schema, "__args__"):
+        raise ValidationError("schema", f"must be a msgspec Struct (or a union of them) or None, not "
+                              f"{type(schema).__name__}")
+    for name, value in (("previous", previous), ("upcasters", upcasters)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ValidationError(name, f"must map versions to schemas, not {type(value).__name__}")
+    if refers is not None and not callable(refers):
+        raise ValidationError("refers", f"must be a function of the payload, not {type(refers).__name__}")
+    if isinstance(text, (str, bytes)) or not isinstance(text, (list, tuple)) \
+            or not all(isinstance(t, str) for t in text):
+        raise ValidationError("text", f"must be a list of field names, not {type(text).__name__}")
+
+
 class Registry:
     """Kinds by name. A projection declares the kinds it owns; each kind has exactly one owner.
 
@@ -192,6 +213,7 @@ class Registry:
                 text: Iterable[str] = (),
                 describe: Callable[[dict[str, Any]], str] | None = None) -> KindSpec:
         """Declare (or claim an open core kind as) ``kind`` with its current schema."""
+        _declaration(kind, schema, owner, version, previous, upcasters, refers, text)
         if not kind or not kind.replace("_", "").replace(".", "").isalnum():
             raise ValidationError("kind", f"{kind!r} must be letters, digits, '_' or '.'")
         schemas = dict(previous or {})
@@ -216,6 +238,8 @@ class Registry:
         return spec
 
     def get(self, kind: str) -> KindSpec | None:
+        if not isinstance(kind, str):
+            raise ValidationError("kind", f"must be a string, not {type(kind).__name__}")
         return self._specs.get(kind)
 
     def _all(self) -> dict[str, KindSpec]:
@@ -255,6 +279,8 @@ declare = REGISTRY.declare
 
 def typed(delta: Any, registry: Registry = REGISTRY) -> Any:
     """A delta's payload as its kind's current Struct, upcast if it was written under an older one."""
+    if not isinstance(getattr(delta, "kind", None), str) or not isinstance(getattr(delta, "payload", None), dict):
+        raise ValidationError("delta", f"must be a delta (a kind and a payload), not {type(delta).__name__}")
     return registry[delta.kind].typed(delta.payload)
 
 
@@ -266,13 +292,15 @@ def typed_or_none(delta: Any, registry: Registry = REGISTRY) -> Any:
     which never raise on a delta already in the log."""
     try:
         return registry[delta.kind].typed(delta.payload)
-    except (BraidlogError, msgspec.MsgspecError, TypeError, ValueError, KeyError):
+    except (BraidlogError, msgspec.MsgspecError, TypeError, ValueError, KeyError, AttributeError):
         return None
 
 
 def check_payload(kind: str, payload: dict[str, Any], registry: Registry = REGISTRY) -> dict[str, Any]:
     """``payload`` unchanged, once it passes ``kind``'s schema (ValidationError naming the field
     and the rule otherwise): what a ``decide`` checks before it builds a delta."""
+    if not isinstance(payload, dict):
+        raise ValidationError("payload", f"must be a JSON object (a dict), not {type(payload).__name__}")
     registry[kind].check(payload)
     return payload
 
