@@ -22,11 +22,7 @@ from braidlog import LmdbLog
 from braidlog.cli import main
 from braidlog.proofs import verify as v
 from braidlog.proofs.tiles import tile_path
-
-GO_SOURCE = Path(__file__).parent / "go" / "tlogcheck.go"
-GO_HOW = ("Go and golang.org/x/mod are missing: `apt-get install -y golang-go "
-          "golang-golang-x-mod-dev` (Debian/Ubuntu), then the test builds tests/proofs/go/tlogcheck.go "
-          "with GO111MODULE=off GOPATH=/usr/share/gocode GOPROXY=off")
+from tests.support.tlog import GO_HOW, build_tlogcheck, have_go
 
 
 def run(capsys, *argv):
@@ -222,25 +218,16 @@ def test_tiles_are_served_over_http_on_loopback(logdir, capsys):
 def tlogcheck(tmp_path_factory) -> Path:
     """tests/proofs/go/tlogcheck.go built with Debian's Go and golang.org/x/mod (installed with apt-get
     when missing, this process is root and apt works); the test is skipped otherwise."""
-    gopath = Path("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog")
-    if (shutil.which("go") is None or not gopath.is_dir()) and os.geteuid() == 0 \
-            and shutil.which("apt-get"):
+    if not have_go() and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         install = ["apt-get", "install", "-y", "-q", "golang-go", "golang-golang-x-mod-dev"]
         if subprocess.run(install, capture_output=True, timeout=900, env=env).returncode:
             # a fresh machine may have no package lists yet
             subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=600, env=env)
             subprocess.run(install, capture_output=True, timeout=900, env=env)
-    if shutil.which("go") is None or not gopath.is_dir():
+    if not have_go():
         pytest.skip(GO_HOW)
-    work = tmp_path_factory.mktemp("go")
-    shutil.copy(GO_SOURCE, work / "tlogcheck.go")
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOPROXY": "off",
-           "GOFLAGS": "", "GOCACHE": str(work / "cache")}
-    built = subprocess.run(["go", "build", "-o", "tlogcheck", "tlogcheck.go"], cwd=work, env=env,
-                           capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr
-    return work / "tlogcheck"
+    return build_tlogcheck(tmp_path_factory.mktemp("go"))
 
 
 def _go(checker: Path, *args) -> tuple[int, str]:

@@ -7,6 +7,7 @@ import pytest
 
 import braidlog
 from braidlog.recall import embed_delta
+from tests.support.tlog import GO_HOW, build_tlogcheck, have_go
 
 MEMORIES = ["she drinks her coffee black, no sugar", "allergic to peanuts and shellfish",
             "has a dog named Rex, a border collie", "likes jazz, especially Coltrane",
@@ -40,29 +41,11 @@ def keys(tmp_path):
     return path, str(key.verifier())
 
 
-GO_HOW = ("Go and golang.org/x/mod are missing: `apt-get install -y golang-go "
-          "golang-golang-x-mod-dev` (Debian/Ubuntu), then the test builds tests/proofs/go/tlogcheck.go "
-          "with GO111MODULE=off GOPATH=/usr/share/gocode GOPROXY=off")
-
-
 @pytest.fixture(scope="session")
 def tlogcheck(tmp_path_factory):
-    """tests/go/tlogcheck.go (Go's own golang.org/x/mod/sumdb/tlog and note, nothing of
+    """tests/proofs/go/tlogcheck.go (Go's own golang.org/x/mod/sumdb/tlog and note, nothing of
     braidlog's) built with Debian's Go; the test is skipped, saying how to install them, when
     they are missing."""
-    import os
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    source = Path(__file__).resolve().parent.parent / "proofs" / "go" / "tlogcheck.go"
-    if shutil.which("go") is None or not Path("/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog").is_dir():
+    if not have_go():
         pytest.skip(GO_HOW)
-    work = tmp_path_factory.mktemp("go")
-    shutil.copy(source, work / "tlogcheck.go")
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOPROXY": "off",
-           "GOFLAGS": "", "GOCACHE": str(work / "cache")}
-    built = subprocess.run(["go", "build", "-o", "tlogcheck", "tlogcheck.go"], cwd=work, env=env,
-                           capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr
-    return work / "tlogcheck"
+    return build_tlogcheck(tmp_path_factory.mktemp("go"))
