@@ -31,7 +31,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import msgspec
 from msgspec import Struct
@@ -95,6 +95,9 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # shadows the 
     except BaseException:
         store.close()
         raise
+
+
+T = TypeVar("T")
 
 
 def _offset(progress: Callable[[int], Any], base: int) -> Callable[[int], Any]:
@@ -307,7 +310,7 @@ class Braid:
             deltas, expected_version=expected_version, expected_head=expected_head,
             admit=self._admit, salts=salts))
 
-    def _through_boundary(self, write):
+    def _through_boundary(self, write: Callable[[], T]) -> T:
         """Run a store write whose ``admit`` is ``_admit``: checkpoints the fold reaches while
         the writer lock is held are written after it; a write that fails after its batch was
         folded into the live states (a refusal, a store error) reloads them."""

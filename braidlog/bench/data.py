@@ -12,12 +12,17 @@ from typing import Any
 import msgspec
 
 from ..braid import Braid
-from ..delta import BeadRef, GenericDelta, Provenance, Refs, validate
+from ..delta import BeadRef, GenericDelta, Provenance, ProvenanceKind, Refs, validate
 from ..errors import BraidlogError, Rejected, ValidationError
 from ..kinds import REGISTRY
 from ..lmdb.log import LmdbLog
 from ..projection import Projection
 from ..store import MemoryLog
+
+#: Who speaks in a chat message.
+_CHAT: tuple[ProvenanceKind, ...] = ("user", "assistant")
+#: What a maker gives for one delta: its payload, provenance and refs.
+_Made = tuple[dict[str, Any], Provenance, Refs | None]
 
 __all__ = ["START", "BATCH", "AgentSession", "agent_deltas", "Entity", "ENTITIES", "COUNTER",
            "all_projections", "admissible", "build_log", "time_travel_log"]
@@ -70,7 +75,7 @@ class AgentSession:
         self.kinds = self._usable_kinds()
 
     # kind -> (weight, maker); makers take (rnd, i, entity) and return (payload, provenance, refs)
-    def _makers(self) -> dict[str, tuple[int, Callable[..., tuple[dict, Provenance, Refs | None]]]]:
+    def _makers(self) -> dict[str, tuple[int, Callable[..., _Made]]]:
         return {
             "message": (24, self._message), "tool_call": (15, self._tool_call),
             "tool_result": (15, self._tool_result), "observation": (10, self._observation),
@@ -138,13 +143,13 @@ class AgentSession:
     def _text(rnd: random.Random, words: int) -> str:
         return " ".join(rnd.choice(_WORDS) for _ in range(words)).capitalize() + "."
 
-    def _message(self, rnd, i, entity):
-        who = rnd.choice(("user", "assistant"))
+    def _message(self, rnd: random.Random, i: int, entity: int) -> _Made:
+        who = rnd.choice(_CHAT)
         prov = Provenance(who, model=rnd.choice(_MODELS) if who == "assistant" else None,
                           source="chat")
         return {"text": self._text(rnd, rnd.randint(12, 18)), "channel": "chat"}, prov, None
 
-    def _tool_call(self, rnd, i, entity):
+    def _tool_call(self, rnd: random.Random, i: int, entity: int) -> _Made:
         tool = rnd.choice(_TOOLS)
         args = {"query": self._text(rnd, 5), "path": f"/srv/app/{rnd.choice(_WORDS)}.log",
                 "since": f"2025-03-0{rnd.randint(1, 9)}T0{rnd.randint(0, 9)}:00:00Z",
@@ -152,21 +157,21 @@ class AgentSession:
         return ({"tool": tool, "args": args, "call_id": f"call-{i:08d}"},
                 Provenance("assistant", model=rnd.choice(_MODELS), tool=tool), None)
 
-    def _tool_result(self, rnd, i, entity):
+    def _tool_result(self, rnd: random.Random, i: int, entity: int) -> _Made:
         tool = rnd.choice(_TOOLS)
         output = {"status": rnd.choice((200, 200, 200, 404, 500)), "hits": rnd.randint(0, 40),
                   "summary": self._text(rnd, 9), "elapsed_ms": rnd.randint(3, 4000)}
         return ({"tool": tool, "output": output, "ok": output["status"] == 200,
                  "call_id": f"call-{i - 1:08d}"}, Provenance("tool", tool=tool), None)
 
-    def _observation(self, rnd, i, entity):
+    def _observation(self, rnd: random.Random, i: int, entity: int) -> _Made:
         data = {"host": f"node-{rnd.randint(1, 64):02d}", "cpu": round(rnd.random(), 3),
                 "queue": rnd.randint(0, 5000), "region": rnd.choice(("eu-west", "us-east")),
                 "metric": rnd.choice(_WORDS)}
         return ({"text": self._text(rnd, 8), "data": data},
                 Provenance("perception", source="monitor"), None)
 
-    def _bead_version(self, rnd, i, entity):
+    def _bead_version(self, rnd: random.Random, i: int, entity: int) -> _Made:
         bead, version = f"bead-{entity:05d}", f"bead-{entity:05d}-v{i}"
         payload = {"bead_id": bead, "bead_version_id": version, "bead_type": "memory_bead",
                    "version": 1 + i // max(1, self.entities), "name": self._text(rnd, 3),
@@ -175,20 +180,20 @@ class AgentSession:
         return (payload, Provenance("assistant", model=rnd.choice(_MODELS)),
                 Refs(beads=(BeadRef(bead, "updated", version),)))
 
-    def _bead_write(self, rnd, i, entity):
+    def _bead_write(self, rnd: random.Random, i: int, entity: int) -> _Made:
         bead, version = f"bead-{entity:05d}", f"bead-{entity:05d}-v{i - 1}"
         payload = {"bead_id": bead, "bead_version_id": version, "bead_type": "memory_bead",
                    "version": 1 + i // max(1, self.entities)}
         return (payload, Provenance("assistant", model=rnd.choice(_MODELS)),
                 Refs(beads=(BeadRef(bead, "updated", version),)))
 
-    def _field_revised(self, rnd, i, entity):
+    def _field_revised(self, rnd: random.Random, i: int, entity: int) -> _Made:
         payload = {"topic_id": f"topic-{entity:05d}", "field": rnd.choice(_FIELDS),
                    "field_type": "string", "value": self._text(rnd, 5), "provenance": "llm",
                    "why_changed": self._text(rnd, 5), "impact_expected": self._text(rnd, 3)}
         return payload, Provenance("assistant", model=rnd.choice(_MODELS)), None
 
-    def _decision_recorded(self, rnd, i, entity):
+    def _decision_recorded(self, rnd: random.Random, i: int, entity: int) -> _Made:
         payload = {"decision_id": f"dec-{entity:05d}-{i}", "title": self._text(rnd, 4),
                    "target": f"service/{rnd.choice(_WORDS)}/{entity:05d}-{i}",
                    "rationale": self._text(rnd, 8),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from ..braid import open as open_braid
 from ..delta import GenericDelta, Provenance, Refs, new_id
@@ -22,7 +23,8 @@ def core_session(braid_id: str, start: datetime) -> list[GenericDelta]:
     user, assistant = Provenance("user", source="chat"), Provenance("assistant", model="demo-llm")
     call_id = new_id()
 
-    def d(kind, payload, prov, confidence=1.0, refs=None, tags=()):
+    def d(kind: str, payload: dict[str, Any], prov: Provenance, confidence: float = 1.0,
+          refs: Refs | None = None, tags: tuple[str, ...] = ()) -> GenericDelta:
         return GenericDelta(braid_id=braid_id, kind=kind, ts=next(t), provenance=prov,
                             confidence=confidence, payload=payload, refs=refs, tags=tags)
 

@@ -31,7 +31,7 @@ which ``LmdbLog`` hands them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import msgspec
@@ -92,18 +92,24 @@ def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | No
     return checked
 
 
-def _by_lookup(log: LogAccess):
+def _by_lookup(log: LogAccess) -> Callable[[int, int], Iterator[Any]]:
     """Rows (store.Row) for [start, stop), each looked up through the B-tree as reads
     do, a chunk per read transaction; the Merkle tree's nodes each row keeps are checked
     against the ones its leaf completes once the row has been taken (so after its chain)."""
-    def rows(start: int, stop: int) -> Iterator[Any]:
-        size = start - 1
-        frontier = merkle.Frontier(size, log.store.tree_hashes(merkle.peaks(size)))
-        for row, stored in _pairs(start, stop):
-            yield row
-            made = frontier.completed([row.entry])[0]
-            if made != stored:
-                _node_break(row.seq, made, stored)
+    def read(txn: Any, start: int, stop: int, lo: int, hi: int) -> list[tuple[Row, bytes]]:
+        db, out = log.tables["log"], []
+        for seq in range(lo, hi):
+            value = txn.get(u64(seq), db=db)
+            if value is None:
+                raise IntegrityError(
+                    f"seq {seq} is missing from the log: a read of it through the "
+                    f"log's B-tree finds nothing, below the head {stop - 1} (a record or "
+                    f"a page of the log is damaged); seqs {start}..{seq - 1} were read "
+                    f"intact. {_RESTORE}", seq=seq)
+            row = split_row(seq, value)
+            at = ENTRY_AT + len(row.entry)  # the nodes follow the committed form
+            out.append((row, value[at:at + NODE * completes(seq)]))
+        return out
 
     def _pairs(start: int, stop: int) -> Iterator[tuple[Any, bytes]]:
         lo = start
@@ -133,20 +139,14 @@ def _by_lookup(log: LogAccess):
             yield from got
             lo = hi
 
-    def read(txn: Any, start: int, stop: int, lo: int, hi: int) -> list[tuple[Row, bytes]]:
-        db, out = log.tables["log"], []
-        for seq in range(lo, hi):
-            value = txn.get(u64(seq), db=db)
-            if value is None:
-                raise IntegrityError(
-                    f"seq {seq} is missing from the log: a read of it through the "
-                    f"log's B-tree finds nothing, below the head {stop - 1} (a record or "
-                    f"a page of the log is damaged); seqs {start}..{seq - 1} were read "
-                    f"intact. {_RESTORE}", seq=seq)
-            row = split_row(seq, value)
-            at = ENTRY_AT + len(row.entry)  # the nodes follow the committed form
-            out.append((row, value[at:at + NODE * completes(seq)]))
-        return out
+    def rows(start: int, stop: int) -> Iterator[Any]:
+        size = start - 1
+        frontier = merkle.Frontier(size, log.store.tree_hashes(merkle.peaks(size)))
+        for row, stored in _pairs(start, stop):
+            yield row
+            made = frontier.completed([row.entry])[0]
+            if made != stored:
+                _node_break(row.seq, made, stored)
     return rows
 
 
@@ -300,7 +300,7 @@ def _check_indexes(log: LogAccess) -> None:
     spaces: dict[bytes, bytes] = {}
     unsure: set[str] = set()  # kinds whose payload subjects this process cannot name
     for lo in range(1, end + 1, CHUNK):
-        def chunk(txn, lo=lo):
+        def chunk(txn: Any, lo: int = lo) -> Any:
             curs = {t: txn.cursor(db[t]) for t in ("braid", "kind", "refs")}
             refs = 0
             for seq in range(lo, min(end + 1, lo + CHUNK)):
@@ -486,7 +486,7 @@ def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str
     db = log.tables
     tables = [t for t in INDEXES if t in db]
 
-    def fn(txn):
+    def fn(txn: Any) -> Any:
         if log.head_in(txn)[0] != head:
             raise StorageError("the log grew while it was checked", hint="run the repair again")
         for t in tables:

@@ -406,7 +406,7 @@ def upgrade(env: Env, version: int) -> int:
     total = env.read(lambda txn: txn.stat(env.db["log"])["entries"])
     progress = _Progress(env.path, total)
 
-    def fn(txn):
+    def fn(txn: Any) -> Any:
         tables = {t: env.env.open_db(t.encode(), txn=txn, dupsort=t in DUPS) for t in added}
         db = {**env.db, **tables}
         rechain(txn, db, progress)

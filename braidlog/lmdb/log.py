@@ -54,6 +54,7 @@ from ..store import (
 )
 from ..store.arguments import checked_reads
 from . import env as lmdb_env
+from .access import LogAccess
 from .env import store_path as _store_path
 from .erase import LmdbErasure, clean_leftover
 from .file import edge_findings
@@ -174,7 +175,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
                 f"{found}; the head was not read. Run `braidlog verify`, which reads the file "
                 "safely, to find what is intact")
 
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             cur = txn.cursor(self._db["log"])
             if not cur.last():
                 return Head(0, GENESIS)
@@ -252,7 +253,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         """Hold the writer lock, call ``prepare(head)``, append what it returns in the same
         transaction. No other writer can append in between, so nothing decided in ``prepare``
         can be stale. ``prepare`` may read the store but must not write to it."""
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             head = self._head_in(txn)[0]
             checked = check_batch(prepare(head), self.registry)
             staged, _ = self._append_in(txn, checked, expected_version, head.seq, admit)
@@ -267,7 +268,8 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             return self._write(lambda txn: self._append_in(
                 txn, checked, expected_version, expected_head, admit, salts), len(checked))
 
-    def _append_in(self, txn, checked, expected_version, expected_head, admit=None, salts=None):
+    def _append_in(self, txn: Any, checked: Any, expected_version: Any, expected_head: int | None,
+                   admit: Admit | None = None, salts: Any = None) -> Any:
         db = self._db
         head, hw = self._head_in(txn)
         braids, spaces = db["braid"], db["spaces"]
@@ -410,7 +412,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
     def read(self, seq: int) -> Record:
         """The record at ``seq``; IndexError when there is none, IntegrityError when the log
         holds ``seq`` (it is at or below the head) but a read cannot find it."""
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             rec = self._record_in(txn, seq)
             if rec is None:
                 head = self._head_in(txn)[0].seq
@@ -431,7 +433,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         return Record(seq, bytes(value[:HASH_SIZE]), delta_of(seq, value))
 
     def get(self, delta_id: str) -> Record | None:
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             seq = self._seq_of_in(txn, delta_id)
             return None if seq is None else self._record_in(txn, seq)
         return self._read(fn)
@@ -507,7 +509,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
                     limit: int | None) -> Iterator[Record]:
         k = key.encode()
 
-        def chunk(txn, lo, hi, n):
+        def chunk(txn: Any, lo: int, hi: int, n: int) -> tuple[list[int], list[Record]]:
             cur = txn.cursor(self._db[index])
             out: list[int] = []
             if reverse:
@@ -534,7 +536,8 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         for _, got in self._chunk_lists(chunk, start, stop, reverse, limit):
             yield from got
 
-    def _chunk_lists(self, chunk, start, stop, reverse, limit, buffers=True):
+    def _chunk_lists(self, chunk: Callable[..., Any], start: int, stop: int | None, reverse: bool,
+                     limit: int | None, buffers: bool = True) -> Iterator[tuple[Sequence[int], Any]]:
         """``chunk(txn, lo, hi, n)``'s (seqs, items) for [start, stop), one short read
         transaction each, until ``limit`` items or none is left."""
         lo, hi = max(start, 1), stop if stop is not None else 2**63
@@ -566,7 +569,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
 
     def braid_head(self, braid_id: str) -> BraidHead:
         """A braid's version and last seq, from its index: the count and the last of its seqs."""
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             cur = txn.cursor(self._db["braid"])
             if not cur.set_key(braid_id.encode()):
                 return BraidHead(0, 0)
@@ -578,7 +581,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         return self._read(fn)
 
     def braids(self) -> dict[str, BraidHead]:
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             cur = txn.cursor(self._db["braid"])
             out = {}
             ok = cur.first()
@@ -593,7 +596,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
 
     def spaces(self) -> dict[str, int]:
         """The vector spaces that hold at least one vector, with their dimension."""
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             return {bytes(k).decode(): from_u64(v) for k, v in txn.cursor(self._db["spaces"])}
         return self._read(fn)
 
@@ -601,7 +604,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         """The last seq such that every delta up to it has ``ts`` at or before the given time."""
         t = ts_micros(ts)
 
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             log = self._db["log"]
             lo, hi = 0, self._head_in(txn)[0].seq  # invariant: hw(lo) <= t < hw(hi + 1)
             while lo < hi:
@@ -629,9 +632,8 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         from .check import repair_indexes
         return repair_indexes(self._access(), progress)
 
-    def _access(self):
+    def _access(self) -> LogAccess:
         """What check.py and erase.py use of this log (its ``LogAccess``, access.py)."""
-        from .access import LogAccess
         return LogAccess(self, self.path, self.readonly, self.registry, self._db, self._alive(),
                          self._read, self._write, self._head_in, self._decoded, self._landed,
                          self._alive, self._rebind)
@@ -643,7 +645,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
 
     def counts(self, index: str) -> dict[str, int]:
         """Number of deltas per key of an index ("braid", "kind" or "refs")."""
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             cur = txn.cursor(self._db[index])
             out, ok = {}, cur.first()
             while ok:
@@ -672,7 +674,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         return self._checkpoint_keys(b"")
 
     def _checkpoint_keys(self, prefix: bytes) -> list[tuple[str, int, int]]:
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             cur = txn.cursor(self._db["ckpt"])
             out = []
             if cur.set_range(prefix):
@@ -695,7 +697,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         """Record that the store is used with ``names`` (kept with the others, in order)."""
         new = [n for n in dict.fromkeys(names) if n not in self.projections_used()]
         if new:
-            def fn(txn):
+            def fn(txn: Any) -> Any:
                 raw = txn.get(b"projections", db=self._db["meta"])
                 have = [] if raw is None else bytes(raw).decode().split("\0")
                 names = have + [n for n in new if n not in have]
@@ -706,7 +708,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
     def tree_hashes(self, nodes: list[merkle.Node]) -> list[bytes]:
         """The hash of each complete subtree (level, index), read in one transaction; a node
         past the head is an IndexError."""
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             log, out = self._db["log"], []
             for node in nodes:
                 found = tree_node(txn, log, node)
@@ -729,7 +731,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         if "notes" not in self._db:  # a format-1 store opened read-only
             return []
 
-        def fn(txn):
+        def fn(txn: Any) -> Any:
             cur = txn.cursor(self._db["notes"])
             if last:
                 if not cur.last():

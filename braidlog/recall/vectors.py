@@ -163,7 +163,7 @@ def _in_map(a: np.ndarray) -> bool:
     return isinstance(getattr(base, "obj", base), mmap.mmap)  # frombuffer's base: a memoryview
 
 
-def _libc_trim():
+def _libc_trim() -> Any:  # malloc_trim, or None where there is none
     if not sys.platform.startswith("linux"):
         return None
     try:

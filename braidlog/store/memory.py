@@ -77,12 +77,14 @@ class MemoryLog(IndexScans, FullStore):
             return self.commit(list(prepare(head)), expected_version=expected_version,
                                expected_head=head.seq, admit=admit)
 
-    def _append(self, deltas, expected_version, expected_head, admit=None, salts=None):
+    def _append(self, deltas: Iterable[Any], expected_version: Any, expected_head: int | None,
+                admit: Any = None, salts: Any = None) -> Any:
         checked = check_batch(deltas, self.registry, erasure=salts is not None)
         with self._lock:
             return self._place(checked, expected_version, expected_head, admit, salts)
 
-    def _place(self, checked, expected_version, expected_head, admit=None, salts=None):
+    def _place(self, checked: Any, expected_version: Any, expected_head: int | None,
+               admit: Any = None, salts: Any = None) -> Any:
         head = self.head()
         staged, seqs = stage(
             checked, head=head, hw=self._hw[-1] if self._hw else 0,
@@ -163,14 +165,15 @@ class MemoryLog(IndexScans, FullStore):
             h, body, _ = self._records[seq - 1]
             yield seq, h, body
 
-    def _scan_index(self, index, key, start, stop, reverse, limit):
+    def _scan_index(self, index: str, key: str, start: int, stop: int | None, reverse: bool,
+                    limit: int | None) -> Iterator[Record]:
         seqs = self._by.get((index, key), [])
         lo = bisect.bisect_left(seqs, start)
         hi = bisect.bisect_left(seqs, stop) if stop is not None else len(seqs)
         chosen = seqs[lo:hi]
         return self._emit(reversed(chosen) if reverse else chosen, limit)
 
-    def _emit(self, seqs, limit):
+    def _emit(self, seqs: Iterable[int], limit: int | None) -> Iterator[Record]:
         for n, seq in enumerate(seqs):
             if limit is not None and n >= limit:
                 return
