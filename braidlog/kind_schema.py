@@ -350,15 +350,15 @@ def declare_kind(target: Any, name: str, schema: Mapping[str, Any], *, owner: st
     sync(registry)
     refers, text = _field_names(refers, "refers"), _field_names(text, "text")
     spec = registry.get(name) if isinstance(name, str) else None
-    declared = spec is not None and spec.declared_at is not None
-    if version is None and declared and spec.json_schemas is not None:
-        latest = _latest_declaration(target, name, spec.declared_at)
+    declared_at = None if spec is None else spec.declared_at
+    if version is None and spec is not None and declared_at is not None and spec.json_schemas is not None:
+        latest = _latest_declaration(target, name, declared_at)
         if latest is not None and (latest.schema, latest.owner, latest.description,
                                    list(latest.refers), list(latest.text)) == (
                 dict(schema), owner, description, refers, text):
-            return spec.declared_at  # already declared as asked
+            return declared_at  # already declared as asked
     if version is None:
-        version = spec.version + 1 if declared else 1
+        version = spec.version + 1 if spec is not None and declared_at is not None else 1
     payload = {"name": name, "schema": schema, "version": version, "owner": owner}
     if description:
         payload["description"] = description
