@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["whole", "seq_range", "name", "moment", "flag", "READS", "checked_reads"]
+__all__ = ["whole", "name", "moment", "flag", "READS", "checked_reads"]
 
 
 def _what(value: Any) -> str:
@@ -26,17 +26,6 @@ def whole(value: Any, field: str = "seq", *, least: int = 0) -> int:
     if value < least:
         raise ValidationError(field, f"must be at least {least}, not {value}")
     return int(value)
-
-
-def seq_range(start: Any, stop: Any, limit: Any = None, reverse: Any = False) -> tuple[int, int | None]:
-    """Check a scan's ``start``, ``stop`` (None: to the head), ``limit`` (None: no limit, else
-    at least 0) and ``reverse``; return (start, stop) as ints."""
-    first = whole(start, "start")
-    last = None if stop is None else whole(stop, "stop")
-    if limit is not None:
-        whole(limit, "limit")
-    flag(reverse, "reverse")
-    return first, last
 
 
 def name(value: Any, field: str) -> str:
