@@ -75,14 +75,16 @@ def score(embedder: Any, data: dict[str, Any] | None = None, *, modes: tuple[Mod
     index = Recall(log, "quality", embedder=chosen, directory=False)
     depth = max(ks)
     out: dict[str, dict[int, float]] = {}
-    for mode in modes:
-        ranks = []
-        for q in data["questions"]:
-            hits = index.recall(q["question"], depth, mode=mode, deltas=False)
-            found = [by_seq.get(h.seq) for h in hits]
-            ranks.append(found.index(q["answer"]) if q["answer"] in found else depth)
-        out[mode] = {k: sum(r < k for r in ranks) / len(ranks) for k in ks}
-    index.close()
+    try:
+        for mode in modes:
+            ranks = []
+            for q in data["questions"]:
+                hits = index.recall(q["question"], depth, mode=mode, deltas=False)
+                found = [by_seq.get(h.seq) for h in hits]
+                ranks.append(found.index(q["answer"]) if q["answer"] in found else depth)
+            out[mode] = {k: sum(r < k for r in ranks) / len(ranks) for k in ks}
+    finally:
+        index.close()
     return out
 
 
@@ -95,9 +97,9 @@ def run_workload(run: Run) -> list[Sample]:
         run.skipped.append(f"{WORKLOAD}: {e}")
         return []
     if WORKLOAD not in run.cache:
-        run.step(f"{WORKLOAD} · embedding {len(load_set()['memories'])} memories and their questions")
-        rows: list[Sample] = []
         data = load_set()
+        run.step(f"{WORKLOAD} · embedding {len(data['memories'])} memories and their questions")
+        rows: list[Sample] = []
         keyword_done = False
         for spec in embedder_specs():
             try:
