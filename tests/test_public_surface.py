@@ -76,15 +76,12 @@ KNOWN_HOLES = {
     "HashingEmbedder.words", "KeywordIndex.__init__", "KeywordIndex.rebuild", "KeywordIndex.search",
     "KeywordIndex.words", "KindDeclared.__init__", "KindSpec.__init__", "LmdbLog.before_hashes",
     "LogStore.__init__", "Projection.__init__", "Recall.rebuild", "Recall.seal", "SigningKey.sign",
-    "StoreAt.__init__", "braidlog.embed_delta", "braidlog.proofs.check_checkpoint",
-    "braidlog.proofs.check_notes", "braidlog.proofs.check_tree_extends", "braidlog.proofs.consistency_proof",
-    "braidlog.proofs.generate", "braidlog.proofs.inclusion_proof", "braidlog.proofs.issue",
-    "braidlog.proofs.open_note", "braidlog.proofs.parse_verifier_key", "braidlog.proofs.read_key",
-    "braidlog.proofs.refold", "braidlog.proofs.root", "braidlog.proofs.sign_note",
-    "braidlog.proofs.state_proof", "braidlog.proofs.tlog_proof", "braidlog.proofs.write_key",
-    "braidlog.recall.close_for", "braidlog.recall.delta_text", "braidlog.recall.discard_for",
-    "braidlog.recall.embed_delta", "braidlog.recall.fuse", "braidlog.recall.keyword_for",
-    "braidlog.recall.recall_at", "braidlog.recall.recall_for",
+    "StoreAt.__init__", "braidlog.embed_delta", "braidlog.proofs.generate", "braidlog.proofs.open_note",
+    "braidlog.proofs.parse_verifier_key", "braidlog.proofs.read_key", "braidlog.proofs.refold",
+    "braidlog.proofs.sign_note", "braidlog.proofs.write_key", "braidlog.recall.close_for",
+    "braidlog.recall.delta_text", "braidlog.recall.discard_for", "braidlog.recall.embed_delta",
+    "braidlog.recall.fuse", "braidlog.recall.keyword_for", "braidlog.recall.recall_at",
+    "braidlog.recall.recall_for",
 }
 
 

@@ -16,7 +16,7 @@ from ..errors import IntegrityError, ValidationError
 from ..store import FullStore
 from . import verify as v
 from .keys import SigningKey
-from .prove import InclusionProof, check_tree_extends, inclusion_proof, root
+from .prove import InclusionProof, check_tree_extends, inclusion_proof, root, store_arg
 
 __all__ = ["sign_note", "issue", "check_notes", "open_note", "check_checkpoint", "Checkpoint",
            "tlog_proof", "tlog_proof_text", "TLOG_PROOF"]
@@ -54,6 +54,7 @@ def check_notes(store: FullStore, *, last: bool = False) -> list[v.Checkpoint]:
     """Every checkpoint the store issued (with ``last``, those of the largest size), each
     checked: the log still holds its records and their root is the one signed. IntegrityError
     names the first that does not hold."""
+    store_arg(store)
     out = []
     for size, cp in _kept(store, last=last):
         check_tree_extends(store, size, cp.root, f"the checkpoint {cp.origin} at size {size}")
@@ -69,6 +70,7 @@ def issue(store: FullStore, key: SigningKey, *, keep: bool = True, size: int | N
     That one suffices: each checkpoint was issued only over a tree that extended the one before,
     so the tree that extends the last extends them all (``check_notes`` checks every one, and
     ``verify`` that the tree's nodes are those of the records)."""
+    store_arg(store)
     check_notes(store, last=True)
     head = store.head().seq
     if size is None:
@@ -101,6 +103,7 @@ def check_checkpoint(store: FullStore, checkpoint: v.Checkpoint,
     contradicts a signed checkpoint is never written. O(log n) reads plus one hash per pending
     record up to the checkpoint's size.
     """
+    store_arg(store)
     head = store.head().seq
     size = checkpoint.size
     if size <= head:
@@ -131,6 +134,7 @@ def tlog_proof(store: FullStore, seq: int, key: SigningKey, size: int | None = N
     leaf's sibling first), a blank line, and a checkpoint signed for the tree of ``size`` records
     (default: the head; a checkpoint of the head is kept in the store as ``issue`` keeps it). The
     proof is about the record's committed form (``braidlog show SEQ --entry``)."""
+    store_arg(store)
     proof = inclusion_proof(store, seq, size)
     return tlog_proof_text(proof, issue(store, key, size=proof.tree_size, keep=size is None), extra)
 

@@ -49,8 +49,16 @@ class ConsistencyProof(msgspec.Struct, frozen=True):
                 "new_root": self.new_root.hex(), "path": [p.hex() for p in self.path]}
 
 
+def store_arg(store: Any, field: str = "store") -> FullStore:
+    """``store`` when it is a log store (a MemoryLog, an LmdbLog, a view of one), else ValidationError."""
+    if not all(callable(getattr(store, m, None)) for m in ("head", "tree_hashes")):
+        raise ValidationError(field, f"must be a log store (an LmdbLog, a MemoryLog, braid.log), not "
+                              f"{type(store).__name__}")
+    return store
+
+
 def _size(store: FullStore, size: int | None, field: str) -> int:
-    head = store.head().seq
+    head = store_arg(store).head().seq
     if size is None:
         return head
     if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= head:
@@ -95,7 +103,9 @@ def consistency_proof(store: FullStore, old_size: int, new_size: int | None = No
 
 def check_tree_extends(store: FullStore, size: int, expected_root: bytes, what: str) -> None:
     """IntegrityError unless the log still holds ``size`` records whose root is ``expected_root``."""
-    head = store.head().seq
+    head = store_arg(store).head().seq
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValidationError("size", f"must be a tree size, a whole number, not {size!r}"[:120])
     if size > head:
         raise IntegrityError(f"{what} covers {size} records but the log holds {head}: records "
                              "were lost", seq=head + 1)
