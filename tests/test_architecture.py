@@ -12,6 +12,7 @@ so an import that only runs on some path counts too.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -194,7 +195,9 @@ def test_each_adapter_implements_its_ports():
     assert all(vars(BatchView).get(n) is not vars(ReadView).get(n) for n in reader)
 
 
+@functools.cache
 def _sources() -> dict[str, ast.Module]:
+    """Every module's syntax tree, parsed once for the tests below (which only read them)."""
     return {name: ast.parse(path.read_text(encoding="utf-8"), str(path))
             for name, path in modules().items()}
 
