@@ -130,10 +130,14 @@ class BraidlogSaver(InWorkerThreads):
         version names one value."""
         if current is None:
             n = 0
-        elif isinstance(current, int):
+        elif isinstance(current, int) and not isinstance(current, bool):
             n = current
         else:
-            n = int(str(current).split(".")[0])
+            head = current.split(".")[0] if isinstance(current, str) else ""
+            if not head.isascii() or not head.isdigit():
+                raise ValidationError("current", f"must be a version this saver made (digits, a dot, "
+                                      f"digits), an int or None, not {current!r}"[:200])
+            n = int(head)
         return f"{n + 1:032}.{random.random():016}"
 
     # -- the index (the slow path) ------------------------------------------------------------

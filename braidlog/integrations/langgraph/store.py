@@ -694,6 +694,9 @@ class StoreAt(_Reader, BaseStore):
     def __init__(self, store: BraidlogStore, seq: int) -> None:
         from ...braid import ReadView
 
+        if not isinstance(store, BraidlogStore):
+            raise ValidationError("store", f"must be a BraidlogStore, not {type(store).__name__}")
+        _whole(seq, "seq")
         self.seq = seq
         self.serde = store.serde
         self.mode = store.mode
