@@ -92,10 +92,11 @@ def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | No
     return checked
 
 
-def _by_lookup(log: LogAccess) -> Callable[[int, int], Iterator[Any]]:
+def _by_lookup(log: LogAccess, nodes: bool = True) -> Callable[[int, int], Iterator[Any]]:
     """Rows (store.Row) for [start, stop), each looked up through the B-tree as reads
-    do, a chunk per read transaction; the Merkle tree's nodes each row keeps are checked
-    against the ones its leaf completes once the row has been taken (so after its chain)."""
+    do, a chunk per read transaction; with ``nodes``, the Merkle tree's nodes each row keeps
+    are checked against the ones its leaf completes once the row has been taken (so after its
+    chain)."""
     def read(txn: Any, start: int, stop: int, lo: int, hi: int) -> list[tuple[Row, bytes]]:
         db, out = log.tables["log"], []
         for seq in range(lo, hi):
@@ -140,6 +141,9 @@ def _by_lookup(log: LogAccess) -> Callable[[int, int], Iterator[Any]]:
             lo = hi
 
     def rows(start: int, stop: int) -> Iterator[Any]:
+        if not nodes:
+            yield from (row for row, _ in _pairs(start, stop))
+            return
         size = start - 1
         frontier = merkle.Frontier(size, log.store.tree_hashes(merkle.peaks(size)))
         for row, stored in _pairs(start, stop):
@@ -479,7 +483,7 @@ def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str
             hint="load the projections or application that declare them first (the command line "
                  "loads every installed one; name others with --app MODULE)")
     try:
-        verify_bodies(log.store, 1, None, progress, rows=_by_lookup(log), tree=False)
+        verify_bodies(log.store, 1, None, progress, rows=_by_lookup(log, nodes=False), tree=False)
     except IntegrityError as e:
         raise IntegrityError(f"the log itself is damaged, so its indexes cannot be rebuilt from it: "
                              f"{e}", seq=e.seq, expected=e.expected, found=e.found) from e
