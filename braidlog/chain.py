@@ -27,7 +27,7 @@ from .delta import _decoder, committed_form, decode_entry, ts_micros
 from .errors import IntegrityError
 
 __all__ = ["GENESIS", "HASH_SIZE", "link", "links", "first_mismatch", "digest", "Row",
-           "ts_micros", "check_row", "checked_rows", "tree_checked"]
+           "ts_micros", "check_row", "checked_rows", "tree_checked", "tree_break"]
 
 HASH_SIZE = 32
 GENESIS = bytes(HASH_SIZE)
@@ -184,10 +184,16 @@ def _compare_nodes(tree_hashes: Callable[[list[merkle.Node]], list[bytes]],
     stored = tree_hashes([(level, index) for level, index, _ in made]) if made else []
     for (level, index, expected), found in zip(made, stored, strict=False):
         if expected != found:
-            first, last = (index << level) + 1, (index + 1) << level
-            raise IntegrityError(
-                f"Merkle tree node ({level}, {index}) over seqs {first}..{last} does not match the "
-                f"records: expected {expected.hex()}, found {found.hex()}; the stored node was "
-                "changed after it was written (`braidlog repair --indexes` rewrites the tree's "
-                "nodes from the records)",
-                seq=last, expected=expected, found=found)
+            raise tree_break(level, index, expected, found)
+
+
+def tree_break(level: int, index: int, expected: bytes, found: bytes) -> IntegrityError:
+    """The error for a stored Merkle tree node ``(level, index)`` that is not the one its
+    records make (``expected``); its seq is the last record under the node."""
+    first, last = (index << level) + 1, (index + 1) << level
+    return IntegrityError(
+        f"Merkle tree node ({level}, {index}) over seqs {first}..{last} does not match the "
+        f"records: expected {expected.hex()}, found {found.hex()}; the stored node was "
+        "changed after it was written (`braidlog repair --indexes` rewrites the tree's "
+        "nodes from the records)",
+        seq=last, expected=expected, found=found)

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from .. import tree as merkle
+from ..chain import tree_break
 from ..delta import Vector, decode_entry, referenced_ids
 from ..erasure import ERASURES_BRAID, envelope_refs
 from ..errors import BraidlogError, IntegrityError, StorageError
@@ -159,14 +160,8 @@ def _node_break(seq: int, made: bytes, stored: bytes) -> None:
     level 1 first) whose hash differs from the one its row keeps (``stored``)."""
     level = next((i // NODE for i in range(0, len(made), NODE)
                   if made[i:i + NODE] != stored[i:i + NODE]), 0) + 1
-    index = (seq >> level) - 1
-    expected, found = made[(level - 1) * NODE:level * NODE], stored[(level - 1) * NODE:level * NODE]
-    first, last = (index << level) + 1, (index + 1) << level
-    raise IntegrityError(
-        f"Merkle tree node ({level}, {index}) over seqs {first}..{last} does not match the "
-        f"records: expected {expected.hex()}, found {found.hex()}; the stored node was "
-        "changed after it was written (`braidlog repair --indexes` rewrites the tree's "
-        "nodes from the records)", seq=last, expected=expected, found=found)
+    at = slice((level - 1) * NODE, level * NODE)
+    raise tree_break(level, (seq >> level) - 1, made[at], stored[at])
 
 
 # -- indexes ------------------------------------------------------------------------------------
