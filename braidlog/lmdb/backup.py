@@ -25,7 +25,7 @@ from ..errors import IntegrityError, StorageError
 from ..projection import Projection
 from ..replay import CheckpointCheck, check_checkpoints
 from ..store import Head, OnDisk, Progress, store_of
-from ..store.files import fsync_dir, write_atomic
+from ..store.files import fsync_dir, fsync_file, write_atomic
 from .log import LmdbLog
 
 __all__ = ["MANIFEST", "BackupReport", "RestoreReport", "backup", "restore"]
@@ -143,15 +143,7 @@ def restore(backup_dir: str | os.PathLike[str], target: str | os.PathLike[str], 
 def _make_durable(directory: Path) -> None:
     """fsync a copy's data.mdb (LMDB's copy does not) and its directory's entries: with its
     parent's, a backup or restore that returned survives an OS crash."""
-    try:
-        fd = os.open(directory / "data.mdb", os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        raise StorageError(f"cannot make {directory / 'data.mdb'} durable (fsync: {e})",
-                           hint="check the disk and the filesystem; nothing was reported done") from e
+    fsync_file(directory / "data.mdb")
     fsync_dir(directory)
 
 

@@ -1,5 +1,6 @@
 """Files written beside a store, each rule once: replacing a file atomically (``write_atomic``)
-and making a directory's entries durable (``fsync_dir``).
+and making a directory's entries (``fsync_dir``) or a file written without syncing
+(``fsync_file``) durable.
 
 - ``write_atomic`` writes to a temporary file beside the target (hidden, named for this process
   and thread, ending in ``.tmp``), flushes and fsyncs it, then renames it over the target: a
@@ -12,6 +13,8 @@ and making a directory's entries durable (``fsync_dir``).
   durability must not go on as if it were not; only a filesystem that cannot fsync a directory
   at all (EINVAL, ENOTSUP: some network and FUSE filesystems) is let pass, as SQLite does, since
   nothing more can be done there.
+- ``fsync_file`` syncs a file another writer left unsynced (LMDB's copy, for a backup); an error
+  is raised (StorageError) for the same reason.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import BinaryIO
 
 from ..errors import StorageError
 
-__all__ = ["temp_path", "write_atomic", "fsync_dir"]
+__all__ = ["temp_path", "write_atomic", "fsync_dir", "fsync_file"]
 
 #: The errors of an fsync of a directory on a filesystem that cannot do it (nothing to do there).
 _UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP}
@@ -60,14 +63,28 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Make the entries of directory ``path`` durable (after a file in it was renamed, linked
     or created); StorageError when that fails, except on a filesystem that cannot do it."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
         if e.errno in _UNSUPPORTED:
             return
         raise StorageError(f"cannot make the entries of {path} durable (fsync of the directory: "
                            f"{e})", hint="check the filesystem and the directory's permissions; "
                            "the last change in it may not survive an OS crash") from e
+
+
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Make the content of the file ``path`` durable (one written without syncing, as LMDB's
+    copy writes); StorageError when that fails."""
+    try:
+        _fsync(path, os.O_RDONLY)
+    except OSError as e:
+        raise StorageError(f"cannot make {path} durable (fsync: {e})",
+                           hint="check the disk and the filesystem") from e
+
+
+def _fsync(path: str | os.PathLike[str], flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
