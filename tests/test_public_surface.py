@@ -74,7 +74,7 @@ KNOWN_HOLES = {
     "BraidlogFactory.__init__", "BraidlogFactory.tracking_recorder", "BraidlogSubscription.__init__",
     "Decider.__init__", "Embedder.__init__", "HashingEmbedder.embed", "HashingEmbedder.words",
     "KeywordIndex.__init__", "KeywordIndex.rebuild", "KeywordIndex.search", "KeywordIndex.words",
-    "KindDeclared.__init__", "KindSpec.__init__", "LmdbLog.before_hashes", "LogStore.__init__",
+    "KindDeclared.__init__", "KindSpec.__init__", "LogStore.__init__",
     "Projection.__init__", "Recall.rebuild", "Recall.seal", "SigningKey.sign", "braidlog.embed_delta",
     "braidlog.proofs.generate", "braidlog.proofs.open_note", "braidlog.proofs.parse_verifier_key",
     "braidlog.proofs.read_key", "braidlog.proofs.refold", "braidlog.proofs.sign_note",

@@ -167,6 +167,7 @@ READS: dict[str, tuple[tuple[tuple[str, Any], ...], dict[str, Any]]] = {
     "apply_erasures": ((("erase", _erasures), ("append", _callable)), {}),
     "repair_indexes": ((("progress", _progress),), {}),
     "copy": ((("dest", _path),), {"compact": flag}),
+    "before_hashes": ((("*sizes", whole),), {}),
 }
 
 
@@ -183,10 +184,16 @@ def checked_reads(cls: type) -> type:
 def _checking(f: Any, positional: tuple[tuple[str, Any], ...], keywords: dict[str, Any]) -> Any:
     rules = {**dict(positional), **keywords}
 
+    rest = positional[-1] if positional and positional[-1][0].startswith("*") else None
+    fixed = positional[:-1] if rest is not None else positional
+
     @functools.wraps(f)
     def checked(self: Any, *args: Any, **kw: Any) -> Any:
-        for (field, check), value in zip(positional, args, strict=False):
+        for (field, check), value in zip(fixed, args, strict=False):
             check(value, field)
+        if rest is not None:  # a *args parameter: each of its values
+            for value in args[len(fixed):]:
+                rest[1](value, rest[0][1:])
         for field, value in kw.items():
             rule = rules.get(field)
             if rule is not None:
