@@ -25,7 +25,6 @@ is no braidlog mode: a floor.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import statistics
 import time
@@ -33,12 +32,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..delta import GenericDelta
-from .harness import Run, Sample, in_threads, quiet_heap, remove
+from .harness import Run, Sample, in_threads, quiet_heap, remove, store_bytes
 from .machine import fsync_ms
 from .peers import ES_BATCH, EventsourcingApp, eventsourcing_installed
 
 __all__ = ["THREADS", "MAX_EVENTS", "BATCHED", "SINGLE", "THREADED", "SQLITE", "BRAIDLOG", "DISK", "ONE_SYNC",
-           "run_workload", "TIMED_STEPS", "store_bytes"]
+           "run_workload", "TIMED_STEPS"]
 
 THREADS = 8
 MAX_EVENTS = 20_000  # events of the batched run, at most (fewer when --size is smaller)
@@ -50,14 +49,6 @@ BRAIDLOG = "braidlog"
 DISK = "the disk (4 KiB write + fsync)"
 ONE_SYNC = "braidlog, one sync a commit (the next design's floor)"
 TIMED_STEPS = 8  # per repeat, for the progress bar
-
-
-def store_bytes(path: str) -> int:
-    """Bytes on disk of a store directory, or of an SQLite file with its WAL and shm files."""
-    if os.path.isdir(path):
-        return sum(os.path.getsize(os.path.join(root, f))
-                   for root, _, files in os.walk(path) for f in files)
-    return sum(os.path.getsize(path + s) for s in ("", "-wal", "-shm") if os.path.exists(path + s))
 
 
 def _persistence(system: str) -> str:

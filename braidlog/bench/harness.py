@@ -21,7 +21,7 @@ from .data import AgentSession
 from .peers import IndexKeys, index_keys
 
 __all__ = ["WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "no_detail", "Run", "percentile",
-           "quiet_heap", "timed", "in_threads", "each", "latencies", "remove", "fresh", "launch"]
+           "quiet_heap", "timed", "in_threads", "each", "latencies", "remove", "store_bytes", "fresh", "launch"]
 
 #: Workload names, in the order a run does them (``--only`` takes these).
 WORKLOADS = ("startup", "append", "single", "concurrent", "scan", "replay", "time_travel", "recall",
@@ -243,6 +243,15 @@ def remove(path: str) -> None:
             os.unlink(path + suffix)
         except FileNotFoundError:
             pass
+
+
+def store_bytes(path: str) -> int:
+    """Bytes on disk of a store directory, or of a database file with its WAL and shared-memory
+    files (what ``remove`` deletes)."""
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(root, f))
+                   for root, _, files in os.walk(path) for f in files)
+    return sum(os.path.getsize(path + s) for s in ("", "-wal", "-shm") if os.path.exists(path + s))
 
 
 @contextlib.contextmanager

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import sqlite3
 import statistics
@@ -35,7 +34,7 @@ import time
 from typing import Any
 
 from .eventsourcing import DISK
-from .harness import Run, Sample, quiet_heap, remove
+from .harness import Run, Sample, quiet_heap, remove, store_bytes
 from .machine import fsync_ms
 
 __all__ = ["TURNS", "COLD_TURNS", "CONVERSATIONS", "run_workload", "SQLITE", "ASYNC_SQLITE",
@@ -135,12 +134,6 @@ def open_saver(system: str, path: str) -> tuple[Any, Any]:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
     return sqlite, close
-
-
-def _dir_bytes(path: str) -> int:
-    if os.path.isfile(path):
-        return sum(os.path.getsize(path + s) for s in ("", "-wal", "-shm") if os.path.exists(path + s))
-    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
 
 
 # -- the timed parts -------------------------------------------------------------------------------
@@ -252,7 +245,7 @@ def run_workload(run: Run) -> list[Sample]:
             run.step(f"langgraph · {system}: {turns:,} turns")
             probes.append(fsync_ms(run.root))
             out.append(Sample(W, system, "thread wall s", _turns(system, path, 0, turns), "s", "lower"))
-            out.append(Sample(W, system, "MB on disk", _dir_bytes(path) / 1e6, "MB", "lower"))
+            out.append(Sample(W, system, "MB on disk", store_bytes(path) / 1e6, "MB", "lower"))
             run.step(f"langgraph · {system}: cold reads of {3 * cold:,} checkpoints")
             _turns(system, path, turns, cold)
             for name, ms in _cold(system, path).items():
