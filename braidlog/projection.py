@@ -58,7 +58,7 @@ from typing import Any, Generic, TypeVar
 from msgspec import Struct
 
 from .delta import GenericDelta, Provenance, Refs, Vector, new_id
-from .errors import Rejected
+from .errors import Rejected, ValidationError
 from .kinds import default_confidence
 from .store.ports import LogReader
 
@@ -93,6 +93,11 @@ def refuse(rule: str, detail: str) -> Rejected:
     return Rejected(f"{rule}: {detail}")
 
 
+class BadProjection(ValidationError, TypeError):
+    """A projection declared with a field of the wrong type or value (also a TypeError, as a
+    wrong argument to a constructor is)."""
+
+
 @dataclass(frozen=True)
 class Projection(Generic[S]):
     """A named, versioned fold: ``initial`` and ``evolve``; ``kinds``, ``refs`` and
@@ -125,20 +130,30 @@ class Projection(Generic[S]):
     erased: Callable[[S, GenericDelta, int], S] | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.kinds, str):
-            raise TypeError(f"projection {self.name!r}: kinds is a set of names, not {self.kinds!r}")
-        if self.kinds is not None and not isinstance(self.kinds, frozenset):
-            object.__setattr__(self, "kinds", frozenset(self.kinds))
-        for attr in ("refs", "provenances"):
+        if not isinstance(self.name, str) or not self.name:
+            raise BadProjection("name", f"must be a non-empty string, not {self.name!r}"[:120])
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
+            raise BadProjection("version", f"projection {self.name!r}: must be a whole number from 1, "
+                                f"not {self.version!r}"[:160])
+        for attr in ("evolve", "check", "erased"):
             value = getattr(self, attr)
-            if isinstance(value, str):
-                raise TypeError(f"projection {self.name!r}: {attr} is a set of names, not {value!r}")
+            if not callable(value) and (attr == "evolve" or value is not None):
+                raise BadProjection(attr, f"projection {self.name!r}: must be a function, not "
+                                    f"{type(value).__name__}")
+        for attr in ("kinds", "refs", "provenances"):
+            value = getattr(self, attr)
+            if value is None and attr == "kinds":
+                continue
+            if isinstance(value, str) or not isinstance(value, (set, frozenset, list, tuple)) \
+                    or not all(isinstance(v, str) for v in value):
+                raise BadProjection(attr, f"projection {self.name!r}: {attr} is a set of names, not "
+                                    f"{value!r}"[:200])
             if not isinstance(value, frozenset):
                 object.__setattr__(self, attr, frozenset(value))
         unknown = sorted(self.refs - set(REF_FIELDS))
         if unknown:
-            raise ValueError(f"projection {self.name!r}: refs {unknown} are not fields of Refs "
-                             f"(one of {', '.join(REF_FIELDS)})")
+            raise BadProjection("refs", f"projection {self.name!r}: refs {unknown} are not fields of Refs "
+                                f"(one of {', '.join(REF_FIELDS)})")
         if self.state_type is None:
             object.__setattr__(self, "state_type", type(self.initial))
         if self.view is not None:
@@ -213,8 +228,8 @@ class Decider(Projection[S]):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.decide is None:
-            raise TypeError(f"Decider {self.name!r} needs decide")
+        if not callable(self.decide):
+            raise BadProjection("decide", f"Decider {self.name!r} needs decide (a function)")
 
 
 def _stated(given: float | None, context: float | None, kind: str, provenance: Provenance,
