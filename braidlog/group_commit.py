@@ -1,7 +1,11 @@
 """Group commit: appenders in many threads share one transaction, and so one fsync.
 
-``LmdbLog`` does this itself now (lmdb/env.py's writer queue, docs/operations.md): this wrapper, the
-opt-in of earlier releases, is kept for the stores that do not (and for code that uses it).
+``LmdbLog`` does this itself now (lmdb/env.py's writer queue, docs/operations.md). This wrapper, the
+opt-in of earlier releases, is kept for code that uses it and for what the store's queue does not
+do: over an ``LmdbLog`` it merges the queued appends into one batch before they reach the store
+(one staging, no nested transaction each; docs/benchmarks.md's concurrent rows compare the two),
+and over a ``SyncLog``, which holds its lock across each publish, it is what lets appends from
+many threads share one commit and one acknowledged publish.
 
 A durable commit costs an fsync, and LMDB admits one writer at a time, so N threads that each
 append one delta pay N fsyncs one after another. ``GroupCommitter`` wraps a store: an appender
