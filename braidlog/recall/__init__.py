@@ -20,9 +20,9 @@ from ._deps import need
 
 need("numpy", "hnswlib")
 
-from ..errors import RecallWarning  # noqa: E402
-from ..kind_schema import EmbedderDeclared, recorded_embedder, recorded_embedders  # noqa: E402
-from .embedder import (  # noqa: E402
+from ..errors import RecallWarning  # noqa: E402  (after need() checked the recall extra)
+from ..kind_schema import EmbedderDeclared, recorded_embedder, recorded_embedders  # noqa: E402  (after need() checked the recall extra)
+from .embedder import (  # noqa: E402  (after need() checked the recall extra)
     DEFAULT_DIM,
     Embedder,
     HashingEmbedder,
@@ -34,12 +34,12 @@ from .embedder import (  # noqa: E402
     identity,
     queries,
 )
-from .index import FORMAT, METRICS, Metric, Recall  # noqa: E402
-from .instances import close_for, discard_for, recall_at, recall_for  # noqa: E402
-from .keyword import KeywordIndex, keyword_for  # noqa: E402
-from .query import MODES, RRF_K, Hit, Mode, fuse  # noqa: E402
-from .recorded import append_embedded, check_embedder, embed_deltas, embedder_for  # noqa: E402
-from .specs import ENV, FastEmbedEmbedder, Model2VecEmbedder, SentenceTransformerEmbedder, WordLlamaEmbedder, embedder  # noqa: E402
+from .index import FORMAT, METRICS, Metric, Recall  # noqa: E402  (after need() checked the recall extra)
+from .instances import close_for, discard_for, recall_at, recall_for  # noqa: E402  (after need() checked the recall extra)
+from .keyword import KeywordIndex, keyword_for  # noqa: E402  (after need() checked the recall extra)
+from .query import MODES, RRF_K, Hit, Mode, fuse  # noqa: E402  (after need() checked the recall extra)
+from .recorded import append_embedded, check_embedder, embed_deltas, embedder_for  # noqa: E402  (after need() checked the recall extra)
+from .specs import ENV, FastEmbedEmbedder, Model2VecEmbedder, SentenceTransformerEmbedder, WordLlamaEmbedder, embedder  # noqa: E402  (after need() checked the recall extra)
 
 __all__ = [
     "Recall", "KeywordIndex", "keyword_for", "Hit", "RecallWarning", "Metric", "METRICS", "Mode", "MODES", "RRF_K",

@@ -16,7 +16,7 @@ from braidlog.integrations.langgraph import BraidlogSaver
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, HERE)
-from lg_graph import build, summary  # noqa: E402
+from lg_graph import build, summary  # noqa: E402  (after sys.path holds this folder)
 
 
 def other_process(store, thread, *more):

@@ -222,8 +222,8 @@ def test_checkpoint_collect_and_proof_verify_policy(tmp_path, capsys, log_key, w
 
 nats = pytest.importorskip("nats")
 
-from braidlog.replication import Replica, Shipper, SyncLog  # noqa: E402
-from tests.support import ROOT  # noqa: E402
+from braidlog.replication import Replica, Shipper, SyncLog  # noqa: E402  (after the importorskip above)
+from tests.support import ROOT  # noqa: E402  (after the importorskip above)
 
 
 def test_a_replica_cosigns_each_checkpoint_it_applied(stores, open_stream, tmp_path, capsys,
@@ -234,7 +234,7 @@ def test_a_replica_cosigns_each_checkpoint_it_applied(stores, open_stream, tmp_p
         log.append(make_delta(i))
     issue(writer, log_key)
     Shipper(writer, stream).ship(timeout=10)
-    opener = lambda note: v.open_checkpoint(note, log_key.verifier())  # noqa: E731
+    opener = lambda note: v.open_checkpoint(note, log_key.verifier())  # noqa: E731  (a one-line callback)
     with pytest.raises(ValidationError, match="checkpoints="):
         Replica(stores("x"), stream, witness_key=witnesses[0], cosign_dir=str(tmp_path / "x"))
     dirs = [tmp_path / f"cosig{i}" for i in range(2)]

@@ -19,10 +19,10 @@ import pytest
 
 nats = pytest.importorskip("nats")
 
-from braidlog import ConflictError, IntegrityError, LmdbLog  # noqa: E402
-from braidlog.replication import EPOCH_KIND, HDR_EPOCH, Replica, Shipper, StaleWriter, Stream, SyncLog, promote  # noqa: E402
-from tests.support import ROOT, make_delta, random_deltas  # noqa: E402
-from tests.support.nats import NatsCluster, assert_stream_is_the_log, forge_next, raw_messages  # noqa: E402
+from braidlog import ConflictError, IntegrityError, LmdbLog  # noqa: E402  (after the importorskip above)
+from braidlog.replication import EPOCH_KIND, HDR_EPOCH, Replica, Shipper, StaleWriter, Stream, SyncLog, promote  # noqa: E402  (after the importorskip above)
+from tests.support import ROOT, make_delta, random_deltas  # noqa: E402  (after the importorskip above)
+from tests.support.nats import NatsCluster, assert_stream_is_the_log, forge_next, raw_messages  # noqa: E402  (after the importorskip above)
 
 pytestmark = [pytest.mark.nats, pytest.mark.cluster, pytest.mark.slow]
 

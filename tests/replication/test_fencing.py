@@ -15,9 +15,9 @@ import pytest
 
 nats = pytest.importorskip("nats")
 
-from braidlog import Braid, ConflictError, IntegrityError, LmdbLog, ValidationError, to_json  # noqa: E402
-from braidlog.cli import main  # noqa: E402
-from braidlog.replication import (  # noqa: E402
+from braidlog import Braid, ConflictError, IntegrityError, LmdbLog, ValidationError, to_json  # noqa: E402  (after the importorskip above)
+from braidlog.cli import main  # noqa: E402  (after the importorskip above)
+from braidlog.replication import (  # noqa: E402  (after the importorskip above)
     EPOCH_KIND,
     HDR_COMMIT,
     HDR_EPOCH,
@@ -31,9 +31,9 @@ from braidlog.replication import (  # noqa: E402
     SyncLog,
     promote,
 )
-from braidlog.replication.wire import HDR_SALT, chains  # noqa: E402
-from tests.support import make_delta, random_deltas  # noqa: E402
-from tests.support.nats import COUNTS, assert_stream_is_the_log, free_port, raw_messages, wait_port  # noqa: E402
+from braidlog.replication.wire import HDR_SALT, chains  # noqa: E402  (after the importorskip above)
+from tests.support import make_delta, random_deltas  # noqa: E402  (after the importorskip above)
+from tests.support.nats import COUNTS, assert_stream_is_the_log, free_port, raw_messages, wait_port  # noqa: E402  (after the importorskip above)
 
 pytestmark = pytest.mark.nats
 
@@ -329,7 +329,7 @@ def checkpoint_signer(name: str):
         return f"{text}\n{EM_DASH} {name} {sig}\n".encode()
 
     key = VerifierKey(name, kid, public)
-    opener = lambda note: open_checkpoint(note, key)  # noqa: E731
+    opener = lambda note: open_checkpoint(note, key)  # noqa: E731  (a one-line callback)
     opener.key = str(key)
     return sign, opener
 
@@ -391,10 +391,10 @@ def test_a_rechained_forgery_is_refused_where_a_signed_checkpoint_contradicts_it
 
 
 # -- arbitrary input at the boundary ----------------------------------------------------------
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402  (the fuzz section's own imports)
+from hypothesis import strategies as st  # noqa: E402  (the fuzz section's own imports)
 
-from tests.support.nats import forge_next, publish_raw  # noqa: E402
+from tests.support.nats import forge_next, publish_raw  # noqa: E402  (the fuzz section's own imports)
 
 _header_names = st.sampled_from([HDR_SEQ, HDR_HASH, HDR_COMMIT, HDR_EPOCH, "Nats-Msg-Id", "X"])
 _header_values = st.one_of(st.text(max_size=70), st.integers(-3, 3).map(str),

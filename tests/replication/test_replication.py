@@ -19,11 +19,11 @@ import pytest
 
 nats = pytest.importorskip("nats")
 
-import braidlog  # noqa: E402
-from braidlog import Braid, ConflictError, IntegrityError, LmdbLog, ValidationError  # noqa: E402
-from braidlog.cli import main  # noqa: E402
-from braidlog.recall import Recall, embed_delta  # noqa: E402
-from braidlog.replication import (  # noqa: E402
+import braidlog  # noqa: E402  (after the importorskip above)
+from braidlog import Braid, ConflictError, IntegrityError, LmdbLog, ValidationError  # noqa: E402  (after the importorskip above)
+from braidlog.cli import main  # noqa: E402  (after the importorskip above)
+from braidlog.recall import Recall, embed_delta  # noqa: E402  (after the importorskip above)
+from braidlog.replication import (  # noqa: E402  (after the importorskip above)
     HDR_COMMIT,
     NotAcknowledged,
     Replica,
@@ -35,8 +35,8 @@ from braidlog.replication import (  # noqa: E402
     braid_token,
     promote,
 )
-from tests.support import ROOT, make_delta, random_deltas  # noqa: E402
-from tests.support.nats import (  # noqa: E402
+from tests.support import ROOT, make_delta, random_deltas  # noqa: E402  (after the importorskip above)
+from tests.support.nats import (  # noqa: E402  (after the importorskip above)
     COUNTS,
     NatsCluster,
     append_mixed,

@@ -8,11 +8,11 @@ import pytest
 
 nats = pytest.importorskip("nats")
 
-from braidlog import to_json  # noqa: E402
-from braidlog.cli import main  # noqa: E402
-from braidlog.replication import Replica, ReplicationError, Shipper, StaleWriter, SyncLog, promote  # noqa: E402
-from tests.support import make_delta  # noqa: E402
-from tests.support.nats import forged, raw_messages, republish, shipped  # noqa: E402
+from braidlog import to_json  # noqa: E402  (after the importorskip above)
+from braidlog.cli import main  # noqa: E402  (after the importorskip above)
+from braidlog.replication import Replica, ReplicationError, Shipper, StaleWriter, SyncLog, promote  # noqa: E402  (after the importorskip above)
+from tests.support import make_delta  # noqa: E402  (after the importorskip above)
+from tests.support.nats import forged, raw_messages, republish, shipped  # noqa: E402  (after the importorskip above)
 
 pytestmark = pytest.mark.nats
 
