@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 __all__ = [
     "BraidlogError",
     "ValidationError",
@@ -104,6 +106,16 @@ class StaleWriter(ConflictError):
 
 class MissingDependency(BraidlogError, ImportError):
     """An optional capability was used without its extra installed; the message says how to install it."""
+
+
+def require_extra(e: ImportError, package: str, extra: str, modules: tuple[str, ...]) -> NoReturn:
+    """Raise, for ``e`` met importing ``package``: a MissingDependency naming ``extra`` when the
+    module missing is one of the extra's ``modules``, else ``e`` itself (another fault)."""
+    if (e.name or "").split(".")[0] not in modules:
+        raise e
+    raise MissingDependency(f"{package} needs the {extra} extra, which is not installed here (no module "
+                            f"{e.name}): pip install 'braidlog[{extra}]' (from a braidlog clone: pip "
+                            f"install '.[{extra}]')") from e
 
 
 class NoSuchSeq(BraidlogError, IndexError):

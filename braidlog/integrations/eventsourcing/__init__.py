@@ -9,7 +9,7 @@ travel, proofs, export and replication work on an eventsourcing application's st
 docs/eventsourcing.md has the mapping, the settings and the errors.
 """
 
-from ...errors import MissingDependency
+from ...errors import require_extra
 
 try:
     from .. import eventsourcing_kinds  # noqa: F401  (declares the kinds this module stores)
@@ -24,11 +24,7 @@ try:
     )
     from .store import BraidlogDatastore
 except ImportError as e:  # the extra not installed: say which to install, not a bare ModuleNotFoundError
-    if (e.name or "").split(".")[0] not in ("eventsourcing",):
-        raise
-    raise MissingDependency(f"braidlog.integrations.eventsourcing needs the eventsourcing extra, which is not "
-                            f"installed here (no module {e.name}): pip install 'braidlog[eventsourcing]' "
-                            "(from a braidlog clone: pip install '.[eventsourcing]')") from e
+    require_extra(e, "braidlog.integrations.eventsourcing", "eventsourcing", ("eventsourcing",))
 
 __all__ = [
     "BraidlogFactory", "BraidlogDatastore", "BraidlogRecorder", "BraidlogAggregateRecorder",

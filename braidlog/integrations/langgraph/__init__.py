@@ -8,17 +8,13 @@ a hash-chained log: time travel, proofs, export and replication work on them (do
 Needs the ``langgraph`` extra: ``pip install '.[langgraph]'``.
 """
 
-from ...errors import MissingDependency
+from ...errors import require_extra
 
 try:
     from .projection import PROJECTION, PROJECTIONS
     from .saver import BraidlogSaver
     from .store import BraidlogStore, ItemVersion, StoreAt
 except ImportError as e:  # the extra not installed: say which to install, not a bare ModuleNotFoundError
-    if (e.name or "").split(".")[0] not in ("langgraph", "langchain_core"):
-        raise
-    raise MissingDependency(f"braidlog.integrations.langgraph needs the langgraph extra, which is not "
-                            f"installed here (no module {e.name}): pip install 'braidlog[langgraph]' "
-                            "(from a braidlog clone: pip install '.[langgraph]')") from e
+    require_extra(e, "braidlog.integrations.langgraph", "langgraph", ("langgraph", "langchain_core"))
 
 __all__ = ["BraidlogSaver", "BraidlogStore", "StoreAt", "ItemVersion", "PROJECTION", "PROJECTIONS"]
