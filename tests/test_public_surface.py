@@ -72,13 +72,13 @@ KNOWN_HOLES = {
     "braidlog.recall.queries", "braidlog.recall.recorded_embedder", "braidlog.recall.recorded_embedders",
     "braidlog.recorded_embedder", "BraidlogDatastore.listen", "BraidlogDatastore.unlisten",
     "BraidlogFactory.__init__", "BraidlogFactory.tracking_recorder", "BraidlogSubscription.__init__",
-    "Embedder.__init__", "HashingEmbedder.embed", "HashingEmbedder.words",
+    "HashingEmbedder.embed", "HashingEmbedder.words",
     "KeywordIndex.__init__", "KeywordIndex.rebuild", "KeywordIndex.search", "KeywordIndex.words",
-    "KindDeclared.__init__", "KindSpec.__init__", "LogStore.__init__",
-    "Recall.rebuild", "Recall.seal", "SigningKey.sign", "braidlog.embed_delta",
-    "braidlog.proofs.generate", "braidlog.proofs.open_note", "braidlog.proofs.parse_verifier_key",
-    "braidlog.proofs.read_key", "braidlog.proofs.refold", "braidlog.proofs.sign_note",
-    "braidlog.proofs.write_key", "braidlog.recall.close_for", "braidlog.recall.delta_text",
+    "KindDeclared.__init__", "KindSpec.__init__",
+    "Recall.rebuild", "Recall.seal", "braidlog.embed_delta",
+    "braidlog.proofs.parse_verifier_key",
+    "braidlog.proofs.refold",
+    "braidlog.recall.close_for", "braidlog.recall.delta_text",
     "braidlog.recall.discard_for", "braidlog.recall.embed_delta", "braidlog.recall.fuse",
     "braidlog.recall.keyword_for", "braidlog.recall.recall_at", "braidlog.recall.recall_for",
 }
@@ -157,7 +157,7 @@ def surface() -> list[tuple[str, str]]:
             if inspect.isfunction(obj) or inspect.ismethod(obj):
                 out.append((module.__name__, name))
     for name, cls in sorted(_public_classes().items()):
-        if name in NEEDS_A_MODEL:
+        if name in NEEDS_A_MODEL or getattr(cls, "_is_protocol", False):  # a Protocol is not built
             continue
         out.append((name, "__init__"))
         if name in INSTANCES:

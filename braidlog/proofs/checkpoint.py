@@ -27,8 +27,10 @@ Checkpoint = v.Checkpoint
 def sign_note(text: str, key: SigningKey) -> str:
     """``text`` (ending in a newline) as a signed note: a blank line, then
     ``— NAME base64(key id || Ed25519 signature of text)``."""
-    if not text.endswith("\n"):
-        raise ValueError("a note's text ends with a newline")
+    if not isinstance(text, str) or not text.endswith("\n"):
+        raise ValidationError("text", "a note's text is a string ending with a newline")
+    if not isinstance(key, SigningKey):
+        raise ValidationError("key", f"must be a SigningKey, not {type(key).__name__}")
     signature = key.verifier().id + key.sign(text.encode())
     return f"{text}\n{v.EM_DASH} {key.name} {base64.b64encode(signature).decode()}\n"
 
@@ -87,6 +89,9 @@ def issue(store: FullStore, key: SigningKey, *, keep: bool = True, size: int | N
 
 def open_note(note: bytes | str, key: v.VerifierKey | str) -> v.Checkpoint:
     """The checkpoint in a signed note once ``key``'s signature verifies (IntegrityError if not)."""
+    if not isinstance(note, (bytes, str)) or not isinstance(key, (v.VerifierKey, str)):
+        raise ValidationError("note", f"open_note takes a note (bytes or text) and a verifier key (a "
+                              f"VerifierKey or its text), not {type(note).__name__} and {type(key).__name__}")
     try:
         return v.open_checkpoint(note, key)
     except v.VerificationError as e:

@@ -56,7 +56,9 @@ class SigningKey:
 
     def sign(self, message: bytes) -> bytes:
         """The Ed25519 signature (RFC 8032) of ``message``."""
-        return self._private().sign(message)
+        if not isinstance(message, (bytes, bytearray)):
+            raise ValidationError("message", f"must be bytes, not {type(message).__name__}")
+        return self._private().sign(bytes(message))
 
     def encode(self) -> str:
         """The key file's line."""
@@ -72,9 +74,17 @@ def _name(name: str) -> str:
     return name
 
 
+def _path_arg(path: object) -> str | os.PathLike[str]:
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path) or "\x00" in os.fspath(path):
+        raise ValidationError("path", f"must be a file path, not {path!r}"[:120])
+    return path  # type: ignore[return-value]  # checked just above
+
+
 def generate(name: str) -> SigningKey:
     """A new random Ed25519 key named ``name`` (non-empty, no spaces, no '+'; a schema-less URL
     such as ``example.com/agent-log`` avoids collisions)."""
+    if not isinstance(name, str):
+        raise ValidationError("name", f"must be a string, not {type(name).__name__}")
     ed25519 = _ed25519()  # first: it says how to install cryptography if it is missing
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
@@ -85,6 +95,9 @@ def generate(name: str) -> SigningKey:
 
 def write_key(key: SigningKey, path: str | os.PathLike[str]) -> None:
     """Write ``key`` to a new file of mode 0600; an existing file is never overwritten."""
+    if not isinstance(key, SigningKey):
+        raise ValidationError("key", f"must be a SigningKey, not {type(key).__name__}")
+    _path_arg(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -97,7 +110,7 @@ def write_key(key: SigningKey, path: str | os.PathLike[str]) -> None:
 
 def read_key(path: str | os.PathLike[str]) -> SigningKey:
     """The signing key in ``path``; refused when the file is readable by anyone but its owner."""
-    p = Path(path)
+    p = Path(_path_arg(path))
     try:
         mode = p.stat().st_mode
         text = p.read_text(encoding="ascii")
