@@ -7,13 +7,11 @@ says in one line how to install it. The SDK is imported only when the command ru
 from __future__ import annotations
 
 import os
-import sys
 from typing import IO, Any
 
 from ..delta import PROVENANCE_KINDS
 from .util import store_path
 
-INSTALL = "braidlog mcp needs the MCP SDK: pip install '.[mcp]'"
 TOKEN_ENV = "BRAIDLOG_MCP_TOKEN"  # also braidlog.mcp.server.TOKEN_ENV; kept here: no SDK import
 EMBEDDER_ENV = "BRAIDLOG_EMBEDDER"  # also braidlog.recall.ENV; kept here: no numpy import
 
@@ -52,14 +50,10 @@ def register(sub: Any) -> None:
 
 
 def cmd_mcp(args: Any, out: IO[str]) -> int:
-    try:
-        from ..mcp import DEFAULT_ALLOWED, serve
-    except ImportError as e:
-        if (e.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic", "starlette", "uvicorn",
-                                                  "anyio", "httpx2"):
-            raise
-        print(f"braidlog: error: {INSTALL}", file=sys.stderr)
-        return 1
+    # without the SDK, importing braidlog.mcp raises MissingDependency naming the extra (one rule
+    # for every extra, in the package's __init__): main prints it in one line
+    from ..mcp import DEFAULT_ALLOWED, serve
+
     token = args.token or (os.environ.get(TOKEN_ENV) if args.http else None) or None
     allowed = set(DEFAULT_ALLOWED) | set(args.allow_provenance or ())
     try:

@@ -11,6 +11,6 @@ try:
     from .backend import DEFAULT_ALLOWED, Backend
     from .server import TOKEN_ENV, build_server, serve
 except ImportError as e:  # the extra not installed: say which to install, not a bare ModuleNotFoundError
-    require_extra(e, "braidlog.mcp", "mcp", ("mcp", "starlette", "uvicorn", "anyio", "pydantic"))
+    require_extra(e, "braidlog.mcp", "mcp", ("mcp", "mcp_types", "starlette", "uvicorn", "anyio", "pydantic", "httpx2"))
 
 __all__ = ["Backend", "DEFAULT_ALLOWED", "TOKEN_ENV", "build_server", "serve"]

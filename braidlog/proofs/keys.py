@@ -77,7 +77,7 @@ def _name(name: str) -> str:
 def _path_arg(path: object) -> str | os.PathLike[str]:
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path) or "\x00" in os.fspath(path):
         raise ValidationError("path", f"must be a file path, not {path!r}"[:120])
-    return path  # type: ignore[return-value]  # checked just above
+    return path
 
 
 def generate(name: str) -> SigningKey:

@@ -125,7 +125,9 @@ def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path, capsys, mo
     monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now fails as if not installed
     assert main(["--store", str(tmp_path / "s.lmdb"), "mcp"]) == 1
     err = capsys.readouterr().err
-    assert err == "braidlog: error: braidlog mcp needs the MCP SDK: pip install '.[mcp]'\n"
+    assert err.startswith("braidlog: error: braidlog.mcp needs the mcp extra, which is not installed here")
+    assert err.endswith("pip install 'braidlog[mcp]' (from a braidlog clone: pip install '.[mcp]')\n")
+    assert err.count("\n") == 1
     assert not (tmp_path / "s.lmdb").exists()
 
 
