@@ -21,6 +21,7 @@ draws new examples each run (by default each callable's examples are the same ev
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import os
@@ -393,6 +394,14 @@ def _target(env: Env, owner: str, name: str) -> Callable[..., Any]:
     return getattr(env.objects[owner], name)
 
 
+async def _first(items: Any) -> None:
+    n = 0
+    async for _ in items:
+        n += 1
+        if n == 3:
+            break
+
+
 def _call(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -400,6 +409,10 @@ def _call(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> An
         if inspect.isgenerator(result):  # a scan is lazy: its checks run on first use
             for _ in zip(range(3), result, strict=False):
                 pass
+        elif inspect.iscoroutine(result):  # an async method: its checks run when awaited
+            result = asyncio.run(asyncio.wait_for(result, 10))
+        elif inspect.isasyncgen(result):
+            asyncio.run(asyncio.wait_for(_first(result), 10))
     return result
 
 
