@@ -13,7 +13,6 @@ from typing import IO, Any
 
 import msgspec
 
-from .. import audit
 from ..delta import PROVENANCE_KINDS, from_json, repeated_key, repeated_key_rule
 from ..errors import DecodeError, IntegrityError, ValidationError
 from ..kinds import default_confidence
@@ -343,7 +342,9 @@ def _entity_records(store: LmdbLog, entity: str, start: int, stop: int | None, r
     first = next(found, None)
     if first is not None:
         return chain((first,), found)
-    return iter(audit.braid_records(store, entity, start, stop, reverse=reverse))
+    from ..audit import braid_records  # loaded by the commands that read an entity, not at start-up
+
+    return iter(braid_records(store, entity, start, stop, reverse=reverse))
 
 
 def _distinct(records: Iterator[Record]) -> Iterator[Record]:
