@@ -30,12 +30,16 @@ def subcommands() -> dict[str, tuple[argparse.ArgumentParser, str]]:
 
 
 def sections(text: str) -> dict[str, str]:
-    """The docs sections by command name: the text from its heading to the next heading."""
+    """The docs sections by command name: the text from its heading to the next heading (a line
+    inside a fenced block, such as a table's ``#  seq`` header, is not a heading)."""
     out: dict[str, str] = {}
     name, level, body = None, 0, []
+    fenced = False
     for line in text.splitlines():
-        m = HEADING.match(line)
-        heading = re.match(r"^(#{1,6}) ", line)
+        if line.startswith("```"):
+            fenced = not fenced
+        m = None if fenced else HEADING.match(line)
+        heading = None if fenced else re.match(r"^(#{1,6}) ", line)
         if heading and name is not None and len(heading.group(1)) <= level:
             out[name] = "\n".join(body)
             name = None
