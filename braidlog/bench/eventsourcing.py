@@ -48,7 +48,7 @@ SQLITE = "eventsourcing SQLite"
 BRAIDLOG = "braidlog"
 DISK = "the disk (4 KiB write + fsync)"
 ONE_SYNC = "braidlog, one sync a commit (the next design's floor)"
-TIMED_STEPS = 8  # per repeat, for the progress bar
+TIMED_STEPS = 9  # per repeat, for the progress bar
 
 
 def _persistence(system: str) -> str:
@@ -114,10 +114,10 @@ def _single(run: Run, system: str, ds: Sequence[GenericDelta]) -> list[Sample]:
 
 
 def _threaded(run: Run, system: str, per_thread: Sequence[Sequence[GenericDelta]]) -> list[Sample]:
-    path = run.path("es-threads.lmdb" if system == BRAIDLOG else "es-threads.db")
+    path = run.path("es-threads.db" if system == SQLITE else "es-threads.lmdb")
     total = sum(len(ds) for ds in per_thread)
     run.step(f"eventsourcing · {system}: {len(per_thread)} threads, {total:,} saves of one event")
-    es = EventsourcingApp(_persistence(system), path)
+    es = _app(system, path)
 
     def work(k: int) -> None:
         mine: dict[str, Any] = {}  # this thread's own aggregates, one per braid it writes
@@ -156,6 +156,6 @@ def run_workload(run: Run) -> list[Sample]:
         out.extend(_batched(run, system, batched))
     for system in (*order, ONE_SYNC):
         out.extend(_single(run, system, single))
-    for system in order:
+    for system in (*order, ONE_SYNC):
         out.extend(_threaded(run, system, per_thread))
     return out
