@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,8 @@ import numpy as np
 from ..delta import GenericDelta, Vector
 from ..errors import BraidlogError, ValidationError
 from ..kinds import REGISTRY, Registry
+from ..store.arguments import _delta, whole
+from ..store.arguments import name as _text
 
 __all__ = ["Embedder", "HashingEmbedder", "DEFAULT_DIM", "default_embedder", "delta_text", "embed_delta",
            "documents", "queries", "identity", "Identity"]
@@ -62,10 +65,17 @@ class HashingEmbedder:
     def __init__(self, dim: int = DEFAULT_DIM, *, char_ngrams: tuple[int, ...] = (3, 4, 5),
                  word_weight: float = 1.0, pair_weight: float = 0.5, char_weight: float = 0.6,
                  stopword_weight: float = 0.1) -> None:
-        if not isinstance(dim, int) or dim < 8:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
             raise ValidationError("dim", f"must be an int of at least 8, not {dim!r}")
         self.dim = dim
-        self.char_ngrams = tuple(char_ngrams)
+        if isinstance(char_ngrams, (str, bytes)) or not isinstance(char_ngrams, Sequence):
+            raise ValidationError("char_ngrams", "must be a sequence of n-gram lengths, not "
+                                  f"{type(char_ngrams).__name__}")
+        self.char_ngrams = tuple(whole(n, "char_ngrams", least=1) for n in char_ngrams)
+        for field, weight in (("word_weight", word_weight), ("pair_weight", pair_weight),
+                              ("char_weight", char_weight), ("stopword_weight", stopword_weight)):
+            if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not math.isfinite(weight):
+                raise ValidationError(field, f"must be a finite number, not {weight!r}")
         self.word_weight = word_weight
         self.pair_weight = pair_weight
         self.char_weight = char_weight
@@ -116,12 +126,11 @@ class HashingEmbedder:
 
     def words(self, text: str) -> list[str]:
         """The normalised words of a text (NFKC, case-folded)."""
-        return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+        return _WORD.findall(unicodedata.normalize("NFKC", _text(text, "text")).casefold())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One L2-normalised float32 row per text; a text without words gives a zero row."""
-        if isinstance(texts, str):
-            raise ValidationError("texts", "must be a sequence of strings; wrap one text in a list")
+        texts = _texts(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in zip(out, texts, strict=False):
             words = self.words(text)
@@ -151,7 +160,9 @@ def delta_text(d: GenericDelta, registry: Registry = REGISTRY) -> str:
     says nothing gives its common text fields (title, text, content, summary, rationale ...),
     else every string in its payload except ids.
     """
-    p = d.payload
+    p = _delta(d, "d").payload
+    if not isinstance(registry, Registry):
+        raise ValidationError("registry", f"must be a Registry, not {type(registry).__name__}")
     spec = registry.get(d.kind)
     fields = getattr(spec, "text", ()) if spec is not None else ()
     if fields:
@@ -188,6 +199,8 @@ def embed_delta(d: GenericDelta, embedder: Embedder | None = None, *, space: str
     The vector becomes part of the delta, stored and covered by the hash chain, so recall is
     reproducible from the log alone, without the embedder.
     """
+    _delta(d, "d")
+    _text(space, "space")
     if d.vector is not None:
         return d
     text = delta_text(d)
@@ -222,10 +235,21 @@ def identity(embedder: Embedder) -> Identity:
     return Identity(name, dim, digest, spec if isinstance(spec, str) else "")
 
 
-def _embedded(embedder: Embedder, how: str, texts: Sequence[str]) -> np.ndarray:
+def _texts(texts: Any) -> list[str]:
+    """``texts`` as a list of strings, else ValidationError naming ``texts``."""
     if isinstance(texts, str):
         raise ValidationError("texts", "must be a sequence of strings; wrap one text in a list")
-    fn = getattr(embedder, how, None) or embedder.embed
+    if not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
+        raise ValidationError("texts", f"must be a sequence of strings, not {type(texts).__name__}")
+    return list(texts)
+
+
+def _embedded(embedder: Embedder, how: str, texts: Sequence[str]) -> np.ndarray:
+    identity(embedder)
+    texts = _texts(texts)
+    fn = getattr(embedder, how, None) or getattr(embedder, "embed", None)
+    if not callable(fn):
+        raise ValidationError("embedder", f"{type(embedder).__name__} has no embed(texts) method")
     try:
         rows = np.asarray(fn(list(texts)), dtype=np.float32)
     except BraidlogError:

@@ -43,6 +43,7 @@ import numpy as np
 from ..errors import RecallWarning, ValidationError
 from ..kind_schema import recorded_embedder
 from ..store import HW_SIZE, FullStore, OnDisk, Progress, resolve_point, store_of
+from ..store.arguments import _progress, flag
 from . import otel
 from ._sync import LRU, RWLock
 from .blocks import Blocks, new_graph
@@ -195,6 +196,7 @@ class Recall(GraphSearch):
     # -- following the log -----------------------------------------------------------------------
     def catch_up(self, *, progress: Progress | None = None) -> int:
         """Add the vectors of every delta appended since the covered seq; the seq now covered."""
+        _progress(progress, "progress")
         head = self.store.head()
         if head.seq == self.covered_seq:
             return head.seq
@@ -312,6 +314,7 @@ class Recall(GraphSearch):
 
     def seal(self, *, progress: Progress | None = None) -> int:
         """Build every filled block now (as-of queries then never wait for one); the number built."""
+        _progress(progress, "progress")
         self.catch_up()
         with self._lock.write():
             missing = [b for b in self.sealed() if b not in self._blocks.graphs]
@@ -322,6 +325,8 @@ class Recall(GraphSearch):
 
     def _build_blocks(self, wanted: list[tuple[int, int]], progress: Progress | None,
                       pool: ThreadPoolExecutor | None = None) -> None:
+        if not wanted:  # nothing to build (and no rows yet when nothing has a vector)
+            return
         self._blocks.build(wanted, self._rows.slice, self.dim, self.directory, progress, pool)  # type: ignore[union-attr]  # rows exist once vectors do
 
     def _ensure_blocks(self, wanted: list[tuple[int, int]]) -> None:
@@ -382,6 +387,8 @@ class Recall(GraphSearch):
         thread. With ``blocks`` every filled as-of block is built too (as ``seal`` does), so
         as-of queries never wait for one; that holds each vector once more per block level.
         """
+        _progress(progress, "progress")
+        flag(blocks, "blocks")
         with self._lock.write():
             self._reset()
             if self.directory is not None:

@@ -38,6 +38,8 @@ from ..chain import digest
 from ..errors import RecallWarning, StorageError, ValidationError
 from ..kinds import REGISTRY, Registry
 from ..store import FullStore, Progress, store_of
+from ..store.arguments import _progress, flag, whole
+from ..store.arguments import name as _text
 from ._deps import need
 from .columns import NO_FILTER, Filter, scope
 from .embedder import delta_text
@@ -99,8 +101,13 @@ class KeywordIndex:
                  follow: bool = True, progress: Progress | None = None) -> None:
         t = _tantivy()
         self.store: FullStore = store_of(source)
+        if not isinstance(self.store, FullStore):
+            raise ValidationError("source", f"must be a Braid or a LogStore, not {type(source).__name__}")
+        if not isinstance(registry, Registry):
+            raise ValidationError("registry", f"must be a Registry, not {type(registry).__name__}")
+        _progress(progress, "progress")
         self.registry = registry
-        self.follow = follow
+        self.follow = flag(follow, "follow")
         self.notices: list[str] = []
         self.directory: Path | None = index_directory(self.store, directory, "keyword", "bm25")
         self._schema = _schema()
@@ -199,6 +206,7 @@ class KeywordIndex:
     # -- following the log -----------------------------------------------------------------------
     def catch_up(self, *, progress: Progress | None = None) -> int:
         """Index the text of every delta appended since the covered seq; the seq now covered."""
+        _progress(progress, "progress")
         head = self.store.head().seq
         if head == self.covered_seq:
             return head
@@ -265,6 +273,7 @@ class KeywordIndex:
 
     def rebuild(self, *, progress: Progress | None = None) -> int:
         """Drop the index and build it again from the log; the seq covered."""
+        _progress(progress, "progress")
         with self._lock:
             self._index = None
             self._open_new()
@@ -277,7 +286,7 @@ class KeywordIndex:
     # -- querying --------------------------------------------------------------------------------
     def words(self, text: str) -> list[str]:
         """The terms a text is indexed and searched by."""
-        return list(dict.fromkeys(self._analyser.analyze(text)))
+        return list(dict.fromkeys(self._analyser.analyze(_text(text, "text"))))
 
     def search(self, query: str, k: int = 10, *, as_of: int | None = None, flt: Filter = NO_FILTER,
                pred: Callable[[str], bool] | None = None) -> list[tuple[int, str, float]]:
@@ -285,6 +294,13 @@ class KeywordIndex:
         deltas up to ``as_of`` (the head when None) that the filters admit."""
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query", "is empty; give some words to search for")
+        whole(k, "k", least=1)
+        if as_of is not None:
+            whole(as_of, "as_of")
+        if not isinstance(flt, Filter):
+            raise ValidationError("flt", f"must be a Filter, not {type(flt).__name__}")
+        if pred is not None and not callable(pred):
+            raise ValidationError("pred", f"must be a function of a delta id, not {type(pred).__name__}")
         words = self.words(query)
         if not words:
             raise ValidationError("query", f"{query!r} has no words to search for")

@@ -25,6 +25,8 @@ def embed_deltas(deltas: Iterable[GenericDelta], embedder: Embedder, space: str 
     embedded as documents, in one batch); and how many were embedded."""
     if isinstance(deltas, (GenericDelta, str, bytes)) or not isinstance(deltas, Iterable):
         raise ValidationError("deltas", f"must be a list of GenericDelta, not {type(deltas).__name__}")
+    if not isinstance(space, str) or not space:
+        raise ValidationError("space", f"must be a non-empty string, not {type(space).__name__}")
     out = list(deltas)
     bad = [i for i, d in enumerate(out) if not isinstance(d, GenericDelta)]
     if bad:
