@@ -473,11 +473,14 @@ class EmbedderDeclared(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     digest: str
     spec: str = ""
 
-    def __post_init__(self) -> None:
-        if not self.space or not self.name or not self.digest:
-            raise ValueError("space, name and digest must not be empty")
-        if self.dim < 1:
-            raise ValueError(f"dim must be 1 or more, not {self.dim}")
+    def __post_init__(self) -> None:  # a ValidationError, which msgspec.convert reports as its own
+        for field in ("space", "name", "digest"):
+            if not isinstance(getattr(self, field), str) or not getattr(self, field):
+                raise ValidationError(field, "must be a non-empty string")
+        if not isinstance(self.spec, str):
+            raise ValidationError("spec", "must be a string")
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
+            raise ValidationError("dim", f"must be a whole number of at least 1, not {self.dim!r}")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.dim} dimensions, digest {self.digest[:12]})"
@@ -490,8 +493,11 @@ def recorded_embedders(source: Any) -> dict[str, tuple[int, EmbedderDeclared]]:
     """Every declared space of ``source`` (a Braid, a store or a view as of a seq): space ->
     (seq of its declaration, the declaration). The first declaration of a space stands; an
     erased one declares nothing."""
+    log = _log_of(source)
+    if not callable(getattr(log, "scan_kind", None)):
+        raise ValidationError("source", f"must be a Braid, a store or a view, not {type(source).__name__}")
     out: dict[str, tuple[int, EmbedderDeclared]] = {}
-    for rec in _log_of(source).scan_kind(EMBEDDER_DECLARED):
+    for rec in log.scan_kind(EMBEDDER_DECLARED):
         try:
             d = msgspec.convert(rec.delta.payload, EmbedderDeclared)
         except (msgspec.ValidationError, ValueError, TypeError):  # erased: its payload reads {}
@@ -503,6 +509,8 @@ def recorded_embedders(source: Any) -> dict[str, tuple[int, EmbedderDeclared]]:
 def recorded_embedder(source: Any, space: str = "default") -> EmbedderDeclared | None:
     """The embedder declared for ``space`` in the log of ``source`` (a Braid, a store or a view
     as of a seq), or None if its vectors (if any) came with no declaration."""
+    if not isinstance(space, str):
+        raise ValidationError("space", f"must be a string, not {type(space).__name__}")
     got = recorded_embedders(source).get(space)
     return None if got is None else got[1]
 

@@ -398,7 +398,9 @@ _shared_lock = threading.Lock()
 def keyword_for(store: Any, directory: Any = None) -> KeywordIndex:
     """The one KeywordIndex of ``store`` (per directory), opened on first use and kept: every
     vector space's ``Recall`` of a store shares it, so only one writer ever follows the log."""
-    store = store_of(store)
+    given, store = store, store_of(store)
+    if not isinstance(store, FullStore):
+        raise ValidationError("store", f"must be a Braid or a LogStore, not {type(given).__name__}")
     key = str(directory) if directory not in (None, True) else None
     with _shared_lock:
         per = _shared.setdefault(store, {})

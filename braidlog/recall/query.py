@@ -4,6 +4,7 @@ arithmetic and reciprocal-rank fusion for hybrid search."""
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -12,6 +13,7 @@ from msgspec import Struct
 
 from ..delta import GenericDelta, Vector
 from ..errors import ValidationError
+from ..store.arguments import whole
 from .embedder import Embedder, default_embedder, queries
 
 __all__ = ["Hit", "Mode", "MODES", "RRF_K", "fuse", "query_vector", "dots", "top", "normalised"]
@@ -47,6 +49,15 @@ class Hit(Struct, frozen=True):
 def fuse(rankings: Sequence[Sequence[tuple[int, str]]], k: int, c: int = RRF_K) -> list[tuple[int, str, float]]:
     """Reciprocal-rank fusion of best-first rankings of (seq, delta id): the k best
     (seq, id, score), score descending, then seq ascending."""
+    whole(k, "k")
+    if isinstance(c, bool) or not isinstance(c, numbers.Real) or not c >= 0:
+        raise ValidationError("c", f"must be a number of at least 0, not {c!r}")
+    if isinstance(rankings, (str, bytes)) or not isinstance(rankings, Sequence) or not all(
+            isinstance(r, Sequence) and not isinstance(r, (str, bytes)) and all(
+                isinstance(h, tuple) and len(h) == 2 and isinstance(h[1], str)
+                and not isinstance(h[0], bool) and isinstance(h[0], numbers.Integral) for h in r)
+            for r in rankings):
+        raise ValidationError("rankings", "must be a list of rankings, each a list of (seq, delta id) pairs")
     score: dict[int, float] = {}
     ids: dict[int, str] = {}
     for ranking in rankings:

@@ -98,6 +98,8 @@ def embedder_for(source: Any, space: str = "default", embedder: Embedder | str |
     ``recorded``: the space's record when the caller has read it already."""
     if recorded is _UNREAD:
         recorded = recorded_embedder(source, space)
+    elif recorded is not None and not isinstance(recorded, EmbedderDeclared):
+        raise ValidationError("recorded", f"must be an EmbedderDeclared or None, not {type(recorded).__name__}")
     if embedder is not None:
         chosen = load_embedder(embedder)
         if recorded is not None:
