@@ -70,23 +70,32 @@ class KindDeclared(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     #: payload fields (top-level properties) recall indexes as the delta's text
     text: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise ValueError(f"kind name {self.name!r} must start with a letter and hold only "
-                             "letters, digits, '_' or '.' (at most 64)")
-        if self.version < 1:
-            raise ValueError(f"version must be 1 or more, not {self.version}")
-        if not self.owner.strip():
-            raise ValueError("owner must not be empty")
-        if self.schema.get("type") != "object":
-            raise ValueError('the schema\'s top level must be {"type": "object", ...}')
-        schema_type(self.schema, self.name)  # refuses what the subset does not support
+    def __post_init__(self) -> None:  # ValidationError (a ValueError): msgspec.convert reports it as its own
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValidationError("name", f"kind name {self.name!r} must start with a letter and hold only "
+                                  "letters, digits, '_' or '.' (at most 64)")
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
+            raise ValidationError("version", f"must be a whole number of at least 1, not {self.version!r}")
+        if not isinstance(self.owner, str) or not self.owner.strip():
+            raise ValidationError("owner", "must be a non-empty string")
+        if not isinstance(self.description, str):
+            raise ValidationError("description", f"must be a string, not {type(self.description).__name__}")
+        if not isinstance(self.schema, dict) or self.schema.get("type") != "object":
+            raise ValidationError("schema", 'the schema\'s top level must be {"type": "object", ...}')
+        try:
+            schema_type(self.schema, self.name)  # refuses what the subset does not support
+        except (ValueError, TypeError) as e:
+            raise ValidationError("schema", str(e)) from None
         props = self.schema.get("properties", {})
+        if not isinstance(props, Mapping):
+            raise ValidationError("schema", "properties must be a JSON object")
         for what, fields in (("refers", self.refers), ("text", self.text)):
+            if not isinstance(fields, (tuple, list)) or not all(isinstance(f, str) for f in fields):
+                raise ValidationError(what, "must be a list of property names (strings)")
             unknown = [f for f in fields if f not in props]
             if unknown:
-                raise ValueError(f"{what}: {unknown[0]!r} is not a property of the schema "
-                                 f"(properties: {', '.join(props) or 'none'})")
+                raise ValidationError(what, f"{unknown[0]!r} is not a property of the schema "
+                                      f"(properties: {', '.join(props) or 'none'})")
 
 
 def schema_type(schema: Mapping[str, Any], name: str, path: str = "schema") -> Any:

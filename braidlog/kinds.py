@@ -93,6 +93,28 @@ class KindSpec:
     schema: Schema = field(init=False)
 
     def __post_init__(self) -> None:  # computed once: both are read on every append and fold
+        for name, value in (("kind", self.kind), ("owner", self.owner)):
+            if not isinstance(value, str) or not value:
+                raise ValidationError(name, f"must be a non-empty string, not {type(value).__name__}")
+        if not isinstance(self.schemas, Mapping) or not self.schemas:
+            raise ValidationError("schemas", "must map each version (1, 2, ...) to its schema")
+        for version, schema in self.schemas.items():
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise ValidationError("schemas", f"versions must be whole numbers from 1, not {version!r}"[:120])
+            _schema(schema, "schemas")
+        if not isinstance(self.upcasters, Mapping) or not all(callable(u) for u in self.upcasters.values()):
+            raise ValidationError("upcasters", "must map versions to functions of a payload")
+        for name, fn in (("refers", self.refers), ("describe", self.describe)):
+            if fn is not None and not callable(fn):
+                raise ValidationError(name, f"must be a function of the payload, not {type(fn).__name__}")
+        if self.declared_at is not None and (isinstance(self.declared_at, bool) or not isinstance(
+                self.declared_at, int)):
+            raise ValidationError("declared_at", f"must be a seq or None, not {type(self.declared_at).__name__}")
+        if self.json_schemas is not None and not isinstance(self.json_schemas, Mapping):
+            raise ValidationError("json_schemas", f"must map versions to JSON Schemas, not "
+                                  f"{type(self.json_schemas).__name__}")
+        if not isinstance(self.text, tuple) or not all(isinstance(t, str) for t in self.text):
+            raise ValidationError("text", f"must be a tuple of field names, not {type(self.text).__name__}")
         object.__setattr__(self, "version", max(self.schemas))
         object.__setattr__(self, "schema", self.schemas[self.version])
 
@@ -175,6 +197,12 @@ def _payload_error(kind: str, e: msgspec.ValidationError) -> ValidationError:
     return ValidationError("payload" + path.rstrip("`"), f"{rule} (kind {kind!r})")
 
 
+def _schema(schema: Any, field: str) -> None:
+    if schema is not None and not isinstance(schema, type) and not hasattr(schema, "__args__"):
+        raise ValidationError(field, f"must be a msgspec Struct (or a union of them) or None, not "
+                              f"{type(schema).__name__}")
+
+
 def _declaration(kind: Any, schema: Any, owner: Any, version: Any, previous: Any, upcasters: Any,
                  refers: Any, text: Any) -> None:
     """The types of ``Registry.declare``'s arguments (its rules follow in it)."""
@@ -183,9 +211,7 @@ def _declaration(kind: Any, schema: Any, owner: Any, version: Any, previous: Any
             raise ValidationError(name, f"must be a string, not {type(value).__name__}")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ValidationError("version", f"must be a whole number from 1, not {version!r}"[:120])
-    if schema is not None and not isinstance(schema, type) and not hasattr(schema, "__args__"):
-        raise ValidationError("schema", f"must be a msgspec Struct (or a union of them) or None, not "
-                              f"{type(schema).__name__}")
+    _schema(schema, "schema")
     for name, value in (("previous", previous), ("upcasters", upcasters)):
         if value is not None and not isinstance(value, Mapping):
             raise ValidationError(name, f"must map versions to schemas, not {type(value).__name__}")

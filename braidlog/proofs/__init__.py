@@ -7,10 +7,10 @@ vendor that one file. Signing and checking signatures need ``pip install '.[proo
 """
 
 from .checkpoint import Checkpoint, check_checkpoint, check_notes, issue, open_note, sign_note, tlog_proof
-from .keys import SigningKey, generate, read_key, write_key
+from .keys import SigningKey, generate, parse_verifier_key, read_key, write_key
 from .prove import ConsistencyProof, InclusionProof, check_tree_extends, consistency_proof, inclusion_proof, root
 from .state import StateProof, refold, state_proof
-from .verify import VerifierKey, parse_verifier_key
+from .verify import VerifierKey
 
 __all__ = [
     "root", "inclusion_proof", "consistency_proof", "InclusionProof", "ConsistencyProof",

@@ -18,8 +18,9 @@ from typing import Any
 
 from ..errors import BraidlogError, ValidationError
 from .verify import ED25519, VerificationError, VerifierKey, _check_name, key_id
+from .verify import parse_verifier_key as _parse_verifier_key
 
-__all__ = ["SigningKey", "generate", "write_key", "read_key"]
+__all__ = ["SigningKey", "generate", "write_key", "read_key", "parse_verifier_key"]
 
 PREFIX = "PRIVATE+KEY+"
 
@@ -64,6 +65,16 @@ class SigningKey:
         """The key file's line."""
         data = base64.b64encode(bytes([ED25519]) + self.seed).decode()
         return f"{PREFIX}{self.name}+{self.verifier().id.hex()}+{data}"
+
+
+def parse_verifier_key(text: str) -> VerifierKey:
+    """``NAME+<key id, 8 hex>+base64(0x01 || public key)``, as ``braidlog keygen`` prints it;
+    ValidationError naming ``text`` when it is not one (``verify.parse_verifier_key``, the
+    vendorable checker's, raises its own VerificationError)."""
+    try:
+        return _parse_verifier_key(text)
+    except VerificationError as e:
+        raise ValidationError("text", str(e)) from None
 
 
 def _name(name: str) -> str:

@@ -7,6 +7,7 @@ record at its seq; that no record about the entity was left out is *not* proved.
 from __future__ import annotations
 
 import base64
+import binascii
 from typing import Any
 
 import msgspec
@@ -83,13 +84,35 @@ def state_proof(store: FullStore, projection: Projection, entity: str, at: int,
     return StateProof(projection.name, entity, at, size, root, records, cons)
 
 
+def _bodies(proof: Any) -> list[tuple[int, bytes]]:
+    """(seq, body) of each record of a proof (a StateProof or its JSON form), else ValidationError."""
+    rule = "must be a StateProof or its JSON form, with records of a seq and a body"
+    if isinstance(proof, dict):
+        records = proof.get("records")
+        if not isinstance(records, list) or not all(
+                isinstance(r, dict) and isinstance(r.get("body"), str) for r in records):
+            raise ValidationError("proof", rule)
+        try:
+            out = [(r.get("seq"), base64.b64decode(r["body"], validate=True)) for r in records]
+        except (binascii.Error, ValueError):
+            raise ValidationError("proof", "holds a record body that is not base64") from None
+    elif isinstance(proof, StateProof) and isinstance(proof.records, list) and all(
+            isinstance(r, StateRecord) for r in proof.records):
+        out = [(r.seq, r.body) for r in proof.records]
+    else:
+        raise ValidationError("proof", rule)
+    for seq, body in out:
+        if isinstance(seq, bool) or not isinstance(seq, int) or not isinstance(body, bytes):
+            raise ValidationError("proof", rule)
+    return out
+
+
 def refold(proof: StateProof | dict[str, Any], projection: Projection) -> Any:
     """The projection's state folded over the proof's records only (decoded from their bodies):
     the entity's state as of ``at`` provided the record list is complete."""
-    if isinstance(proof, dict):
-        bodies = [(r["seq"], base64.b64decode(r["body"])) for r in proof["records"]]
-    else:
-        bodies = [(r.seq, r.body) for r in proof.records]
+    if not isinstance(projection, Projection):
+        raise ValidationError("projection", f"must be a Projection, not {type(projection).__name__}")
+    bodies = _bodies(proof)
     state = projection.start()
     for seq, body in bodies:
         try:

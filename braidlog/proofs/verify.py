@@ -323,6 +323,8 @@ class VerifierKey:
 
 def parse_verifier_key(text: str) -> VerifierKey:
     """``NAME+<key id, 8 hex>+base64(0x01 || public key)``, as ``braidlog keygen`` prints it."""
+    if not isinstance(text, str):
+        raise VerificationError(f"a verifier key is a string, not {type(text).__name__}")
     text = text.strip()
     name, plus, rest = text.partition("+")
     hexid, plus2, data = rest.partition("+")
