@@ -32,6 +32,7 @@ from eventsourcing.persistence import (
     InfrastructureFactory,
     InfrastructureFactoryError,
     ProcessRecorder,
+    ProgrammingError,
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
@@ -121,6 +122,11 @@ class BraidlogFactory(InfrastructureFactory[BraidlogTrackingRecorder]):
 
     def tracking_recorder(self, tracking_recorder_class: type[BraidlogTrackingRecorder] | None = None
                           ) -> BraidlogTrackingRecorder:
+        if tracking_recorder_class is not None and not (
+                isinstance(tracking_recorder_class, type)
+                and issubclass(tracking_recorder_class, BraidlogTrackingRecorder)):
+            raise ProgrammingError("tracking_recorder_class must be a subclass of BraidlogTrackingRecorder, "
+                                   f"not {tracking_recorder_class!r}"[:200])
         cls = tracking_recorder_class or self._class(self.TRACKING_RECORDER_TOPIC,
                                                      self.tracking_recorder_class)
         return cls(self.datastore,

@@ -560,6 +560,13 @@ class BraidlogSubscription(Subscription[BraidlogApplicationRecorder]):
 
     def __init__(self, recorder: BraidlogApplicationRecorder, gt: int | None = None,
                  topics: Sequence[str] = ()) -> None:
+        if not isinstance(recorder, BraidlogApplicationRecorder):
+            raise ProgrammingError(f"recorder must be a BraidlogApplicationRecorder, not {_what(recorder)}")
+        if gt is not None and not _int(gt):
+            raise DataError(f"gt must be an int or None, not {gt!r}")
+        if isinstance(topics, (str, bytes)) or not isinstance(topics, Sequence) or not all(
+                isinstance(t, str) for t in topics):
+            raise DataError(f"topics must be a sequence of topic strings, not {_what(topics)}")
         super().__init__(recorder=recorder, gt=gt, topics=topics)
         self._buffer: deque[Notification] = deque()
         self._woken = threading.Event()

@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import DatabaseError, DataError, IntegrityError, InternalError, OperationalError
+from eventsourcing.persistence import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InternalError,
+    OperationalError,
+    ProgrammingError,
+)
 
 from ... import BraidlogError, ConflictError, LmdbLog, StorageError, ValidationError
 from ... import IntegrityError as DamagedError
@@ -48,6 +55,12 @@ def _translate(e: BraidlogError) -> DatabaseError:
     if isinstance(e, StorageError):
         return OperationalError(str(e))
     return DatabaseError(str(e))
+
+
+def _event(event: Any) -> threading.Event:
+    if not isinstance(event, threading.Event):
+        raise ProgrammingError(f"event must be a threading.Event, not {type(event).__name__}")
+    return event
 
 
 class BraidlogDatastore:
@@ -127,10 +140,10 @@ class BraidlogDatastore:
 
     def listen(self, event: threading.Event) -> None:
         """Set ``event`` after each commit this process makes to the store."""
-        self._waiting().add(event)
+        self._waiting().add(_event(event))
 
     def unlisten(self, event: threading.Event) -> None:
-        self._waiting().discard(event)
+        self._waiting().discard(_event(event))
 
     def committed(self) -> None:
         for event in list(self._waiting()):
