@@ -151,7 +151,7 @@ READS: dict[str, tuple[tuple[tuple[str, Any], ...], dict[str, Any]]] = {
     "scan": (_RANGE, _SCAN),
     "scan_rows": (_RANGE, {}),
     "scan_bodies": (_RANGE, {}),
-    "verify": (_RANGE, {}),
+    "verify": (_RANGE, {"progress": _progress}),
     "scan_braid": ((("braid_id", name), *_RANGE), _SCAN),
     "scan_kind": ((("kind", name), *_RANGE), _SCAN),
     "scan_refs": ((("entity_id", name), *_RANGE), _SCAN),
