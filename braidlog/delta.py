@@ -250,8 +250,12 @@ _deep_json_decoder = msgspec.json.Decoder(_DeepDelta)
 
 
 def encode(d: GenericDelta) -> bytes:
-    """The canonical bytes of a delta (no validation)."""
-    return _encoder.encode(d)
+    """The canonical bytes of a delta (no validation of its rules; a value msgpack cannot
+    carry, such as an int past 64 bits, is a ValidationError naming ``d``)."""
+    try:
+        return _encoder.encode(d)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValidationError("d", f"cannot be encoded: {e}") from None
 
 
 def decode(data: bytes | memoryview) -> GenericDelta:
@@ -266,7 +270,10 @@ def decode(data: bytes | memoryview) -> GenericDelta:
 
 def to_json(d: GenericDelta) -> bytes:
     """A delta as JSON (for export and the command line)."""
-    return _json_encoder.encode(d)
+    try:
+        return _json_encoder.encode(d)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValidationError("d", f"cannot be written as JSON: {e}") from None
 
 
 def from_json(text: bytes | str, *, index: int | None = None) -> GenericDelta:

@@ -307,6 +307,8 @@ def typed(delta: Any, registry: Registry = REGISTRY) -> Any:
     """A delta's payload as its kind's current Struct, upcast if it was written under an older one."""
     if not isinstance(getattr(delta, "kind", None), str) or not isinstance(getattr(delta, "payload", None), dict):
         raise ValidationError("delta", f"must be a delta (a kind and a payload), not {type(delta).__name__}")
+    if not isinstance(registry, Registry):
+        raise ValidationError("registry", f"must be a Registry, not {type(registry).__name__}")
     return registry[delta.kind].typed(delta.payload)
 
 
@@ -334,4 +336,7 @@ def check_payload(kind: str, payload: dict[str, Any], registry: Registry = REGIS
 def plain(value: Any) -> Any:
     """``value`` as JSON carries it (Structs become objects, tuples lists, times ISO strings):
     a payload as the log stores it, or content to compare with a stored one."""
-    return msgspec.json.decode(msgspec.json.encode(value))
+    try:
+        return msgspec.json.decode(msgspec.json.encode(value))
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValidationError("value", f"cannot be carried as JSON: {e}") from None
