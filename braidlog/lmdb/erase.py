@@ -58,6 +58,8 @@ def erase_records(log: LogAccess, seqs: Any, delta: GenericDelta) -> tuple[Recor
     put in place of the old (``rewrite_erased``); the record of ``delta`` and the commitments
     of the erased records, in seq order."""
     seqs = sorted(set(seqs))
+    if not seqs:
+        raise ValidationError("seqs", "must name at least one seq to erase")
     check_batch([delta], log.registry, erasure=True)  # refused before anything is rewritten
 
     def append(fresh: FullStore) -> Record:
@@ -74,6 +76,8 @@ def apply_erasures(log: LogAccess, erase: dict[int, int], append: Callable[[Any]
     first seq ``append`` writes) erased, and ``append(new store)`` run, in a new file put in
     place of the old; what ``append`` returned and the erased records' commitments."""
     seqs = sorted(erase)
+    if not seqs:
+        raise ValidationError("erase", "must name at least one seq to erase")
     log_db = log.tables["log"]
     values = log.read(lambda txn: {s: txn.get(u64(s), db=log_db) if 1 <= s < 2**63 else None
                                     for s in seqs}, buffers=False)
