@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from eventsourcing.persistence import (
@@ -85,6 +86,10 @@ class BraidlogFactory(InfrastructureFactory[BraidlogTrackingRecorder]):
     process_recorder_class = BraidlogProcessRecorder
 
     def __init__(self, env: Environment | EnvType | None) -> None:
+        if env is not None and not isinstance(env, Mapping):
+            raise InfrastructureFactoryError(
+                f"env must be a mapping of setting names to values (an Environment or a dict), "
+                f"not {type(env).__name__}")
         super().__init__(env)
         path = (self.env.get(self.BRAIDLOG_STORE) or "").strip()
         if not path:
