@@ -309,7 +309,10 @@ def typed(delta: Any, registry: Registry = REGISTRY) -> Any:
         raise ValidationError("delta", f"must be a delta (a kind and a payload), not {type(delta).__name__}")
     if not isinstance(registry, Registry):
         raise ValidationError("registry", f"must be a Registry, not {type(registry).__name__}")
-    return registry[delta.kind].typed(delta.payload)
+    try:
+        return registry[delta.kind].typed(delta.payload)
+    except msgspec.ValidationError as e:  # no msgspec error crosses the public API
+        raise _payload_error(delta.kind, e) from None
 
 
 # Small helpers every projection family uses (defined once here, exported by ``braidlog``).
