@@ -26,6 +26,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp
 from ...delta import Provenance, Vector
 from ...delta import delta as make_delta
 from ...errors import BraidlogError, ValidationError
+from ._checks import text as _text
 from ._encoding import PROVENANCE, declare_kinds, dump_any, load_any, open_braid
 from ._items import (
     STORE_PREFIX,
@@ -62,16 +63,6 @@ class ItemVersion:
     expired: bool = False
 
 
-def _key(key: Any, field: str) -> str:
-    if not isinstance(key, str):
-        raise ValidationError(field, f"must be a string, not {type(key).__name__}")
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError(field, "must be text UTF-8 can encode (it holds a lone surrogate)") from None
-    return key
-
-
 def _path(path: Any, field: str) -> tuple[str, ...] | None:
     return None if path is None else check_namespace(path, field)
 
@@ -101,34 +92,34 @@ class _Reader(BaseStore):
     # BaseStore's methods, with the namespace checked first: LangGraph's own check assumes a
     # tuple, and a namespace of another type would escape it as a TypeError.
     def get(self, namespace: Any, key: Any, *, refresh_ttl: Any = None) -> Item | None:
-        return super().get(check_namespace(namespace, "namespace"), _key(key, "key"), refresh_ttl=refresh_ttl)
+        return super().get(check_namespace(namespace, "namespace"), _text(key, "key"), refresh_ttl=refresh_ttl)
 
     def search(self, namespace_prefix: Any, /, **kw: Any) -> list[SearchItem]:
         return super().search(check_namespace(namespace_prefix, "namespace_prefix"), **kw)
 
     def put(self, namespace: Any, key: Any, value: Any, index: Any = None, **kw: Any) -> None:
-        return super().put(check_namespace(namespace, "namespace", writing=True), _key(key, "key"), value, index,
+        return super().put(check_namespace(namespace, "namespace", writing=True), _text(key, "key"), value, index,
                            **kw)
 
     def delete(self, namespace: Any, key: Any) -> None:
-        return super().delete(check_namespace(namespace, "namespace"), _key(key, "key"))
+        return super().delete(check_namespace(namespace, "namespace"), _text(key, "key"))
 
     def list_namespaces(self, *, prefix: Any = None, suffix: Any = None, **kw: Any) -> list[tuple[str, ...]]:
         return super().list_namespaces(prefix=_path(prefix, "prefix"), suffix=_path(suffix, "suffix"), **kw)
 
     async def aget(self, namespace: Any, key: Any, *, refresh_ttl: Any = None) -> Item | None:
-        return await super().aget(check_namespace(namespace, "namespace"), _key(key, "key"),
+        return await super().aget(check_namespace(namespace, "namespace"), _text(key, "key"),
                                   refresh_ttl=refresh_ttl)
 
     async def asearch(self, namespace_prefix: Any, /, **kw: Any) -> list[SearchItem]:
         return await super().asearch(check_namespace(namespace_prefix, "namespace_prefix"), **kw)
 
     async def aput(self, namespace: Any, key: Any, value: Any, index: Any = None, **kw: Any) -> None:
-        return await super().aput(check_namespace(namespace, "namespace", writing=True), _key(key, "key"), value,
+        return await super().aput(check_namespace(namespace, "namespace", writing=True), _text(key, "key"), value,
                                   index, **kw)
 
     async def adelete(self, namespace: Any, key: Any) -> None:
-        return await super().adelete(check_namespace(namespace, "namespace"), _key(key, "key"))
+        return await super().adelete(check_namespace(namespace, "namespace"), _text(key, "key"))
 
     async def alist_namespaces(self, *, prefix: Any = None, suffix: Any = None, **kw: Any) -> list[tuple[str, ...]]:
         return await super().alist_namespaces(prefix=_path(prefix, "prefix"), suffix=_path(suffix, "suffix"), **kw)
@@ -158,7 +149,7 @@ class _Reader(BaseStore):
 
     def _get(self, op: GetOp) -> Item | None:
         ns = check_namespace(op.namespace, "namespace")
-        key = _key(op.key, "key")
+        key = _text(op.key, "key")
         items = self._items(ns)
         cur = items.live.get(key)
         if cur is None or not self._alive(cur):
@@ -238,7 +229,7 @@ class _Reader(BaseStore):
 
     def _history(self, namespace: Any, key: Any) -> list[ItemVersion]:
         ns = check_namespace(namespace, "namespace")
-        key = _key(key, "key")
+        key = _text(key, "key")
         out = []
         for rec in self._log.scan_braid(braid_of_namespace(ns)):
             d = rec.delta
@@ -430,7 +421,7 @@ class BraidlogStore(_Reader, BaseStore):
         for i, op in enumerate(ops):
             if isinstance(op, PutOp):
                 ns = check_namespace(op.namespace, "namespace", writing=True)
-                key = _key(op.key, "key")
+                key = _text(op.key, "key")
                 if op.value is not None:
                     if not isinstance(op.value, Mapping) or not all(isinstance(k, str) for k in op.value):
                         raise ValidationError("value", f"must be a dict with string keys or None, "
@@ -453,7 +444,7 @@ class BraidlogStore(_Reader, BaseStore):
                     queries.append(op.query)
             elif isinstance(op, GetOp):
                 check_namespace(op.namespace, "namespace")
-                _key(op.key, "key")
+                _text(op.key, "key")
             elif not isinstance(op, ListNamespacesOp):
                 raise ValidationError(f"ops[{i}]", f"must be a GetOp, PutOp, SearchOp or "
                                       f"ListNamespacesOp, not {type(op).__name__}")
