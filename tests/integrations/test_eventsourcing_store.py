@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("eventsourcing", reason="needs braidlog[eventsourcing]")
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 from eventsourcing.persistence import (
     DataError,
@@ -457,3 +457,47 @@ def test_what_a_datastore_wrote_last_is_not_trusted_once_another_has_written(tmp
     finally:
         one.close()
         two.close()
+
+
+def test_saves_sharing_a_commit_each_find_what_the_one_before_wrote(tmp_path, monkeypatch):
+    """Saves of several threads share a commit (the store's writer queue). Each batch of the
+    group finds the next id and versions the batch before it left, inside the transaction, so it
+    does not read them back from the store; and the ids still count every event once."""
+    from braidlog.integrations.eventsourcing import recorders
+
+    ds = BraidlogDatastore(tmp_path / "s")
+    rec = BraidlogApplicationRecorder(ds, events_table_name="app_events")
+    log = ds.log
+    reads = []
+    monkeypatch.setattr(recorders, "_next_id", lambda log, f=recorders._next_id: reads.append(1) or f(log))
+    x, others = uuid4(), [uuid4() for _ in range(3)]
+    rec.insert_events([event_(x, 1)])  # a new datastore knows nothing yet: it reads the store
+    assert reads == [1]
+    reads.clear()
+    held, go = threading.Event(), threading.Event()
+
+    def hold(head, staged):
+        held.set()
+        assert go.wait(10)
+
+    blocker = threading.Thread(target=lambda: log.commit(
+        [braidlog.GenericDelta(braid_id="other", kind="message", payload={"text": "hi"}, ts=datetime.now(UTC),
+                               provenance=braidlog.Provenance("user"), confidence=1.0)], admit=hold))
+    blocker.start()
+    assert held.wait(10)
+    got: dict[int, object] = {}
+    savers = [threading.Thread(target=lambda k=k: got.__setitem__(k, rec.insert_events([event_(others[k], 1)])))
+              for k in range(3)]
+    for k, t in enumerate(savers):
+        t.start()
+        while len(log._shared_env._queue) < k + 1:
+            threading.Event().wait(0.001)
+    before = log._env.info()["last_txnid"]
+    go.set()
+    for t in (blocker, *savers):
+        t.join(10)
+    assert log._env.info()["last_txnid"] - before == 2  # the held commit, then the three at once
+    assert sorted(ids for k in range(3) for ids in got[k]) == [2, 3, 4]
+    assert len(reads) == 1  # only the first of the group read the store: another wrote before it
+    assert [n.id for n in rec.select_notifications(1, 10)] == [1, 2, 3, 4]
+    ds.close()

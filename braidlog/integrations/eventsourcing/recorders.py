@@ -47,7 +47,7 @@ from eventsourcing.persistence import (
 )
 
 from ... import GenericDelta, LmdbLog, Provenance, Record
-from ...store import Head
+from ...store import Head, Staged
 from ..eventsourcing_kinds import EVENT, EVENTS, IDS_TAG, SNAPSHOT, TRACKING
 from .store import BraidlogDatastore, paged
 
@@ -141,13 +141,16 @@ class BraidlogRecorder:
         return braid
 
     # -- the write path -------------------------------------------------------------------------
-    def _commit(self, build: Callable[[LmdbLog, Head], list[GenericDelta]]) -> list[Record]:
+    def _commit(self, build: Callable[[LmdbLog, Head], list[GenericDelta]],
+                staged: Callable[[Sequence[Staged]], None] | None = None) -> list[Record]:
         """Append what ``build(log, head)`` returns in one write transaction, ``build`` called
         inside it (so what it reads and checks cannot change before the write): it raises
         IntegrityError, and nothing is written, on a conflict. Appenders in several threads
-        share commits (the store's own group commit)."""
+        share commits (the store's own group commit). ``staged`` is called inside the
+        transaction too, with the records about to be written (seq and chain hash known)."""
+        admit = None if staged is None else lambda head, records: staged(records)
         with self.datastore.using() as log:
-            records = log.commit_locked(lambda head: build(log, head))
+            records = log.commit_locked(lambda head: build(log, head), admit=admit)
         self.datastore.committed()
         return records
 
@@ -325,11 +328,14 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
         kind = self.kind
         out: list[int] = []
 
-        # What this process wrote last: valid while the store's head is its last record
-        written = self.datastore.written
+        # What this process wrote last: valid while the store's head is its last record. Read
+        # and set inside the write transaction, so that each batch of a group commit finds
+        # what the batch before it wrote (set once committed, the next batch would miss it).
+        datastore = self.datastore
         base: list[_Written] = []
 
         def build(log: LmdbLog, head: Head) -> list[GenericDelta]:
+            written = datastore.written
             known = written if written is not None and written.key == (head.seq, head.hash) else None
             base[:] = [known] if known is not None else []
             self._check_floors(log, floors, _last_version, known and known.versions)
@@ -363,13 +369,16 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
                 deltas.append(self._tracking_delta(tracking, tracked, ids[-1], ts))
             return deltas
 
-        records = self._commit(build)
-        if records:
+        def remember(staged: Sequence[Staged]) -> None:
+            # Its key is the chain hash of the batch's last record: should the transaction not
+            # commit, no head will ever match it.
             before = base[0] if base else None
             versions = dict(before.versions) if before is not None and len(before.versions) < _KNOWN else {}
             versions.update((run.braid, run.events[-1][0]) for run in runs)
             next_id = out[-1] + 1 if out else before.next_id if before is not None else 0
-            self.datastore.written = _Written((records[-1].seq, records[-1].hash), next_id, versions)
+            datastore.written = _Written((staged[-1].seq, staged[-1].hash), next_id, versions)
+
+        records = self._commit(build, remember)
         if kind == EVENTS:
             return out
         return [r.seq for r in records[:len(runs)]]
