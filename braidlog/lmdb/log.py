@@ -254,9 +254,9 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         transaction. No other writer can append in between, so nothing decided in ``prepare``
         can be stale. ``prepare`` may read the store but must not write to it."""
         def fn(txn: Any) -> Any:
-            head = self._head_in(txn)[0]
-            checked = check_batch(prepare(head), self.registry)
-            staged, _ = self._append_in(txn, checked, expected_version, head.seq, admit)
+            at = self._head_in(txn)
+            checked = check_batch(prepare(at[0]), self.registry)
+            staged, _ = self._append_in(txn, checked, expected_version, at[0].seq, admit, at=at)
             return [Record(s.seq, s.hash, s.delta) for s in staged]
         return self._write(fn)
 
@@ -269,9 +269,9 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
                 txn, checked, expected_version, expected_head, admit, salts), len(checked))
 
     def _append_in(self, txn: Any, checked: Any, expected_version: Any, expected_head: int | None,
-                   admit: Admit | None = None, salts: Any = None) -> Any:
+                   admit: Admit | None = None, salts: Any = None, at: tuple[Head, int] | None = None) -> Any:
         db = self._db
-        head, hw = self._head_in(txn)
+        head, hw = at or self._head_in(txn)
         braids, spaces = db["braid"], db["spaces"]
         cur = txn.cursor(braids)
 

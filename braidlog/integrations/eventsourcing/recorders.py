@@ -24,7 +24,6 @@ import heapq
 import os
 import threading
 import time
-from base64 import b32encode
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -68,21 +67,22 @@ _b64decode = binascii.a2b_base64
 POLL_INTERVAL = 0.02
 
 
-_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+#: Crockford's base32, two digits at a time: 10 bits an entry.
+_PAIRS = [a + b for a in "0123456789ABCDEFGHJKMNPQRSTVWXYZ" for b in "0123456789ABCDEFGHJKMNPQRSTVWXYZ"]
+_MS_SHIFTS = range(40, -1, -10)  # 48 bits of milliseconds as 10 digits (the top two bits zero)
+_RANDOM_SHIFTS = range(70, -1, -10)  # 80 random bits as 16 digits
 _RANDOM = 1 << 80
 
 
 def _new_ids(n: int) -> list[str]:
     """``n`` new ULIDs, in order: this millisecond, then 80 random bits counting up, as ULID's
-    monotonic generation makes them. Encoded in one go: a tenth of python-ulid's cost an id."""
+    monotonic generation makes them. Two digits a lookup: 2.8 µs for one, where
+    ``str(ulid.ULID())`` takes 4 and gives no order within a millisecond."""
     r = int.from_bytes(os.urandom(10), "big") % (_RANDOM - n)
-    # 48 bits of milliseconds in 10 base32 characters (50 bits, the top two zero), then each
-    # id's 80 random bits in 16 characters: 26 in all.
     ms = time.time_ns() // 1_000_000
-    head = b32encode(ms.to_bytes(10, "big"))[-10:].translate(_CROCKFORD).decode("ascii")
-    tails = b32encode(b"".join((r + i).to_bytes(10, "big") for i in range(n))
-                      ).translate(_CROCKFORD).decode("ascii")
-    return [head + tails[k:k + 16] for k in range(0, 16 * n, 16)]
+    pairs = _PAIRS
+    head = "".join([pairs[(ms >> s) & 1023] for s in _MS_SHIFTS])
+    return [head + "".join([pairs[(v >> s) & 1023] for s in _RANDOM_SHIFTS]) for v in range(r, r + n)]
 
 
 def _int(value: Any) -> bool:
