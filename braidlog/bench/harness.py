@@ -90,7 +90,7 @@ class Config:
              repeat: int | None = None, only: Sequence[str] | None = None,
              dir: str | None = None, recall_size: int | None = None, recall_dim: int = 128,
              scaling_sizes: Sequence[int] | None = None) -> Config:
-        """A config for a full run, or a quick one (under a minute), with overrides."""
+        """A config for a full run, or a quick one (small sizes: a few minutes), with overrides."""
         base = cls(size=5_000, repeat=3, single=200, appends=25, queries=60,
                    checkpoint_every=1_000, launches=3, quick=True) if quick else cls()
         if size is not None:

@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
         "braidlog. Peers: raw LMDB (the ceiling), sqlite3, and the eventsourcing library "
         "(pip install '.[bench]'). docs/benchmarks.md explains how to read the table.")
     p.add_argument("--quick", action="store_true",
-                   help="small sizes and 3 repeats: finishes in under a minute")
+                   help="small sizes and 3 repeats: about three minutes on a 2-core machine")
     json_flag(p, "the full report as JSON on stdout")
     p.add_argument("--size", type=int, default=None, metavar="N",
                    help="deltas in the append, scan, replay and time-travel logs "
