@@ -17,7 +17,9 @@ the range, since a damaged page can crash the reader; step 4 over the whole log 
 4. **indexes**, against the log both ways: every record has its entry in the id index, the
    id-digest index, the braid, kind and refers-to indexes (and its vector space its dimension in
    ``spaces``), and each table holds no other entry (its entry count equals the expected one; when
-   it does not, its entries are walked to name the first whose record lacks the key).
+   it does not, its entries are walked to name the first whose record lacks the key). A record
+   past the ``indexed-to`` mark (tail.py) has only its id entry and its payload subjects'
+   refers-to entries; the rest are read from its row, so an entry of it elsewhere is damage.
 
 ``repair_indexes`` rebuilds every derived table from the log in one write transaction, after
 checking the pages and the log's chain: the log is the truth, and an index is only rebuilt from
@@ -47,6 +49,7 @@ from .file import last_intact_key, meta_findings
 from .format import (
     DUPS,
     ENTRY_AT,
+    INDEXED,
     NODE,
     completes,
     fill_nodes,
@@ -57,6 +60,7 @@ from .format import (
     split_row,
     u64,
 )
+from .tail import ALL, indexed_to
 
 __all__ = ["verify", "repair_indexes", "INDEXES"]
 
@@ -166,15 +170,23 @@ def _node_break(seq: int, made: bytes, stored: bytes) -> None:
 
 # -- indexes ------------------------------------------------------------------------------------
 
-def _expected(log: LogAccess, seq: int, value: Any, unsure: set[str]
+def _expected(log: LogAccess, seq: int, value: Any, unsure: set[str], mark: int = ALL
               ) -> tuple[Any, list[tuple[str, bytes]]]:
-    """Record ``seq``'s delta and the (table, key) entries it must have, each valued u64(seq).
-    A kind whose payload subjects this process cannot name goes into ``unsure``: its record
-    may have more refers-to entries than the ones returned."""
+    """Record ``seq``'s delta and the (table, key) entries it must have, each valued u64(seq)
+    (past the ``mark``, only its id and payload subjects' ones). A kind whose payload subjects
+    this process cannot name goes into ``unsure``: its record may have more refers-to entries
+    than the ones returned."""
     d = log.decoded(seq, value).delta
-    out = [("ids", d.id.encode()), ("braid", d.braid_id.encode()), ("kind", d.kind.encode())]
     if not log.registry.knows_subjects(d.kind):
         unsure.add(d.kind)
+    if seq > mark:
+        try:
+            late = envelope_refs(d) if d.erased is not None else referenced_ids(d, log.registry)
+        except (msgspec.MsgspecError, BraidlogError):
+            late = frozenset()
+        return d, [("ids", d.id.encode())] + [("refs", r.encode())
+                                              for r in late - envelope_refs(d)]
+    out = [("ids", d.id.encode()), ("braid", d.braid_id.encode()), ("kind", d.kind.encode())]
     if "idh" in log.tables:
         out.append(("idh", id_digest(d.id)))
     try:
@@ -204,6 +216,10 @@ def _indexes_agree(log: LogAccess) -> bool:
 
     def fn(txn: Any) -> dict[bytes, bytes] | None:
         end = log.head_in(txn)[0].seq
+        mark = indexed_to(txn, db["meta"])
+        if mark != ALL and mark > end:
+            return None
+        mark = min(mark, end)
         ids: list[Any] = [None] * (end + 1)
         braids: list[Any] = [None] * (end + 1)
         kinds: list[Any] = [None] * (end + 1)
@@ -240,7 +256,7 @@ def _indexes_agree(log: LogAccess) -> bool:
             ids[seq] = e.id.encode()
             braids[seq] = names.get(e.braid_id) or names.setdefault(e.braid_id, e.braid_id.encode())
             kinds[seq] = names.get(e.kind) or names.setdefault(e.kind, e.kind.encode())
-            refs[seq] = r
+            refs[seq] = r if seq <= mark else r - envelope_refs(e)  # type: ignore[arg-type]  # as above
             unsure[seq] = not known[1]
             if vector is not None:
                 spaces.setdefault(vector.space.encode(), u64(vector.dim))
@@ -253,14 +269,15 @@ def _indexes_agree(log: LogAccess) -> bool:
         braid, kind, ref = curs["braid"].set_key_dup, curs["kind"].set_key_dup, curs["refs"].set_key_dup
         for s in range(1, end + 1):
             k = u64(s)
-            if (get(ids[s], db=db["ids"]) != k or not braid(braids[s], k) or not kind(kinds[s], k)
-                    or (idh is not None and get(id_digest(ids[s].decode()), db=idh) != k)):
+            if get(ids[s], db=db["ids"]) != k or (s <= mark and (
+                    not braid(braids[s], k) or not kind(kinds[s], k)
+                    or (idh is not None and get(id_digest(ids[s].decode()), db=idh) != k))):
                 return None
             for r in refs[s]:
                 if not ref(r.encode(), k):
                     return None
         counts = {t: txn.stat(db[t])["entries"] for t in ("ids", "idh", "braid", "kind", "refs") if t in db}
-        if any(counts[t] != end for t in counts if t != "refs"):
+        if counts["ids"] != end or any(counts[t] != mark for t in counts if t not in ("ids", "refs")):
             return None
         want = sum(len(r) for r in refs[1:])
         if counts["refs"] != want and not (counts["refs"] > want and any(unsure)):
@@ -290,12 +307,17 @@ def _check_indexes(log: LogAccess) -> None:
         return
     db = log.tables
     tables = [t for t in INDEXES if t in db]
-    end, counts = log.read(lambda txn: (log.head_in(txn)[0].seq,
-                                         {t: txn.stat(db[t])["entries"] for t in tables}))
+    end, mark, counts = log.read(lambda txn: (log.head_in(txn)[0].seq, indexed_to(txn, db["meta"]),
+                                               {t: txn.stat(db[t])["entries"] for t in tables}))
+    if mark != ALL and mark > end:
+        raise IntegrityError(f"the indexed-to mark (meta {INDEXED.decode()!r}) is seq {mark}, past "
+                             f"the head {end}; {_REMEDY}", seq=end)
+    mark = min(mark, end)
     want = dict.fromkeys(tables, 0)
-    want["ids"] = want["braid"] = want["kind"] = end
+    want["ids"], want["braid"] = end, mark
+    want["kind"] = mark
     if "idh" in want:
-        want["idh"] = end
+        want["idh"] = mark
     spaces: dict[bytes, bytes] = {}
     unsure: set[str] = set()  # kinds whose payload subjects this process cannot name
     for lo in range(1, end + 1, CHUNK):
@@ -304,7 +326,7 @@ def _check_indexes(log: LogAccess) -> None:
             refs = 0
             for seq in range(lo, min(end + 1, lo + CHUNK)):
                 key = u64(seq)
-                d, entries = _expected(log, seq, txn.get(key, db=db["log"]), unsure)
+                d, entries = _expected(log, seq, txn.get(key, db=db["log"]), unsure, mark)
                 for table, k in entries:
                     if table in DUPS:
                         ok = curs[table].set_key_dup(k, key)
@@ -351,11 +373,17 @@ def _first_bad(log: LogAccess, table: str, txn: Any) -> tuple[bytes, int, str] |
     """(key, seq, why) of the first entry of ``table`` whose record does not hold its key."""
     db = log.tables
     end = log.head_in(txn)[0].seq  # entries a writer added since the counts are right
+    mark = indexed_to(txn, db["meta"])
     for k, v in txn.cursor(db[table]):
         seq = from_u64(v)
         if not 1 <= seq <= end:
             return bytes(k), seq, f"which is past the head {end}"
         value = txn.get(bytes(v), db=db["log"])
+        if seq > mark and (table in ("braid", "kind", "idh") or (
+                table == "refs" and bytes(k).decode(errors="replace")
+                in envelope_refs(log.decoded(seq, value).delta))):
+            return bytes(k), seq, (f"past the indexed-to mark {mark}, where that entry is read "
+                                   "from the log's row and never written")
         if table == "idh":
             held = id_digest(log.decoded(seq, value).delta.id) == bytes(k)
         else:
@@ -523,5 +551,6 @@ def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str
             txn.put(space, dim, db=db["spaces"])
         written["spaces"] = len(spaces)
         written["tree"] = fill_nodes(txn, db)
+        txn.put(INDEXED, u64(head.seq), db=db["meta"])  # every record indexed: no tail
         return written
     return log.write(fn)

@@ -34,22 +34,29 @@ from ..store import Record, Row
 from ..store.files import fsync_dir
 from .env import Env
 
-__all__ = ["FORMAT_VERSION", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
+__all__ = ["FORMAT_VERSION", "INDEXED", "TABLES", "DUPS", "id_digest", "u64", "from_u64", "open_tables",
            "Peaks", "tree_node", "tree_nodes", "fill_nodes", "completes", "pack_row", "split_row",
            "create", "BEFORE", "erased_row", "row_erased_by", "row_node", "delta_of", "bytes_of",
            "records", "put_keys", "ENTRY_AT"]
 
-FORMAT_VERSION = 4  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
+FORMAT_VERSION = 5  # 2: the Merkle tree ("tree") and issued checkpoint notes ("notes");
 #                    3: the id-digest index ("idh"); 4: the committed form (rows hold it and a
 #                    salt and the tree nodes its leaf completes, so the tree has no table of
-#                    its own), the chain over it and the tree in SHA-256 (RFC 6962). An older
-#                    store is upgraded on its first writable open, in one transaction;
-#                    read-only it is refused until then.
+#                    its own), the chain over it and the tree in SHA-256 (RFC 6962); 5: the
+#                    ``indexed-to`` mark (``INDEXED``): the braid, kind and id-digest entries
+#                    and the envelope's refers-to entries of the records past it are written
+#                    by a later commit (tail.py). An older store is upgraded on its first
+#                    writable open, in one transaction; read-only, a format-4 store is read
+#                    as it is (every record indexed) and an older one is refused.
 #: meta: how the id-digest index is keyed. Present in every store this braidlog writes or
 #: upgrades; a format-4 store without it was written before the index's keys began with the id's
 #: time, and its index is rebuilt on the first writable open (``rekey_idh``).
 IDH_KEYS, IDH_BY_TIME = b"idh-keys", b"time+blake2b-128"
 ID_TIME = 10  # characters of a ULID that hold its millisecond time
+#: meta: the seq up to which every record has all its index entries (format 5, tail.py).
+INDEXED = b"indexed-to"
+#: The oldest format read as it is, read-only, without its upgrade (its indexes are complete).
+READS_AS_IS = 4
 BEFORE = b"before-4"  # meta: the chain's head and tree root as they stood before the upgrade to 4
 MAX_KEY = 511  # LMDB's longest key
 U64 = 8
@@ -289,7 +296,7 @@ def open_tables(env: Env) -> None:
             raise StorageError(f"{path} lacks the table(s) {', '.join(missing)}: the store is "
                                "damaged, or was not written by braidlog",
                                hint="restore it from a backup")
-        if version < FORMAT_VERSION and env.readonly:
+        if version < READS_AS_IS and env.readonly:
             raise StorageError(
                 f"{path} has format version {version}, which this braidlog reads only once it is "
                 f"upgraded to format {FORMAT_VERSION} (its records are re-encoded and re-chained "
@@ -299,8 +306,10 @@ def open_tables(env: Env) -> None:
                 "using it first")
         env.db = env.open_tables([t for t in (*TABLES, *RETIRED) if t.encode() in names], DUPS,
                                  create=False)
-        if version < FORMAT_VERSION:
+        if version < FORMAT_VERSION and not env.readonly:
             version = upgrade(env, version)
+        elif version < FORMAT_VERSION:
+            pass  # a format-4 store read as it is: no mark, every record indexed
         elif not idh_current(env):
             if env.readonly:
                 raise StorageError(
@@ -321,6 +330,7 @@ def _stamp(env: Env, txn: Any) -> dict[str, Any]:
     txn.put(b"format", str(FORMAT_VERSION).encode(), db=db["meta"])
     txn.put(b"engine", b"braidlog", db=db["meta"])
     txn.put(IDH_KEYS, IDH_BY_TIME, db=db["meta"])
+    txn.put(INDEXED, u64(0), db=db["meta"])
     return db
 
 
@@ -397,26 +407,31 @@ def sweep(parent: Path, name: str) -> None:
 
 
 def upgrade(env: Env, version: int) -> int:
-    """Bring a store of an older format up to this one, in one transaction: the tables it
-    lacks, built from the log; every record given a salt and its committed form, re-chained,
-    and the Merkle tree rebuilt in SHA-256 over the committed forms. The chain's head and the
-    tree's root as they stood before are kept in meta (``BEFORE``) so heads and checkpoints
-    written down earlier can still be answered for (docs/operations.md#upgrading-a-store)."""
+    """Bring a store of an older format up to this one, in one transaction. From format 4: the
+    ``indexed-to`` mark at its head (its indexes are complete). From formats 1 to 3 also: the
+    tables it lacks, built from the log; every record given a salt and its committed form,
+    re-chained, and the Merkle tree rebuilt in SHA-256 over the committed forms. The chain's
+    head and the tree's root as they stood before are kept in meta (``BEFORE``) so heads and
+    checkpoints written down earlier can still be answered for
+    (docs/operations.md#upgrading-a-store)."""
     added = [t for t, since in SINCE.items() if since > version]
     total = env.read(lambda txn: txn.stat(env.db["log"])["entries"])
-    progress = _Progress(env.path, total)
+    progress = _Progress(env.path, total if version < 4 else 0)
 
     def fn(txn: Any) -> Any:
         tables = {t: env.env.open_db(t.encode(), txn=txn, dupsort=t in DUPS) for t in added}
         db = {**env.db, **tables}
-        rechain(txn, db, progress)
+        if version < 4:
+            rechain(txn, db, progress)
         if "idh" in tables:
             fill_idh(txn, db)
-        else:  # format 3's idh, keyed by the digest alone
-            rekey_idh(txn, db)
+        elif version < 4 or txn.get(IDH_KEYS, db=db["meta"]) != IDH_BY_TIME:
+            rekey_idh(txn, db)  # format 3's idh, keyed by the digest alone (or a dev build's 4)
         for t in RETIRED:
             if t in db:
                 txn.drop(db[t], delete=True)
+        cur = txn.cursor(db["log"])
+        txn.put(INDEXED, bytes(cur.key()) if cur.last() else u64(0), db=db["meta"])
         txn.put(b"format", str(FORMAT_VERSION).encode(), db=env.db["meta"])
         return tables
     env.db.update(env.write(fn))
@@ -561,9 +576,12 @@ def before(txn: Any, db: dict[str, Any]) -> Before | None:
 
 
 def fill_idh(txn: Any, db: dict[str, Any]) -> None:
-    """The id-digest index, from the log (the truth), not from the id index."""
+    """The id-digest index, from the log (the truth), not from the id index: up to the
+    ``indexed-to`` mark where the store keeps one (the records past it have no entry yet)."""
+    mark = txn.get(INDEXED, db=db["meta"])
+    upto = u64(2**63 - 1) if mark is None else bytes(mark)
     rows = ((id_digest(decode_keys(row_entry(value)).id), bytes(key))
-            for key, value in txn.cursor(db["log"]))
+            for key, value in txn.cursor(db["log"]) if bytes(key) <= upto)
     txn.cursor(db["idh"]).putmulti(rows, overwrite=False)
     txn.put(IDH_KEYS, IDH_BY_TIME, db=db["meta"])
 

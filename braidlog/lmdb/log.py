@@ -38,7 +38,6 @@ from ..kinds import REGISTRY, Registry
 from ..replay import collector_paused
 from ..store import (
     Admit,
-    BraidHead,
     FullStore,
     Head,
     IndexScans,
@@ -87,6 +86,7 @@ from .format import (
     u64,
 )
 from .format import create as create_store
+from .tail import EVERY, IndexReads, Tail, TailKey, flush
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
 
@@ -121,7 +121,7 @@ os.register_at_fork(after_in_child=_forked)
 
 
 @checked_reads
-class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
+class LmdbLog(IndexReads, IndexScans, LmdbErasure, FullStore, OnDisk):
     """The log in an LMDB environment at ``path`` (a directory).
 
     ``durable=True`` (the default) syncs data and meta pages on every commit: a committed append
@@ -142,6 +142,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         self.readonly = readonly
         self._forked = False
         self._peaks = Peaks()  # the tree's peaks after this log's last append (format.tree_nodes)
+        self._tail = Tail()  # the keys of the records past the indexed-to mark (tail.py)
         self._check_path(create and not readonly)
         if create and not readonly:
             if not (self.path / "data.mdb").exists():
@@ -272,16 +273,15 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
                    admit: Admit | None = None, salts: Any = None, at: tuple[Head, int] | None = None) -> Any:
         db = self._db
         head, hw = at or self._head_in(txn)
-        braids, spaces = db["braid"], db["spaces"]
-        cur = txn.cursor(braids)
+        spaces = db["spaces"]
 
         digests: dict[str, bytes] = {}  # each id's digest, made once for the lookup and the puts
 
         def lookup(delta_ids: list[str]) -> dict[str, tuple[int, bytes]]:
             return self._stored(txn, delta_ids, digests)
 
-        def braid_version(braid_id: str) -> int:
-            return cur.count() if cur.set_key(braid_id.encode()) else 0
+        def braid_version(braid_id: str) -> int:  # the index's and the tail's, batches before too
+            return self._braid_head_in(txn, braid_id).version
 
         def dims(space: str) -> int | None:
             raw = txn.get(space.encode(), db=spaces)
@@ -313,6 +313,12 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             named = {h: i for i, h in made.items()}
             by_digest = {named[bytes(k)]: bytes(v)
                          for k, v in txn.cursor(db["idh"]).getmulti(list(named))}
+            # an id past the indexed-to mark has no id-digest entry yet: the log's tail, a tree
+            # apart from the id index, is its second witness
+            tail = {t.id: t.seq for t in self._tail_in(txn)}
+            for delta_id in delta_ids:
+                if delta_id not in by_digest and delta_id in tail:
+                    by_digest[delta_id] = u64(tail[delta_id])
         found = {}
         for delta_id in delta_ids:
             seq, seq2 = by_id.get(delta_id), by_digest.get(delta_id)
@@ -365,22 +371,27 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
             return True  # an old payload whose upcast fails now: it cannot be judged here
 
     def _put(self, txn: Any, staged: list[Staged], digests: dict[str, bytes] | None = None) -> None:
-        db, keys, deltas = self._db, self._put_rows(txn, staged), [s.delta for s in staged]
+        """Write the staged records' rows, their id entries and their payload subjects'
+        refers-to entries; the rest of their entries wait in the tail until a commit brings it
+        to ``EVERY`` records (tail.py), which writes them all and moves the mark."""
+        db = self._db
+        mark, before = self._mark(txn), self._tail_in(txn)
+        keys, deltas = self._put_rows(txn, staged), [s.delta for s in staged]
         put_keys(txn.cursor(db["ids"]), [(d.id.encode(), k) for d, k in zip(deltas, keys, strict=False)])
-        if "idh" in db:  # not in a read-only store of an older format, which never appends
-            digest = (digests or {}).get
-            put_keys(txn.cursor(db["idh"]), [(digest(d.id) or id_digest(d.id), k)
-                                             for d, k in zip(deltas, keys, strict=False)])
-        txn.cursor(db["braid"]).putmulti([(d.braid_id.encode(), k) for d, k in zip(deltas, keys, strict=False)],
-                                         dupdata=True)
-        txn.cursor(db["kind"]).putmulti([(d.kind.encode(), k) for d, k in zip(deltas, keys, strict=False)],
-                                        dupdata=True)
-        ref_rows = [(ref.encode(), k) for s, k in zip(staged, keys, strict=False) for ref in s.refs]
+        added = tuple(TailKey(s.seq, s.delta.id, s.delta.braid_id, s.delta.kind,
+                              envelope_refs(s.delta) if s.refs else frozenset()) for s in staged)
+        ref_rows = [(ref.encode(), k) for s, t, k in zip(staged, added, keys, strict=False)
+                    for ref in s.refs - t.refs]
         if ref_rows:
             txn.cursor(db["refs"]).putmulti(ref_rows, dupdata=True)
         spaces = {d.vector.space.encode(): u64(d.vector.dim) for d in deltas if d.vector is not None}
         for space, dim in spaces.items():  # one dimension per space: stage checked it
             txn.put(space, dim, db=db["spaces"], overwrite=False)
+        if staged[-1].seq - mark >= EVERY:
+            flush(txn, db, before + added, staged[-1].seq)
+            self._tail.grown(staged[-1].seq, staged[-1].hash, ())
+        else:
+            self._tail.grown(staged[-1].seq, staged[-1].hash, before + added)
 
     def _put_rows(self, txn: Any, staged: list[Staged]) -> list[bytes]:
         """Write the staged records' rows (with the tree nodes each completes); return their keys."""
@@ -452,6 +463,8 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         if seq is None:
             idh = self._db.get("idh")  # not in a read-only store of an older format
             other = None if idh is None else txn.get(id_digest(key), db=idh)
+            if other is None:  # past the indexed-to mark, the log's tail is the second witness
+                other = next((u64(t.seq) for t in self._tail_in(txn) if t.id == key), None)
             if other is not None:
                 raise IntegrityError(
                     f"the id index has no entry for {key!r}, but the id-digest index maps it to "
@@ -505,37 +518,6 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         return self._chunk_lists(lambda txn, lo, hi, n: log_rows(txn, log, lo, hi, n, reverse),
                                  start, stop, reverse, limit, buffers=False)
 
-    def _scan_index(self, index: str, key: str, start: int, stop: int | None, reverse: bool,
-                    limit: int | None) -> Iterator[Record]:
-        k = key.encode()
-
-        def chunk(txn: Any, lo: int, hi: int, n: int) -> tuple[list[int], list[Record]]:
-            cur = txn.cursor(self._db[index])
-            out: list[int] = []
-            if reverse:
-                if cur.set_range_dup(k, u64(hi)):
-                    ok = cur.prev_dup()
-                else:
-                    ok = cur.set_key(k) and cur.last_dup()
-                while ok and len(out) < n:
-                    seq = from_u64(cur.value())
-                    if seq < lo:
-                        break
-                    out.append(seq)
-                    ok = cur.prev_dup()
-            else:
-                ok = cur.set_range_dup(k, u64(lo))
-                while ok and len(out) < n:
-                    seq = from_u64(cur.value())
-                    if seq >= hi:
-                        break
-                    out.append(seq)
-                    ok = cur.next_dup()
-            name = _INDEX[index]
-            return out, [self._decoded(seq, self._landed(txn, name, key, seq)) for seq in out]
-        for _, got in self._chunk_lists(chunk, start, stop, reverse, limit):
-            yield from got
-
     def _chunk_lists(self, chunk: Callable[..., Any], start: int, stop: int | None, reverse: bool,
                      limit: int | None, buffers: bool = True) -> Iterator[tuple[Sequence[int], Any]]:
         """``chunk(txn, lo, hi, n)``'s (seqs, items) for [start, stop), one short read
@@ -566,33 +548,6 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         if value is None:
             raise NoSuchSeq(f"no delta at seq {seq}")
         return value[:HASH_SIZE]
-
-    def braid_head(self, braid_id: str) -> BraidHead:
-        """A braid's version and last seq, from its index: the count and the last of its seqs."""
-        def fn(txn: Any) -> Any:
-            cur = txn.cursor(self._db["braid"])
-            if not cur.set_key(braid_id.encode()):
-                return BraidHead(0, 0)
-            count = cur.count()
-            cur.last_dup()
-            seq = from_u64(cur.value())
-            self._landed(txn, "braid", braid_id, seq)
-            return BraidHead(count, seq)
-        return self._read(fn)
-
-    def braids(self) -> dict[str, BraidHead]:
-        def fn(txn: Any) -> Any:
-            cur = txn.cursor(self._db["braid"])
-            out = {}
-            ok = cur.first()
-            while ok:
-                key, count = bytes(cur.key()).decode(), cur.count()
-                cur.last_dup()
-                out[key] = BraidHead(count, from_u64(cur.value()))
-                self._landed(txn, "braid", key, out[key].seq)
-                ok = cur.next_nodup()
-            return out
-        return self._read(fn)
 
     def spaces(self) -> dict[str, int]:
         """The vector spaces that hold at least one vector, with their dimension."""
@@ -642,17 +597,7 @@ class LmdbLog(IndexScans, LmdbErasure, FullStore, OnDisk):
         """Take the environment's handles again: an erasure reopened it on a new file."""
         env = self._alive()
         self._env, self._db = env.env, env.db
-
-    def counts(self, index: str) -> dict[str, int]:
-        """Number of deltas per key of an index ("braid", "kind" or "refs")."""
-        def fn(txn: Any) -> Any:
-            cur = txn.cursor(self._db[index])
-            out, ok = {}, cur.first()
-            while ok:
-                out[bytes(cur.key()).decode()] = cur.count()
-                ok = cur.next_nodup()
-            return out
-        return self._read(fn)
+        self._tail.forget()
 
     # -- checkpoints ---------------------------------------------------------------------------
     @staticmethod

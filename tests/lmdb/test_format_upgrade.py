@@ -1,6 +1,6 @@
 """A store written by the previous release (format 3, tests/fixtures/format3) upgrades to
-format 4 once, keeps every record, verifies, and still answers for the heads and checkpoints
-written down before.
+format 5 (format 4's committed forms, then format 5's indexed-to mark) once, keeps every
+record, verifies, and still answers for the heads and checkpoints written down before.
 
 The fixture was made with braidlog at d15692d (format 3) by: twelve ``message`` deltas in braids
 ``braid-a``/``braid-b`` with payload ``{"text": "hotel I"}``, ts 2026-01-02T03:04:05.123456Z + I
@@ -55,7 +55,7 @@ def test_the_fixture_is_a_format_3_store(old_store):
 
 def test_read_only_it_is_refused_until_upgraded(old_store):
     with pytest.raises(StorageError, match="has format version 3, which this braidlog reads only "
-                       "once it is upgraded to format 4") as e:
+                       "once it is upgraded to format 5") as e:
         LmdbLog(old_store, readonly=True)
     assert f"`braidlog --store {old_store} init` upgrades it" in e.value.hint
 
@@ -64,7 +64,7 @@ def test_it_upgrades_once_keeps_every_record_and_verifies(old_store, capsys):
     code, out, err = run(capsys, "--store", str(old_store), "init")
     assert code == 0, err
     with LmdbLog(old_store) as log:
-        assert log.format_version == 4
+        assert log.format_version == 5
         head = log.verify()
         assert head.seq == 12 and str(head) != FACTS["head"]  # re-chained
         records = list(log.scan())
@@ -82,7 +82,7 @@ def test_it_upgrades_once_keeps_every_record_and_verifies(old_store, capsys):
         assert log.upgraded().root.hex() == FACTS["root"]
         assert log.notes() == []  # the notes signed BLAKE3 roots: kept aside, not reissued
     with LmdbLog(old_store, readonly=True) as log:  # once is enough
-        assert log.format_version == 4 and log.head() == head
+        assert log.format_version == 5 and log.head() == head
     code, out, _ = run(capsys, "--store", str(old_store), "verify")
     assert code == 0 and out == f"ok: 12 deltas verified; head {head}\n"
 
