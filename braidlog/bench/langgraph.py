@@ -13,10 +13,10 @@ one repeat to the next), with a 4 KiB write + fsync probe of the disk before eac
   it, the same run on a store whose commits make one sync: ``ONE_SYNC``, the next design's floor);
 - **bytes** the store takes on disk after them (SQLite after a WAL checkpoint);
 - **cold reads** of that thread grown to 667 turns (2,001 checkpoints), each in a new process
-  that has imported the libraries and warmed LangGraph's serializer (untimed, the same for
-  both): ``get_tuple`` of the latest checkpoint from a saver opened there, then on a fresh saver
-  ``list(limit=10)``, then on a fresh saver a compiled graph's ``get_state``: the time of each
-  first call (the saver's opening included);
+  of its own that has imported the libraries and warmed LangGraph's serializer (untimed, the
+  same for both): ``get_tuple`` of the latest checkpoint, ``list(limit=10)``, a compiled graph's
+  ``get_state``, each the first call on a saver opened for it: its time (the saver's opening
+  included);
 - **16 conversations** (16 thread ids) of the same graph stepping concurrently through
   ``ainvoke`` in one process (``AsyncSqliteSaver`` on the peer side): steps per second.
 """
@@ -153,18 +153,26 @@ def _turns(system: str, path: str, start: int, stop: int) -> float:
         close()
 
 
+READS = ("first get_tuple ms", "first list 10 ms", "first get_state ms")
+
+
 def _cold(system: str, path: str) -> dict[str, float]:
-    """The cold reads, in a new process (``python -m braidlog.bench.langgraph``)."""
-    out = subprocess.run([sys.executable, "-m", "braidlog.bench.langgraph", system, path],
-                         capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    if out.returncode != 0:
-        raise RuntimeError(f"the cold-read process failed: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """The cold reads, each in a new process of its own (``python -m braidlog.bench.langgraph``):
+    a read that follows another in one process would pay for the garbage of the one before (a
+    full collection of CPython's collector, 70 to 100 ms here, lands where its thresholds say)."""
+    out = {}
+    for read in READS:
+        run = subprocess.run([sys.executable, "-m", "braidlog.bench.langgraph", system, path, read],
+                             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        if run.returncode != 0:
+            raise RuntimeError(f"the cold-read process failed: {run.stderr[-2000:]}")
+        out.update(json.loads(run.stdout.strip().splitlines()[-1]))
+    return out
 
 
-def cold_reads(system: str, path: str) -> dict[str, float]:
-    """Run in the new process: the first get_tuple, list(limit=10) and get_state, ms each, each
-    on a saver opened for it (its opening included)."""
+def cold_reads(system: str, path: str, read: str) -> dict[str, float]:
+    """Run in the new process: the first ``read`` (get_tuple, list(limit=10) or a compiled
+    graph's get_state) on a saver opened for it, its opening included, in ms."""
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
     serde = JsonPlusSerializer()  # warm what both sides share: the serializer's first use
@@ -175,19 +183,20 @@ def cold_reads(system: str, path: str) -> dict[str, float]:
     else:
         from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: F401  (loaded, as in a graph's process)
     config = _config("chat")
+    calls = {READS[0]: lambda s: s.get_tuple(config),
+             READS[1]: lambda s: list(s.list(config, limit=10)),
+             READS[2]: lambda s: graph(s).get_state(config)}
+    if read not in calls:
+        raise ValueError(f"read must be one of {', '.join(READS)}, not {read!r}")
     clock = time.perf_counter
-    out = {}
-    for name, call in (("first get_tuple ms", lambda s: s.get_tuple(config)),
-                       ("first list 10 ms", lambda s: list(s.list(config, limit=10))),
-                       ("first get_state ms", lambda s: graph(s).get_state(config))):
-        t = clock()
-        saver, close = open_saver(system, path)
-        got = call(saver)
-        out[name] = (clock() - t) * 1000
-        close()
-        if not got:
-            raise RuntimeError(f"{system}: {name} found nothing at {path}")
-    return out
+    t = clock()
+    saver, close = open_saver(system, path)
+    got = calls[read](saver)
+    ms = (clock() - t) * 1000
+    close()
+    if not got:
+        raise RuntimeError(f"{system}: {read} found nothing at {path}")
+    return {read: ms}
 
 
 async def _conversations(system: str, path: str, turns: int) -> float:
@@ -273,5 +282,5 @@ def run_workload(run: Run) -> list[Sample]:
     return out
 
 
-if __name__ == "__main__":  # python -m braidlog.bench.langgraph SYSTEM PATH: the cold reads
-    print(json.dumps(cold_reads(sys.argv[1], sys.argv[2])))
+if __name__ == "__main__":  # python -m braidlog.bench.langgraph SYSTEM PATH READ: a cold read
+    print(json.dumps(cold_reads(sys.argv[1], sys.argv[2], sys.argv[3])))

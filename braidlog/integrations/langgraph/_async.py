@@ -1,6 +1,8 @@
-"""The saver's async methods: each runs its sync twin in a worker thread of the saver's own pool,
-so that calls made at once (16 conversations stepping through ``ainvoke``) are in flight together
-and share the store's durable commits (its writer queue groups threads, not coroutines)."""
+"""The saver's async methods. ``aput`` and ``aput_writes`` queue their call for the saver's batch
+thread (``_batch``), which commits the calls queued at once in one durable commit; the others
+run their sync twin in a worker thread of the saver's own pool, so that calls made at once are
+in flight together (and the writes among them share the store's commits: its writer queue groups
+threads, not coroutines)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from ._batch import Batches
+
 __all__ = ["InWorkerThreads", "WORKERS"]
 
 WORKERS = 64  # threads the async methods run the sync ones in: calls in flight share commits
@@ -23,6 +27,7 @@ class InWorkerThreads(BaseCheckpointSaver[str]):
 
     _pool: ThreadPoolExecutor | None
     _lock: threading.RLock
+    _batches: Batches
 
     async def _off(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._pool is None:
@@ -44,10 +49,10 @@ class InWorkerThreads(BaseCheckpointSaver[str]):
         return await self._off(lambda: self.get_delta_channel_history(config=config, channels=channels))
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
-        return await self._off(self.put, config, checkpoint, metadata, new_versions)
+        return await self._batches.call(True, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(self, config: Any, writes: Any, task_id: Any, task_path: Any = "") -> None:
-        await self._off(self.put_writes, config, writes, task_id, task_path)
+        await self._batches.call(False, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: Any) -> None:
         await self._off(self.delete_thread, thread_id)

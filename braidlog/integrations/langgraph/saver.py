@@ -35,23 +35,21 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    get_serializable_checkpoint_metadata,
     writes_sort_key,
 )
 
 from ...delta import delta as make_delta
 from ...errors import BraidlogError, ConflictError, StorageError, ValidationError
 from ._async import InWorkerThreads
+from ._batch import Batches
 from ._checks import text as _text
 from ._checks import thread_id as _thread_id
-from ._checks import versions as _versions
 from ._checks import where as _where
 from ._encoding import (
     PROVENANCE,
     braid_of,
     checkpoint_key,
     declare_kinds,
-    dump,
     dump_any,
     head_key,
     load,
@@ -60,6 +58,7 @@ from ._encoding import (
     thread_key,
 )
 from ._heads import Head, Lookup, head_of
+from ._puts import Put, put_args
 from ._ride import Rides
 from ._threads import RUNS_BRAID, THREAD_PREFIX, RunDeletions, ThreadIndex, _key
 from ._values import Values
@@ -95,6 +94,7 @@ class BraidlogSaver(InWorkerThreads):
         self._rides = Rides()  # task writes riding in their thread's next put's commit
         self._puts: dict[str, threading.Lock] = {}  # a thread's puts, one at a time
         self._pool: ThreadPoolExecutor | None = None
+        self._batches = Batches(self)  # the async methods' writes, committed in batches
         # The kinds are declared on open (as a SQL saver creates its tables), so that no write
         # of a call that fails leaves a declaration behind; a read-only store declares nothing.
         self._declared = self.log.readonly
@@ -112,7 +112,9 @@ class BraidlogSaver(InWorkerThreads):
 
     # -- life ------------------------------------------------------------------------------
     def close(self) -> None:
-        """Close the store if this saver opened it (from a path)."""
+        """Close the store if this saver opened it (from a path), once the async writes queued
+        are committed."""
+        self._batches.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -364,76 +366,51 @@ class BraidlogSaver(InWorkerThreads):
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
         """Append the checkpoint: its channels in ``new_versions`` stored (as byte deltas where
         smaller), the others found by version in the thread's earlier records."""
-        given, tid, ns, parent = _where(config)
-        if not isinstance(checkpoint, Mapping):
-            raise ValidationError("checkpoint", f"must be a Checkpoint (a dict), not {type(checkpoint).__name__}")
-        cid = _text(checkpoint.get("id"), "checkpoint.id")
-        channel_values = checkpoint.get("channel_values", {})
-        if not isinstance(channel_values, Mapping):
-            raise ValidationError("checkpoint.channel_values", "must be a dict of channel values")
-        versions = _versions(checkpoint.get("channel_versions", {}), "checkpoint.channel_versions")
-        seen = checkpoint.get("versions_seen", {})
-        if not isinstance(seen, Mapping):
-            raise ValidationError("checkpoint.versions_seen", "must be a dict of dicts of versions")
-        for node, vs in seen.items():
-            _versions(vs, f"checkpoint.versions_seen.{node}")
-        if not isinstance(metadata, Mapping):
-            raise ValidationError("metadata", f"must be a dict, not {type(metadata).__name__}")
-        new = _versions(new_versions, "new_versions")
+        op = put_args(self.serde, config, checkpoint, metadata, new_versions)
+        self._rides.putting(op.tid, +1)
         try:
-            md = get_serializable_checkpoint_metadata(config, cast(CheckpointMetadata, dict(metadata)))
-        except (AttributeError, TypeError) as e:
-            raise ValidationError("metadata", f"cannot be read as checkpoint metadata ({e})") from None
-        rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        fresh: dict[str, tuple[str, bytes]] = {}
-        for ch in new:
-            if ch in channel_values:
-                fresh[ch] = dump(self.serde, channel_values[ch], f"checkpoint.channel_values.{ch}")
-        run = md.get("run_id")
-        payload: dict[str, Any] = {
-            "thread_id": tid, "ns": ns, "checkpoint_id": cid, "parent_id": parent,
-            "run_id": None if run is None else str(run), "checkpoint": dump_any(self.serde, rest, "checkpoint"),
-            "metadata": dump_any(self.serde, md, "metadata"), "values": {},
-            "key": checkpoint_key(tid, ns, cid), "head": head_key(tid, ns)}
-        braid = braid_of(THREAD_PREFIX, tid)
-        self._rides.putting(tid, +1)
-        try:
-            with self._put_lock(tid):
-                seq, head, indexed = self._put_locked(payload, tid, ns, braid, parent, versions, new, fresh)
+            with self._put_lock(op.tid):
+                delta = self._put_delta(op)
+                riders = self._rides.take(op.tid)  # the thread's writes waiting for this commit
+                try:
+                    seq = self._append([r.delta for r in riders] + [delta])[-1]
+                except BraidlogError:
+                    if not riders:
+                        raise
+                    Rides.settle(riders, committed=False)  # each alone: only a bad one fails
+                    riders = []
+                    (seq,) = self._append([delta])
+                except BaseException:
+                    Rides.settle(riders, committed=False)
+                    raise
+                Rides.settle(riders, committed=True)
+                self._put_done(op, seq)
         finally:
-            self._rides.putting(tid, -1)
-        return {"configurable": {"thread_id": given, "checkpoint_ns": ns, "checkpoint_id": cid}}
+            self._rides.putting(op.tid, -1)
+        return op.returned
 
-    def _put_locked(self, payload: dict[str, Any], tid: str, ns: str, braid: str, parent: str | None,
-                    versions: dict[str, Any], new: dict[str, Any], fresh: dict[str, tuple[str, bytes]]
-                    ) -> tuple[int, Any, bool]:
+    def _put_delta(self, op: Put) -> Any:
+        """The put's delta, its values placed against the namespace's last checkpoint; the
+        caller holds the thread's put lock until it is committed and ``_put_done``."""
+        tid, ns = op.tid, op.ns
+        braid = braid_of(THREAD_PREFIX, tid)
         head = self._head(tid, ns) if self._lookup.direct(tid, braid) else _SLOW
-        indexed = head is _SLOW or (head is not None and bool(self._runs_now().runs))
-        if indexed:
-            self._place_indexed(payload, tid, ns, versions, new, fresh)
+        op.indexed = head is _SLOW or (head is not None and bool(self._runs_now().runs))
+        op.head = None if op.indexed else cast(Head | None, head)
+        if op.indexed:
+            self._place_indexed(op.payload, tid, ns, op.versions, op.new, op.fresh)
         else:
-            self._place(payload, cast(Head | None, head), parent, versions, new, fresh)
-        delta = self._delta(braid, "langgraph.checkpoint", payload)
-        riders = self._rides.take(tid)  # the thread's writes waiting for this commit
-        try:
-            seq = self._append([r.delta for r in riders] + [delta])[-1]
-        except BraidlogError:
-            if not riders:
-                raise
-            Rides.settle(riders, committed=False)  # each alone: only a bad one fails
-            riders = []
-            (seq,) = self._append([delta])
-        except BaseException:
-            Rides.settle(riders, committed=False)
-            raise
-        Rides.settle(riders, committed=True)
-        for ch, value in fresh.items():
-            self._values.written(seq, ch, payload["values"][ch], value)
-        if indexed:
-            self._heads.pop((tid, ns), None)
+            self._place(op.payload, op.head, op.parent, op.versions, op.new, op.fresh)
+        return self._delta(braid, "langgraph.checkpoint", op.payload)
+
+    def _put_done(self, op: Put, seq: int) -> None:
+        """Keep what the put committed at ``seq`` for the next: its values, its head."""
+        for ch, value in op.fresh.items():
+            self._values.written(seq, ch, op.payload["values"][ch], value)
+        if op.indexed:
+            self._heads.pop((op.tid, op.ns), None)
         else:
-            self._remember(tid, ns, seq, payload, versions, cast(Head | None, head))
-        return seq, head, indexed
+            self._remember(op.tid, op.ns, seq, op.payload, op.versions, op.head)
 
     def _place(self, payload: dict[str, Any], head: Head | None, parent: str | None,
                versions: dict[str, Any], new: dict[str, Any], fresh: dict[str, tuple[str, bytes]]) -> None:
@@ -524,6 +501,12 @@ class BraidlogSaver(InWorkerThreads):
         """Append a task's writes for the checkpoint ``config`` names. Writing the same
         (task, index) again keeps the first, except for the special channels (errors,
         interrupts, resumes), where the last counts."""
+        got = self._writes_delta(config, writes, task_id, task_path)
+        if got is not None:
+            self._rides.write(got[0], got[1], self._append)
+
+    def _writes_delta(self, config: Any, writes: Any, task_id: Any, task_path: Any) -> tuple[str, Any] | None:
+        """(thread id, delta) of a put_writes, or None when there is nothing to write."""
         _, tid, ns, cid = _where(config)
         if cid is None:
             raise ValidationError("config.configurable.checkpoint_id", "is required to store writes")
@@ -539,7 +522,7 @@ class BraidlogSaver(InWorkerThreads):
             rows.append([WRITES_IDX_MAP.get(ch, i), ch,
                          dump_any(self.serde, w[1], f"writes[{i}][1]")])
         if not rows:
-            return
+            return None
         replace = all(r[1] in WRITES_IDX_MAP for r in rows)
         braid = braid_of(THREAD_PREFIX, tid)
         idx = self._threads.get(braid)  # a retry of writes already stored keeps the first: a
@@ -547,12 +530,12 @@ class BraidlogSaver(InWorkerThreads):
             with self._lock:
                 cp = self._thread(tid).checkpoints.get((ns, cid))
                 if cp is not None and all((task_id, r[0]) in cp.write_keys for r in rows):
-                    return
+                    return None
         payload = {"thread_id": tid, "ns": ns, "checkpoint_id": cid, "task_id": task_id,
                    "task_path": task_path, "writes": rows, "key": checkpoint_key(tid, ns, cid)}
         if replace:
             payload["replace"] = True
-        self._rides.write(tid, self._delta(braid, "langgraph.writes", payload), self._append)
+        return tid, self._delta(braid, "langgraph.writes", payload)
 
     def delete_thread(self, thread_id: Any) -> None:
         """Hide every checkpoint and write of the thread from every read of every process (a
