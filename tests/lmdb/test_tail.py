@@ -262,3 +262,37 @@ def test_a_store_of_a_newer_format_is_refused_with_the_existing_error(lmdb_path)
     from braidlog import StorageError
     with pytest.raises(StorageError, match="has format version 6; this braidlog reads up to 5"):
         LmdbLog(lmdb_path)
+
+
+FLUSHER = """
+import sys
+from braidlog import LmdbLog
+from tests.support import make_delta
+log = LmdbLog(sys.argv[1])
+assert not log.registry.knows_subjects("field_revised")  # its projection is not loaded here
+for i in range(int(sys.argv[2])):
+    log.append(make_delta(i, braid="elsewhere"))
+print(log.head().seq)
+"""
+
+
+@pytest.mark.slow
+def test_a_process_that_cannot_name_payload_subjects_flushes_the_tail_without_losing_them(lmdb_path):
+    subjects = [d for d in POOL if d.kind in ("field_revised", "decision_recorded")][:6]
+    assert subjects
+    with LmdbLog(lmdb_path) as log:
+        log.append_batch(POOL[:EVERY])
+        for d in subjects:  # in the tail, their payload subjects' refers-to entries written now
+            if log.seq_of(d.id) is None:
+                log.append(d)
+        head = log.head().seq
+    out = subprocess.run([sys.executable, "-c", FLUSHER, str(lmdb_path), str(EVERY)], cwd=str(ROOT),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert _mark(lmdb_path) > head  # that process's commit wrote the tail's deferred entries
+    with LmdbLog(lmdb_path) as log:
+        assert log.verify().seq == head + EVERY
+        memory = MemoryLog()
+        memory.append_batch([r.delta for r in log.scan()])
+        keys = _keys([r.delta for r in log.scan()], memory)
+        assert _reads(log, keys) == _reads(memory, keys)
