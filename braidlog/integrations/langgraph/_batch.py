@@ -3,9 +3,9 @@
 ``aput`` and ``aput_writes`` queue their call and wait for its future. A batch thread takes
 everything queued, prepares each call (checks, serialization, placing a checkpoint's values
 against its thread's last one), appends all of it in one ``append_batch`` and then resolves the
-futures, all of one event loop's in one callback. There are two such threads: while one's
-commit is being synced, the other takes and prepares what came meanwhile, and the store's
-writer queue gives it the next commit. So sixteen conversations stepping at once cost a thread
+futures, all of one event loop's in one callback. There are four such threads: while one's
+commit is being synced, the others take and prepare what came meanwhile, and the store's writer
+queue gives their appends the next commit, together. So sixteen conversations stepping at once cost a thread
 hop and a commit a batch, not one of each a call, and the event loop runs LangGraph while a
 batch is synced (the sync releases the GIL).
 
@@ -32,7 +32,7 @@ from ._puts import put_args
 __all__ = ["Batches", "BATCH", "THREADS"]
 
 BATCH = 256  # calls a batch takes at most
-THREADS = 2  # batch threads: one prepares the next batch while another's commit syncs
+THREADS = 4  # batch threads: others take and prepare what comes while one's commit syncs
 
 
 class _Call:
