@@ -63,10 +63,12 @@ def _reads(log, keys) -> dict:
     return out
 
 
-def _keys(deltas, memory) -> dict:
+def _keys(deltas, store) -> dict:
+    """The keys ``_reads`` reads: those of ``deltas``, every referenced id ``store`` counts, and
+    one key of each index that no delta has."""
     return {"braid": {d.braid_id for d in deltas} | {"nobody"},
             "kind": {d.kind for d in deltas} | {"nothing"},
-            "refs": set(memory.counts("refs")) | {"no-entity"},
+            "refs": set(store.counts("refs")) | {"no-entity"},
             "ids": [d.id for d in deltas[::7]] + ["01HZZZZZZZZZZZZZZZZZZZZZZZ"]}
 
 
@@ -296,3 +298,37 @@ def test_a_process_that_cannot_name_payload_subjects_flushes_the_tail_without_lo
         memory.append_batch([r.delta for r in log.scan()])
         keys = _keys([r.delta for r in log.scan()], memory)
         assert _reads(log, keys) == _reads(memory, keys)
+
+
+def test_erasure_backup_and_restore_carry_the_mark_and_the_tail(tmp_path):
+    import braidlog
+    from braidlog.delta import referenced_ids
+    from braidlog.erasure import envelope_refs
+    from braidlog.lmdb.backup import backup, restore
+
+    path = tmp_path / "s"
+    _tailed(path)
+    erased = [3, EVERY + 1, EVERY + 2]  # below the mark; past it: envelope refs, payload subjects
+    subjects = {s for i in erased for s in referenced_ids(POOL[i - 1]) - envelope_refs(POOL[i - 1])}
+    assert subjects
+    with braidlog.open(path, projections=[]) as b:
+        b.erase(seqs=erased, reason="test")
+    assert _mark(path) == EVERY  # rewritten with every table, its mark too; the erased delta joins the tail
+    with LmdbLog(path) as log:
+        assert log.verify().seq == EVERY + 11
+        for s in subjects:  # the erased payloads' subjects left the index with them
+            assert not set(erased) & {r.seq for r in log.scan_refs(s)}
+        for i in erased:  # their envelopes stay: braid, kind, the envelope's refs
+            d = POOL[i - 1]
+            assert i in [r.seq for r in log.scan_braid(d.braid_id)]
+            assert i in [r.seq for r in log.scan_kind(d.kind)]
+            for ref in envelope_refs(d):
+                assert i in [r.seq for r in log.scan_refs(ref)]
+        keys = _keys(POOL[:EVERY + 10], log)
+        before = _reads(log, keys)
+    backup(path, tmp_path / "backup")
+    restore(tmp_path / "backup", tmp_path / "restored", projections=[])
+    for copy in (tmp_path / "backup", tmp_path / "restored"):
+        assert _mark(copy) == EVERY
+        with LmdbLog(copy, readonly=True) as log:
+            assert _reads(log, keys) == before
