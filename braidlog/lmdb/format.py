@@ -421,6 +421,7 @@ def upgrade(env: Env, version: int) -> int:
     def fn(txn: Any) -> Any:
         tables = {t: env.env.open_db(t.encode(), txn=txn, dupsort=t in DUPS) for t in added}
         db = {**env.db, **tables}
+        txn.delete(INDEXED, db=db["meta"])  # none before format 5: every record is indexed
         if version < 4:
             rechain(txn, db, progress)
         if "idh" in tables:

@@ -295,11 +295,11 @@ def test_a_format_1_store_gets_its_tree_when_opened_writable(tmp_path):
         store.append_batch(deltas)
     downgrade(path, 1)
     with pytest.raises(StorageError, match="has format version 1, which this braidlog reads only "
-                       "once it is upgraded to format 4") as e:
+                       "once it is upgraded to format 5") as e:
         LmdbLog(path, readonly=True)
     assert "open it writable once" in e.value.hint
     with LmdbLog(path) as store:  # writable: upgraded in place, in one transaction
-        assert store.format_version == 4
+        assert store.format_version == 5
         assert [r.delta for r in store.scan()] == deltas
         ref = Reference.of_inputs(_bodies(store))
         for size in (1, 2, 3, 64, 77):
@@ -309,7 +309,7 @@ def test_a_format_1_store_gets_its_tree_when_opened_writable(tmp_path):
         ref = Reference.of_inputs(_bodies(store))
         assert root(store) == ref.root(78)
     with LmdbLog(path, readonly=True) as store:
-        assert store.format_version == 4 and root(store) == ref.root(78)
+        assert store.format_version == 5 and root(store) == ref.root(78)
 
 
 @pytest.mark.slow

@@ -25,6 +25,8 @@ def old_rows(rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[bytes, bytes]
 
 def downgrade(path, version: int) -> bytes:
     """Rewrite the store at ``path`` as format ``version`` (1..3) wrote it; its old head hash.
+    Format 5's ``indexed-to`` mark goes (ValueError unless every record is indexed: no earlier
+    format left any record's entries to a later commit).
 
     The tree table of a format-2/3 store is left empty (the upgrade rebuilds it either way)."""
     env = lmdb.open(str(path), max_dbs=16)
@@ -35,6 +37,12 @@ def downgrade(path, version: int) -> bytes:
             value = bytes(value)
             n, k = int.from_bytes(value[40:42], "big"), value[42]  # entry, tree nodes
             rows.append((bytes(key), value[32:40], value[43 + n + 32 * k + 16:]))
+        meta = env.open_db(b"meta", txn=txn)
+        mark = txn.get(b"indexed-to", db=meta)  # format 5's: no earlier format has one
+        if mark is not None and rows and int.from_bytes(mark, "big") < int.from_bytes(rows[-1][0], "big"):
+            raise ValueError("an earlier format indexes every record in its own commit: write "
+                             "the store in batches of 64 or more, or repair its indexes, first")
+        txn.delete(b"indexed-to", db=meta)
         converted = old_rows(rows)
         for key, value in converted:
             txn.put(key, value, db=log)
