@@ -139,3 +139,20 @@ def test_sync_and_async_calls_of_one_thread_mix(tmp_path):
         assert saver.get_tuple(second).pending_writes == [("task", "notes", ["c"])]
         assert [t.checkpoint["id"] for t in saver.list(config("t"))] == ["3", "2", "1"]
         assert saver.get_tuple(third).checkpoint["channel_values"] == {"notes": ["a", "b", "c"]}
+
+
+def test_close_commits_what_is_queued_first(tmp_path):
+    path = str(tmp_path / "s.lmdb")
+    saver = BraidlogSaver(path)
+
+    async def put_then_close() -> list:
+        tasks = [asyncio.ensure_future(saver.aput(config(f"t{i}"), checkpoint("1", [str(i)], 1),
+                                                  {"step": 0}, {"notes": 1})) for i in range(8)]
+        await asyncio.sleep(0)  # the calls are queued
+        await asyncio.to_thread(saver.close)
+        return await asyncio.gather(*tasks)
+    done = asyncio.run(put_then_close())
+    assert [d["configurable"]["thread_id"] for d in done] == [f"t{i}" for i in range(8)]
+    with BraidlogSaver(path) as fresh:
+        for i in range(8):
+            assert fresh.get_tuple(config(f"t{i}")).checkpoint["channel_values"] == {"notes": [str(i)]}

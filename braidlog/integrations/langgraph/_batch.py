@@ -25,7 +25,7 @@ import threading
 from collections import defaultdict, deque
 from typing import Any
 
-from ...errors import BraidlogError, ValidationError
+from ...errors import BraidlogError
 from ._checks import where as _where
 from ._puts import put_args
 
@@ -44,8 +44,8 @@ class _Call:
         if put:
             try:
                 self.tid = _where(args[0])[1]
-            except ValidationError:
-                pass  # a bad config: its put fails when prepared
+            except Exception:  # a bad config: its put fails when prepared, as a sync put would
+                pass
         self.future: asyncio.Future[Any] = loop.create_future()
         self.result: Any = None
         self.error: BaseException | None = None
