@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["Meta", "FileFinding", "read_metas", "picked", "short_file", "meta_findings",
+__all__ = ["Meta", "FileFinding", "read_metas", "settled_metas", "picked", "short_file", "meta_findings",
            "table_db", "last_key", "last_intact_key", "edge_findings"]
 
 MAGIC = 0xBEEFC0DE
@@ -363,6 +363,25 @@ def last_intact_key(path: Path, table: bytes, bad: set[int]) -> bytes | None:
         return last
 
 
+#: How many times ``settled_metas`` reads the two meta pages, at most, for two reads that agree.
+SETTLE_TRIES = 1000
+
+
+def settled_metas(fd: int) -> tuple[int, Meta, Meta]:
+    """``read_metas``, read again until two reads in a row agree. The two pages are two reads,
+    and a writer in another process may commit between them (each commit writes the page of its
+    parity): page 0 read before commit 91 and page 1 after commit 95 would name commits 90 and
+    95, which no file ever held. A damaged page reads the same every time; pages a writer keeps
+    rewriting are not damaged (after this many tries, the last read is given)."""
+    got = read_metas(fd)
+    for _ in range(SETTLE_TRIES):
+        again = read_metas(fd)
+        if again == got:
+            break
+        got = again
+    return got
+
+
 def meta_findings(path: Path, table: bytes) -> list[str]:
     """What is wrong with the two meta pages of ``path`` (a data.mdb); empty when nothing is.
 
@@ -376,7 +395,7 @@ def meta_findings(path: Path, table: bytes) -> list[str]:
     with open(path, "rb") as f:
         fd = f.fileno()
         try:
-            hdr, m0, m1 = read_metas(fd)
+            hdr, m0, m1 = settled_metas(fd)
         except FileFinding as e:
             return [f"{path}: {e}"]
         for m in (m0, m1):
