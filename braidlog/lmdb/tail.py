@@ -90,7 +90,8 @@ class Tail:
         size, at, have = self._snap
         if size > head or (size and _chain_at(txn, log, size) != at):
             size, have = 0, ()  # another log's, or one an aborted write left
-        kept = tuple(k for k in have if k.seq > mark)
+        # in seq order, and a flush empties it: all of it is past the mark but after a flush
+        kept = have if not have or have[0].seq > mark else tuple(k for k in have if k.seq > mark)
         start = max(size, mark) + 1
         new = []
         if start <= head and cur.set_key(u64(start)):
