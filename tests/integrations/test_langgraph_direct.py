@@ -197,3 +197,33 @@ def test_writes_made_while_a_put_is_in_flight_ride_in_the_next_puts_commit(tmp_p
         assert time.perf_counter() - started >= WAIT * 0.9
         saver._rides.putting("r", -1)
         assert saver.get_tuple(nxt).pending_writes == [("task-2", "notes", ["b"])]
+
+
+def test_a_put_after_another_savers_put_places_against_it(tmp_path):
+    """A saver keeps its last put of a namespace for the next; a record anyone else appended to
+    the thread since (here another saver on the same store, with a greater checkpoint id) makes
+    it look the namespace up again, so the latest stays the greatest id."""
+    path = str(tmp_path / "s.lmdb")
+
+    def cp(cid: str, notes: list[str], version: int) -> dict:
+        c = empty_checkpoint()
+        c["id"], c["channel_values"], c["channel_versions"] = cid, {"notes": notes}, {"notes": version}
+        return c
+
+    def conf(cid: str | None = None) -> dict:
+        c = {"thread_id": "t", "checkpoint_ns": ""}
+        return {"configurable": c if cid is None else {**c, "checkpoint_id": cid}}
+
+    with BraidlogSaver(path) as a, BraidlogSaver(path) as b:
+        a.put(conf(), cp("3", ["a"], 1), {"step": 0}, {"notes": 1})
+        a.put(conf("3"), cp("4", ["a", "b"], 2), {"step": 1}, {"notes": 2})
+        b.put(conf("4"), cp("9", ["a", "b", "z"], 3), {"step": 2}, {"notes": 3})
+        a.put(conf("4"), cp("5", ["a", "b", "c"], 4), {"step": 2}, {"notes": 4})
+        a.put(conf("5"), cp("6", ["a", "b", "c", "d"], 5), {"step": 3}, {"notes": 5})
+        for saver in (a, b):
+            assert saver.get_tuple(conf()).checkpoint["id"] == "9"
+            assert [t.checkpoint["id"] for t in saver.list(conf())] == ["9", "6", "5", "4", "3"]
+            assert saver.get_tuple(conf("6")).checkpoint["channel_values"] == {"notes": ["a", "b", "c", "d"]}
+    with BraidlogSaver(path) as fresh:
+        assert fresh.get_tuple(conf()).checkpoint["id"] == "9"
+        assert fresh.get_tuple(conf("6")).checkpoint["channel_values"] == {"notes": ["a", "b", "c", "d"]}

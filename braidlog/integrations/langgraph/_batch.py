@@ -3,11 +3,12 @@
 ``aput`` and ``aput_writes`` queue their call and wait for its future. A batch thread takes
 everything queued, prepares each call (checks, serialization, placing a checkpoint's values
 against its thread's last one), appends all of it in one ``append_batch`` and then resolves the
-futures, all of one event loop's in one callback. There are four such threads: while one's
-commit is being synced, the others take and prepare what came meanwhile, and the store's writer
-queue gives their appends the next commit, together. So sixteen conversations stepping at once cost a thread
-hop and a commit a batch, not one of each a call, and the event loop runs LangGraph while a
-batch is synced (the sync releases the GIL).
+futures, all of one event loop's in one callback. There are four such threads, one preparing
+at a time (so a batch holds everything that came while the one before it was prepared): while
+one's commit is being synced, another takes and prepares what came meanwhile, and the store's
+writer queue gives the appends waiting the next commit, together. So sixteen conversations
+stepping at once cost a thread hop and a commit a batch, not one of each a call, and the event
+loop runs LangGraph while a batch is synced (the sync releases the GIL).
 
 What each call is promised does not change: it returns once its own record is durable, or
 raises its own error. A call whose arguments are bad fails alone before its batch is appended;
@@ -69,6 +70,7 @@ class Batches:
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[_Call] = deque()
         self._putting: set[str] = set()  # threads with a put in a batch being committed
+        self._preparer: int | None = None  # the batch thread preparing its batch, if one is
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -119,20 +121,33 @@ class Batches:
         return calls
 
     def _run(self) -> None:
+        me = threading.get_ident()
         while True:
             with self._cond:
-                calls = self._take()
+                calls: list[_Call] = []
                 while not calls:
+                    if self._preparer is None:  # one thread prepares at a time: batches stay whole
+                        calls = self._take()
+                        if calls:
+                            break
                     if self._closed and not self._queue:
                         return
                     self._cond.wait()
-                    calls = self._take()
+                self._preparer = me
             try:
                 self._commit(calls)
             finally:
                 with self._cond:
+                    if self._preparer == me:
+                        self._preparer = None
                     self._putting.difference_update(c.tid for c in calls if c.tid is not None)
                     self._cond.notify_all()
+
+    def _prepared(self) -> None:
+        """This thread's batch is prepared: the next may be taken while it commits."""
+        with self._cond:
+            self._preparer = None
+            self._cond.notify_all()
 
     def _commit(self, calls: list[_Call]) -> None:
         """Prepare ``calls``, append them and resolve their futures."""
@@ -158,6 +173,7 @@ class Batches:
                 except BaseException as e:  # handed to its caller's future
                     c.error = e
                     done.append(c)
+            self._prepared()
             self._append(batch)
             done.extend(c for c, _, _ in batch)
         finally:

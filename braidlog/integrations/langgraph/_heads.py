@@ -18,6 +18,7 @@ checkpoint a deletion of runs hides, the saver builds the thread's index from it
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from ._encoding import checkpoint_key, head_key, load_any, thread_key
 from ._threads import _key
 
-__all__ = ["Head", "Lookup", "head_of"]
+__all__ = ["Head", "Known", "Lookup", "head_of"]
 
 
 @dataclass
@@ -40,6 +41,8 @@ class Head:
     where: dict[str, tuple[Any, int]]
     #: channel -> seq of its last stored version (the start of the next one's delta chain)
     last: dict[str, int]
+    #: the generation of its braid's ``Known`` it was read or written in
+    gen: int = 0
 
 
 def head_of(seq: int, p: dict[str, Any], serde: Any) -> Head | None:
@@ -63,6 +66,64 @@ def head_of(seq: int, p: dict[str, Any], serde: Any) -> Head | None:
     latest = p.get("latest")
     return Head(seq, p["checkpoint_id"], (p["checkpoint_id"], seq) if latest is None else
                 (latest[0], latest[1]), bool(p.get("mono")), where, last)
+
+
+class Known:
+    """Whether a thread's braid gained no record since the saver last looked its thread up but
+    the ones the saver appended: while so, the ``Head`` the saver keeps of a namespace of it
+    (from its own last put there, in the same generation) is the namespace as it is, and a put
+    need not look it up again. The test is one read of the braid's version: the records it
+    gained since are all this saver's exactly when the version grew by the number of this
+    saver's appends to it since (each counted once, by seq, once durable); a record of anyone
+    else's (another process, another saver on the same store, a tombstone) makes it grow by
+    more, and the saver looks the thread up again, which starts a new generation (the Heads
+    kept of its other namespaces are then read again too)."""
+
+    MAX = 100_000  # braids known at once
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._base: dict[str, tuple[int, int, int]] = {}  # braid -> (version, last seq, generation)
+        self._ours: dict[str, set[int]] = {}  # braid -> seqs this saver appended since its base
+        self._gen = 0
+
+    def appended(self, braid: str, seq: int) -> None:
+        """This saver's record ``seq`` of ``braid`` is durable."""
+        with self._lock:
+            base = self._base.get(braid)
+            if base is not None and seq > base[1]:
+                self._ours[braid].add(seq)
+
+    def looked_up(self, braid: str, head: Any) -> int:
+        """The thread was looked up after its braid stood at ``head`` (its BraidHead): a new
+        generation, returned."""
+        with self._lock:
+            if len(self._base) >= self.MAX:
+                self._base.clear()
+                self._ours.clear()
+            self._gen += 1
+            self._base[braid] = (head.version, head.seq, self._gen)
+            self._ours[braid] = set()
+            return self._gen
+
+    def unchanged(self, braid: str, head: Any) -> int | None:
+        """The generation whose Heads of ``braid`` still hold, its braid standing at ``head``;
+        None when a record not this saver's may have come (look the thread up)."""
+        with self._lock:
+            base = self._base.get(braid)
+            if base is None:
+                return None
+            ours = self._ours[braid]
+            if head.version - base[0] != len(ours):
+                return None
+            self._base[braid] = (head.version, head.seq, base[2])
+            ours.clear()
+            return base[2]
+
+    def forget(self, braid: str) -> None:
+        with self._lock:
+            self._base.pop(braid, None)
+            self._ours.pop(braid, None)
 
 
 def _mine(p: dict[str, Any], tid: str, ns: str, cid: str | None = None) -> bool:

@@ -22,7 +22,8 @@ __all__ = ["Put", "put_args"]
 class Put:
     """A put on its way: its record's payload, and what placing and keeping it need."""
 
-    __slots__ = ("payload", "tid", "ns", "parent", "versions", "new", "fresh", "returned", "head", "indexed")
+    __slots__ = ("payload", "tid", "ns", "parent", "versions", "new", "fresh", "returned", "head", "indexed",
+                 "gen")
 
     def __init__(self, payload: dict[str, Any], tid: str, ns: str, parent: str | None,
                  versions: dict[str, Any], new: dict[str, Any], fresh: dict[str, tuple[str, bytes]],
@@ -31,6 +32,7 @@ class Put:
         self.versions, self.new, self.fresh, self.returned = versions, new, fresh, returned
         self.head: Head | None = None
         self.indexed = False
+        self.gen = 0  # the generation of its thread's Known its head was read in
 
 
 

@@ -57,7 +57,7 @@ from ._encoding import (
     open_braid,
     thread_key,
 )
-from ._heads import Head, Lookup, head_of
+from ._heads import Head, Known, Lookup, head_of
 from ._puts import Put, put_args
 from ._ride import Rides
 from ._threads import RUNS_BRAID, THREAD_PREFIX, RunDeletions, ThreadIndex, _key
@@ -91,6 +91,7 @@ class BraidlogSaver(InWorkerThreads):
         self._values = Values(self.log)
         self._lookup = Lookup(self.log)
         self._heads: dict[tuple[str, str], Head] = {}
+        self._known = Known()  # whether a thread gained records since, but this saver's own
         self._rides = Rides()  # task writes riding in their thread's next put's commit
         self._puts: dict[str, threading.Lock] = {}  # a thread's puts, one at a time
         self._pool: ThreadPoolExecutor | None = None
@@ -157,7 +158,10 @@ class BraidlogSaver(InWorkerThreads):
     def _append(self, deltas: list[Any]) -> list[int]:
         """Append durably; calls made at once from several threads share one commit (the
         store's writer queue, docs/operations.md)."""
-        return self.braid.append_batch(deltas)
+        seqs: list[int] = self.braid.append_batch(deltas)
+        for d, seq in zip(deltas, seqs, strict=True):
+            self._known.appended(d.braid_id, seq)
+        return seqs
 
     def _delta(self, braid: str, kind: str, payload: dict[str, Any]) -> Any:
         return make_delta(braid, kind, payload, provenance=PROVENANCE, confidence=1.0,
@@ -235,15 +239,20 @@ class BraidlogSaver(InWorkerThreads):
 
     def _get_direct(self, tid: str, ns: str, cid: str | None) -> Any:
         """get_tuple through the index lookups, or _SLOW when they cannot answer."""
-        if not self._lookup.direct(tid, braid_of(THREAD_PREFIX, tid)):
-            return _SLOW
+        braid = braid_of(THREAD_PREFIX, tid)
         latest = cid is None
-        if latest:
-            head = self._lookup.head(tid, ns)
-            if head is None:
-                return None
-            pointer = head[1].get("latest")
-            cid = head[1]["checkpoint_id"] if pointer is None else pointer[0]
+        kept = self._heads.get((tid, ns)) if latest else None
+        if kept is not None and kept.gen == self._known.unchanged(braid, self.log.braid_head(braid)):
+            cid = kept.latest[0]  # the namespace as this saver last put it: nothing else came since
+        else:
+            if not self._lookup.direct(tid, braid):
+                return _SLOW
+            if latest:
+                head = self._lookup.head(tid, ns)
+                if head is None:
+                    return None
+                pointer = head[1].get("latest")
+                cid = head[1]["checkpoint_id"] if pointer is None else pointer[0]
         assert cid is not None
         found, writes = self._lookup.checkpoint(tid, ns, cid)
         if found is None:
@@ -394,7 +403,15 @@ class BraidlogSaver(InWorkerThreads):
         caller holds the thread's put lock until it is committed and ``_put_done``."""
         tid, ns = op.tid, op.ns
         braid = braid_of(THREAD_PREFIX, tid)
-        head = self._head(tid, ns) if self._lookup.direct(tid, braid) else _SLOW
+        now = self.log.braid_head(braid)
+        kept = self._heads.get((tid, ns))
+        gen = None if kept is None else self._known.unchanged(braid, now)
+        if kept is not None and gen is not None and kept.gen == gen:
+            head: Any = kept  # nothing but this saver's own records since it was kept
+        else:
+            head = self._head(tid, ns) if self._lookup.direct(tid, braid) else _SLOW
+            gen = self._known.looked_up(braid, now)
+        op.gen = gen
         op.indexed = head is _SLOW or (head is not None and bool(self._runs_now().runs))
         op.head = None if op.indexed else cast(Head | None, head)
         if op.indexed:
@@ -410,7 +427,7 @@ class BraidlogSaver(InWorkerThreads):
         if op.indexed:
             self._heads.pop((op.tid, op.ns), None)
         else:
-            self._remember(op.tid, op.ns, seq, op.payload, op.versions, op.head)
+            self._remember(op.tid, op.ns, seq, op.payload, op.versions, op.head, op.gen)
 
     def _place(self, payload: dict[str, Any], head: Head | None, parent: str | None,
                versions: dict[str, Any], new: dict[str, Any], fresh: dict[str, tuple[str, bytes]]) -> None:
@@ -484,7 +501,7 @@ class BraidlogSaver(InWorkerThreads):
         return values
 
     def _remember(self, tid: str, ns: str, seq: int, p: dict[str, Any], versions: dict[str, Any],
-                  head: Head | None) -> None:
+                  head: Head | None, gen: int) -> None:
         """Keep the namespace's new last checkpoint for the next put."""
         values, at = p["values"], p["at"]
         where = {ch: (_key(ver), seq if ch in values else at[ch]) for ch, ver in versions.items()
@@ -495,7 +512,7 @@ class BraidlogSaver(InWorkerThreads):
         if len(self._heads) >= MAX_HEADS:
             self._heads.clear()
         self._heads[(tid, ns)] = Head(seq, p["checkpoint_id"], (p["checkpoint_id"], seq) if latest is None
-                                      else (latest[0], latest[1]), p["mono"], where, last)
+                                      else (latest[0], latest[1]), p["mono"], where, last, gen)
 
     def put_writes(self, config: Any, writes: Any, task_id: Any, task_path: Any = "") -> None:
         """Append a task's writes for the checkpoint ``config`` names. Writing the same
@@ -579,6 +596,7 @@ class BraidlogSaver(InWorkerThreads):
         """Drop what this saver keeps of the thread's namespaces (after a tombstone)."""
         for key in [k for k in self._heads if k[0] == tid]:
             self._heads.pop(key, None)
+        self._known.forget(braid_of(THREAD_PREFIX, tid))
 
     def erase_deleted(self) -> builtins.list[str]:  # (list: the method above)
         """Erase the records of every deleted thread (deleted by any process) that still hold a
