@@ -81,7 +81,8 @@ class Batches:
             self._queue.append(c)
             if not self._threads:
                 self._start()
-            self._cond.notify()
+            if self._preparer is None:  # else the one preparing wakes a thread when it is done
+                self._cond.notify()
         return await c.future
 
     def _start(self) -> None:
@@ -141,13 +142,13 @@ class Batches:
                     if self._preparer == me:
                         self._preparer = None
                     self._putting.difference_update(c.tid for c in calls if c.tid is not None)
-                    self._cond.notify_all()
+                    self._cond.notify()  # a put of these threads may be queued: one may take it
 
     def _prepared(self) -> None:
         """This thread's batch is prepared: the next may be taken while it commits."""
         with self._cond:
             self._preparer = None
-            self._cond.notify_all()
+            self._cond.notify()
 
     def _commit(self, calls: list[_Call]) -> None:
         """Prepare ``calls``, append them and resolve their futures."""
