@@ -23,11 +23,11 @@ import msgspec
 from blake3 import blake3
 
 from . import tree as merkle
-from .delta import _decoder, committed_form, decode_entry, ts_micros
+from .delta import Entry, GenericDelta, _decoder, decode_entry, form_of, ts_micros
 from .errors import IntegrityError
 
 __all__ = ["GENESIS", "HASH_SIZE", "link", "links", "first_mismatch", "digest", "Row",
-           "ts_micros", "check_row", "checked_rows", "tree_checked", "tree_break"]
+           "ts_micros", "check_row", "check_row_parts", "checked_rows", "tree_checked", "tree_break"]
 
 HASH_SIZE = 32
 GENESIS = bytes(HASH_SIZE)
@@ -96,11 +96,19 @@ def check_row(row: Row, prev_hw: int) -> None:
     form's commitment, the delta's envelope is the committed form's (byte for byte), and its hw
     follows ``prev_hw``. A row whose delta bytes were erased has its committed form alone. A
     committed form that does not decode is left to the chain, which covers it."""
+    check_row_parts(row, prev_hw)
+
+
+def check_row_parts(row: Row, prev_hw: int) -> tuple[Entry | None, GenericDelta | None]:
+    """``check_row``, returning what it decoded on the way: the committed form (None when it
+    does not decode) and the delta (None once erased), so a caller that needs them (verify's
+    index check) decodes each record once."""
     seq = row.seq
     try:
         e = decode_entry(row.entry)
     except ValueError:
-        return
+        return None, None
+    d = None
     if row.data:
         made = hashlib.sha256(row.salt + row.data).digest()
         if made != e.commitment:
@@ -114,7 +122,7 @@ def check_row(row: Row, prev_hw: int) -> None:
         except msgspec.MsgspecError as x:
             raise IntegrityError(f"record seq {seq} is not a delta ({x}), yet its commitment "
                                  "matches", seq=seq) from None
-        entry = committed_form(seq, d, row.salt, row.data)
+        entry = form_of(seq, d, made)  # committed_form, with the commitment just checked
         if entry != row.entry:
             raise IntegrityError(
                 f"record seq {seq}: its delta's envelope is not the one in its committed form: "
@@ -133,6 +141,7 @@ def check_row(row: Row, prev_hw: int) -> None:
                              "(the latest ts up to it); it was changed after it was written",
                              seq=seq, expected=want.to_bytes(8, "big"),
                              found=row.hw.to_bytes(8, "big"))
+    return e, d
 
 
 def checked_rows(rows: Iterator[Row], start: int, prev: bytes, prev_hw: int,

@@ -46,17 +46,20 @@ def _pages(path: str) -> dict[str, list[str]]:
 
 
 def _records(path: str, lo: int, hi: int) -> int:
-    from ..lmdb import check
-    from ..store import verify_bodies
+    from ..lmdb.records import check_records
     with _open(path) as log:
-        verify_bodies(log, lo, hi, None, rows=check._by_lookup(log._access()), tree=False)
+        check_records(log._access(), lo, hi, None)
     return hi - lo
 
 
 def _indexes(path: str) -> None:
     from ..lmdb import check
-    with _open(path) as log:
-        check._check_indexes(log._access())
+    from ..lmdb.records import Keys, check_records
+    with _open(path) as log:  # the index check takes its keys from a records pass
+        acc = log._access()
+        keys = Keys(acc.registry)
+        check_records(acc, 1, None, None, nodes=False, keys=keys)
+        check._check_indexes(acc, keys)
 
 
 def _warm() -> None:

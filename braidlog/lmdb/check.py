@@ -10,16 +10,20 @@ the range, since a damaged page can crash the reader; step 4 over the whole log 
    SIGBUS. Damage in the log, its meta table or the main tree stops verify here: nothing is read
    through them. Damage in a derived table (an index, the Merkle tree) or in the free-page
    accounting is reported after the records are checked, without reading that table.
-3. **records**: every seq from 1 to the head is looked up through the log's B-tree, exactly as
-   ``read``/``get`` reach it (a cursor walk over the leaves would miss a damaged branch page),
-   and the hash chain and the Merkle tree are recomputed over them. An LMDB error on the way
-   (MDB_CORRUPTED, a page LMDB cannot find) names the last seq read intact.
-4. **indexes**, against the log both ways: every record has its entry in the id index, the
+3. **records** (records.py): every seq from 1 to the head is looked up through the log's
+   B-tree, exactly as ``read``/``get`` reach it (a cursor walk over the leaves would miss a
+   damaged branch page), and the hash chain and the Merkle tree are recomputed over them, each
+   record read and decoded once. An LMDB error on the way (MDB_CORRUPTED, a page LMDB cannot
+   find) names the last seq read intact.
+4. **indexes**, against the log both ways, from the entries step 3 collected of each record
+   (``records.Keys``, ``records.index_rows``): every record has its entry in the id index, the
    id-digest index, the braid, kind and refers-to indexes (and its vector space its dimension in
-   ``spaces``), and each table holds no other entry (its entry count equals the expected one; when
-   it does not, its entries are walked to name the first whose record lacks the key). A record
-   past the ``indexed-to`` mark (tail.py) has only its id entry and its payload subjects'
-   refers-to entries; the rest are read from its row, so an entry of it elsewhere is damage.
+   ``spaces``), each looked up through its table's B-tree, and each table holds no other entry
+   (its entry count equals the expected one). When anything disagrees, the check runs again
+   record by record, reading each anew, to name the first entry missing or the first extra
+   one (its entries walked to find the first whose record lacks the key). A record past the
+   ``indexed-to`` mark (tail.py) has only its id entry and its payload subjects' refers-to
+   entries; the rest are read from its row, so an entry of it elsewhere is damage.
 
 ``repair_indexes`` rebuilds every derived table from the log in one write transaction, after
 checking the pages and the log's chain: the log is the truth, and an index is only rebuilt from
@@ -33,33 +37,18 @@ which ``LmdbLog`` hands them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import msgspec
 
-from .. import tree as merkle
-from ..chain import tree_break
-from ..delta import Vector, decode_entry, referenced_ids
+from ..delta import decode_entry, referenced_ids
 from ..erasure import ERASURES_BRAID, envelope_refs
 from ..errors import BraidlogError, IntegrityError, StorageError
-from ..store import Head, Progress, Row, verify_bodies
+from ..store import Head, Progress
 from .access import LogAccess
 from .file import last_intact_key, meta_findings
-from .format import (
-    DUPS,
-    ENTRY_AT,
-    INDEXED,
-    NODE,
-    completes,
-    fill_nodes,
-    from_u64,
-    id_digest,
-    row_data,
-    row_entry,
-    split_row,
-    u64,
-)
+from .format import DUPS, INDEXED, fill_nodes, from_u64, id_digest, row_data, row_entry, u64
+from .records import CHUNK, RESTORE, Keys, check_records, index_rows
 from .tail import ALL, indexed_to
 
 __all__ = ["verify", "repair_indexes", "INDEXES"]
@@ -67,13 +56,11 @@ __all__ = ["verify", "repair_indexes", "INDEXES"]
 T = TypeVar("T")
 
 
-CHUNK = 1024
 #: The derived tables ``verify`` checks and ``repair_indexes`` rebuilds, with their names in messages.
 INDEXES = {"ids": "id", "idh": "id-digest", "braid": "braid", "kind": "kind", "refs": "refers-to",
            "spaces": "vector-space"}
 _REMEDY = "run `braidlog repair --indexes` to rebuild the indexes from the log"
-_RESTORE = ("Restore the store from a backup, or salvage the seqs before it with "
-            "`braidlog export --stop SEQ`")
+_RESTORE = RESTORE
 
 
 def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | None) -> Head:
@@ -82,90 +69,21 @@ def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | No
     if "log" in damaged:  # read only the records reached through checked pages, then report
         intact = _intact_seqs(log, damaged["log"])
         if start <= intact:
-            verify_bodies(log.store, start, intact + 1 if stop is None else min(stop, intact + 1),
-                          progress, rows=_by_lookup(log), tree=False)
+            check_records(log, start, intact + 1 if stop is None else min(stop, intact + 1),
+                          progress)
         raise IntegrityError(
             f"{log.path / 'data.mdb'}: the log table is damaged: {damaged['log'][0]}; the "
             f"records up to seq {intact} are reached through undamaged pages, and seqs "
             f"{start}..{intact} were read intact (nothing past them was read: a damaged page can "
             f"crash the reader). {_RESTORE}", seq=intact + 1)
-    checked = verify_bodies(log.store, start, stop, progress, rows=_by_lookup(log), tree=False)
+    whole = start <= 1 and stop is None
+    keys = Keys(log.registry) if whole and not damaged else None  # the index check's, read once
+    checked = check_records(log, start, stop, progress, keys=keys)
     if damaged:
         raise _page_damage(log, damaged)
-    if start <= 1 and stop is None:
-        _check_indexes(log)
+    if keys is not None:
+        _check_indexes(log, keys)
     return checked
-
-
-def _by_lookup(log: LogAccess, nodes: bool = True) -> Callable[[int, int], Iterator[Any]]:
-    """Rows (store.Row) for [start, stop), each looked up through the B-tree as reads
-    do, a chunk per read transaction; with ``nodes``, the Merkle tree's nodes each row keeps
-    are checked against the ones its leaf completes once the row has been taken (so after its
-    chain)."""
-    def read(txn: Any, start: int, stop: int, lo: int, hi: int) -> list[tuple[Row, bytes]]:
-        db, out = log.tables["log"], []
-        for seq in range(lo, hi):
-            value = txn.get(u64(seq), db=db)
-            if value is None:
-                raise IntegrityError(
-                    f"seq {seq} is missing from the log: a read of it through the "
-                    f"log's B-tree finds nothing, below the head {stop - 1} (a record or "
-                    f"a page of the log is damaged); seqs {start}..{seq - 1} were read "
-                    f"intact. {_RESTORE}", seq=seq)
-            row = split_row(seq, value)
-            at = ENTRY_AT + len(row.entry)  # the nodes follow the committed form
-            out.append((row, value[at:at + NODE * completes(seq)]))
-        return out
-
-    def _pairs(start: int, stop: int) -> Iterator[tuple[Any, bytes]]:
-        lo = start
-        while lo < stop:
-            hi = min(stop, lo + CHUNK)
-            try:
-                got = log.read(lambda txn, lo=lo, hi=hi: read(txn, start, stop, lo, hi), buffers=False)
-            except IntegrityError as e:
-                if e.seq is not None:
-                    raise
-                # LMDB met a damaged page somewhere in this chunk: read it a seq at a time to
-                # hand on every record before the damage, then name the first it cannot read
-                for seq in range(lo, hi):
-                    try:
-                        one = log.read(lambda txn, seq=seq: read(txn, start, stop, seq, seq + 1),
-                                        buffers=False)
-                    except IntegrityError as e2:
-                        if e2.seq is not None:
-                            raise
-                        cause = e2.__cause__ or e2
-                        raise IntegrityError(
-                            f"the store's file is damaged where seq {seq} is stored ({cause}); "
-                            f"seqs {start}..{seq - 1} were read intact. {_RESTORE}",
-                            seq=seq) from cause
-                    yield from one
-                raise  # the whole chunk failed, no seq alone does: report it as it came
-            yield from got
-            lo = hi
-
-    def rows(start: int, stop: int) -> Iterator[Any]:
-        if not nodes:
-            yield from (row for row, _ in _pairs(start, stop))
-            return
-        size = start - 1
-        frontier = merkle.Frontier(size, log.store.tree_hashes(merkle.peaks(size)))
-        for row, stored in _pairs(start, stop):
-            yield row
-            made = frontier.completed([row.entry])[0]
-            if made != stored:
-                _node_break(row.seq, made, stored)
-    return rows
-
-
-def _node_break(seq: int, made: bytes, stored: bytes) -> None:
-    """IntegrityError naming the first of the nodes record ``seq``'s leaf completes (``made``,
-    level 1 first) whose hash differs from the one its row keeps (``stored``)."""
-    level = next((i // NODE for i in range(0, len(made), NODE)
-                  if made[i:i + NODE] != stored[i:i + NODE]), 0) + 1
-    at = slice((level - 1) * NODE, level * NODE)
-    raise tree_break(level, (seq >> level) - 1, made[at], stored[at])
 
 
 # -- indexes ------------------------------------------------------------------------------------
@@ -198,112 +116,76 @@ def _expected(log: LogAccess, seq: int, value: Any, unsure: set[str], mark: int 
     return d, out
 
 
-class _Vectored(msgspec.Struct):
-    """Of a delta's bytes, only whether it has a vector (and its space and dimension)."""
-
-    vector: Vector | None = None
-
-
-_vectored = msgspec.msgpack.Decoder(_Vectored).decode
-
-
-def _indexes_agree(log: LogAccess) -> bool:
-    """The index check in one read transaction, with each record's keys read from its committed
-    form (its delta decoded only where its kind's payload names subjects): every entry a record
-    needs is found through its table's B-tree, and each table holds no other. False at the first
-    thing that does not agree: ``_check_indexes`` then finds it and names it."""
-    db, registry = log.tables, log.registry
+def _indexes_agree(log: LogAccess, keys: Keys) -> bool:
+    """The index check in one read transaction, from the entries the records pass collected
+    (``keys``; those of records appended since are read here): every entry a record needs is
+    found through its table's B-tree, and each table holds no other. False at the first thing
+    that does not agree: ``_check_indexes`` then finds it and names it."""
+    db = log.tables
 
     def fn(txn: Any) -> dict[bytes, bytes] | None:
         end = log.head_in(txn)[0].seq
         mark = indexed_to(txn, db["meta"])
-        if mark != ALL and mark > end:
+        if (mark != ALL and mark > end) or end < keys.end:
             return None
         mark = min(mark, end)
-        ids: list[Any] = [None] * (end + 1)
-        braids: list[Any] = [None] * (end + 1)
-        kinds: list[Any] = [None] * (end + 1)
-        refs: list[Any] = [None] * (end + 1)
-        unsure: list[bool] = [False] * (end + 1)
-        names: dict[str, bytes] = {}
-        kinds_seen: dict[str, tuple[bool, bool]] = {}  # kind: (its payload names subjects, known)
-        spaces: dict[bytes, bytes] = {}
-        seq = 0
-        for key, value in txn.cursor(db["log"]):
-            seq += 1
-            if seq > end or from_u64(key) != seq:
+        for seq in range(keys.end + 1, end + 1):  # appended since the records pass
+            value = txn.get(u64(seq), db=db["log"])
+            if value is None:
                 return None
             try:
-                e = decode_entry(row_entry(value))
-                data = row_data(value)
-                known = kinds_seen.get(e.kind)
-                if known is None:  # the registry reads the kinds declared in the log: once a kind
-                    spec = registry.get(e.kind)
-                    known = kinds_seen[e.kind] = (spec is not None and spec.refers is not None,
-                                                  registry.knows_subjects(e.kind))
-                if data and known[0]:
-                    d = log.decoded(seq, value).delta
-                    vector = d.vector
-                    try:
-                        r = referenced_ids(d, registry)
-                    except (msgspec.MsgspecError, BraidlogError):
-                        r = envelope_refs(d)  # an old payload whose upcast fails now
-                else:  # the envelope's refs are the committed form's; erased: only those
-                    vector = _vectored(data).vector if data else None
-                    r = envelope_refs(e)  # type: ignore[arg-type]  # an Entry has the envelope fields it reads
+                keys.add(seq, decode_entry(row_entry(value)),
+                         log.decoded(seq, value).delta if row_data(value) else None)
             except (msgspec.MsgspecError, BraidlogError):
                 return None
-            ids[seq] = e.id.encode()
-            braids[seq] = names.get(e.braid_id) or names.setdefault(e.braid_id, e.braid_id.encode())
-            kinds[seq] = names.get(e.kind) or names.setdefault(e.kind, e.kind.encode())
-            refs[seq] = r if seq <= mark else r - envelope_refs(e)  # type: ignore[arg-type]  # as above
-            unsure[seq] = not known[1]
-            if vector is not None:
-                spaces.setdefault(vector.space.encode(), u64(vector.dim))
-        if seq != end:
+        if not keys.whole:
             return None
         # every entry looked up through its table's B-tree as reads look it up (a walk over the
         # leaves would miss a damaged branch page), then the tables' counts: nothing else
-        get, idh = txn.get, db.get("idh")
-        curs = {t: txn.cursor(db[t]) for t in ("braid", "kind", "refs")}
-        braid, kind, ref = curs["braid"].set_key_dup, curs["kind"].set_key_dup, curs["refs"].set_key_dup
-        for s in range(1, end + 1):
-            k = u64(s)
-            if get(ids[s], db=db["ids"]) != k or (s <= mark and (
-                    not braid(braids[s], k) or not kind(kinds[s], k)
-                    or (idh is not None and get(id_digest(ids[s].decode()), db=idh) != k))):
-                return None
-            for r in refs[s]:
-                if not ref(r.encode(), k):
+        get = txn.get
+        want: dict[str, int] = {}
+        for table in ("ids", "idh", "braid", "kind", "refs"):
+            if table not in db:
+                continue
+            names, seqs = index_rows(keys, table, 1, end + 1, mark)
+            want[table] = len(names)
+            if table in DUPS:  # each (key, seq) pair found as it is stored
+                if not all(map(txn.cursor(db[table]).set_key_dup, names, seqs)):
+                    return None
+            else:
+                t = db[table]
+                if [get(k, db=t) for k in names] != seqs:
                     return None
         counts = {t: txn.stat(db[t])["entries"] for t in ("ids", "idh", "braid", "kind", "refs") if t in db}
-        if counts["ids"] != end or any(counts[t] != mark for t in counts if t not in ("ids", "refs")):
+        if any(counts[t] != want[t] for t in counts if t != "refs"):
             return None
-        want = sum(len(r) for r in refs[1:])
-        if counts["refs"] != want and not (counts["refs"] > want and any(unsure)):
+        unsure = set(keys.unsure)
+        if counts["refs"] != want["refs"] and not (counts["refs"] > want["refs"] and unsure):
             return None
-        if any(unsure):  # payload subjects this process cannot name: each entry taken as written
+        if unsure:  # payload subjects this process cannot name: each entry taken as written
             for k, v in txn.cursor(db["refs"]):
                 s = from_u64(v) if len(v) == 8 else 0
-                if not 1 <= s <= end or (k.decode(errors="replace") not in refs[s] and not unsure[s]):
+                if not 1 <= s <= end or (k.decode(errors="replace") not in keys.refs_at(s, mark)
+                                         and s not in unsure):
                     return None
-        return spaces
+        return keys.spaces
 
     spaces = log.read(fn, buffers=False)
     if spaces is None:
         return False
     stored = log.read(lambda txn: {bytes(k): bytes(v) for k, v in txn.cursor(db["spaces"])})
     if log.store.braid_head(ERASURES_BRAID).version:  # a space whose vectors were all erased stays
-        spaces.update((k, v) for k, v in stored.items() if k not in spaces)
+        spaces = {**{k: v for k, v in stored.items() if k not in spaces}, **spaces}
     return stored == spaces
 
 
-def _check_indexes(log: LogAccess) -> None:
+def _check_indexes(log: LogAccess, keys: Keys) -> None:
     """Every record's entries are in their tables, and each table holds nothing else. The head
     and the tables' entry counts are read in one transaction, so a writer appending meanwhile
-    changes neither side of the comparison. The walk of ``_indexes_agree`` first; the lookups
-    below, record by record, only when it finds something to name."""
-    if _indexes_agree(log):
+    changes neither side of the comparison. ``_indexes_agree`` first, from the entries the
+    records pass collected (``keys``); the lookups below, record by record, only when it finds
+    something to name."""
+    if _indexes_agree(log, keys):
         return
     db = log.tables
     tables = [t for t in INDEXES if t in db]
@@ -506,7 +388,7 @@ def repair_indexes(log: LogAccess, progress: Progress | None = None) -> dict[str
             hint="load the projections or application that declare them first (the command line "
                  "loads every installed one; name others with --app MODULE)")
     try:
-        verify_bodies(log.store, 1, None, progress, rows=_by_lookup(log, nodes=False), tree=False)
+        check_records(log, 1, None, progress, nodes=False)
     except IntegrityError as e:
         raise IntegrityError(f"the log itself is damaged, so its indexes cannot be rebuilt from it: "
                              f"{e}", seq=e.seq, expected=e.expected, found=e.found) from e
