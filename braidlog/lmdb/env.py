@@ -1,4 +1,5 @@
-"""The LMDB environment under a store: the only module that imports ``lmdb``.
+"""The LMDB environment under a store: the only module that imports ``lmdb`` (but for its
+structural check of the file, pages.py).
 
 It opens a store's file (refusing one it cannot map safely), keeps one environment per path per
 process, survives ``fork``, grows the map, runs every transaction with the retries LMDB asks
@@ -514,7 +515,7 @@ class Env:
         in between names pages past the length it measured. So a finding counts only if no
         commit landed during the check; otherwise the check runs again (a busy writer rarely
         commits in that window twice running)."""
-        from lmdb.verify import VerifyError, verify
+        from .pages import VerifyError, verify
 
         with self.pinned():
             for _ in range(_TREE_CHECKS):
