@@ -36,3 +36,4 @@ class LogAccess(NamedTuple):
     landed: Callable[[Any, str, str, int], Any]  # the value of the record an index entry names
     alive: Callable[[], Env]  # the environment; StorageError unless the log is open (and not across fork)
     rebind: Callable[[], None]  # take the environment's table handles again (a new file)
+    reopened: Callable[[], Any]  # the store opened again, read-only (a forked child's own LmdbLog)

@@ -45,8 +45,9 @@ from ..delta import decode_entry, referenced_ids
 from ..erasure import ERASURES_BRAID, envelope_refs
 from ..errors import BraidlogError, IntegrityError, StorageError
 from ..store import Head, Progress
+from . import split
 from .access import LogAccess
-from .file import last_intact_key, meta_findings
+from .file import last_intact_key, meta_findings, table_entries
 from .format import DUPS, INDEXED, fill_nodes, from_u64, id_digest, row_data, row_entry, u64
 from .records import CHUNK, RESTORE, Keys, check_records, index_rows
 from .tail import ALL, indexed_to
@@ -64,8 +65,27 @@ _RESTORE = RESTORE
 
 
 def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | None) -> Head:
+    # the whole log: a forked child checks most records meanwhile (split.py), when it can. How
+    # many there are is read from the file (nothing is read through LMDB before the page check)
+    child = None
+    if start <= 1 and stop is None:
+        with log.env.pinned():
+            records = table_entries(log.path / "data.mdb", b"log")
+        child = split.fork(log, records or 0)
+    try:
+        return _verify(log, start, stop, progress, child)
+    finally:
+        if child is not None:
+            child.stop_now()
+
+
+def _verify(log: LogAccess, start: int, stop: int | None, progress: Progress | None,
+            child: split.Child | None) -> Head:
     _check_metas(log)
     damaged = _damaged_pages(log)  # before anything is read through LMDB, whatever the range
+    if damaged and child is not None:  # the one-process path reports them: the child's work is moot
+        child.stop_now()
+        child = None
     if "log" in damaged:  # read only the records reached through checked pages, then report
         intact = _intact_seqs(log, damaged["log"])
         if start <= intact:
@@ -76,14 +96,44 @@ def verify(log: LogAccess, start: int, stop: int | None, progress: Progress | No
             f"records up to seq {intact} are reached through undamaged pages, and seqs "
             f"{start}..{intact} were read intact (nothing past them was read: a damaged page can "
             f"crash the reader). {_RESTORE}", seq=intact + 1)
-    whole = start <= 1 and stop is None
-    keys = Keys(log.registry) if whole and not damaged else None  # the index check's, read once
-    checked = check_records(log, start, stop, progress, keys=keys)
+    keys: Keys | None = None  # the index check's entries, read from the records once
+    if child is not None:
+        checked, keys = _split_records(log, child, progress)
+    else:
+        if start <= 1 and stop is None and not damaged:
+            keys = Keys(log.registry)
+        checked = check_records(log, start, stop, progress, keys=keys)
     if damaged:
         raise _page_damage(log, damaged)
     if keys is not None:
         _check_indexes(log, keys)
     return checked
+
+
+def _split_records(log: LogAccess, child: split.Child, progress: Progress | None
+                   ) -> tuple[Head, Keys]:
+    """Records [child.stop, head] here while the child checks [1, child.stop); the first damage
+    in seq order, or the head and every record's index entries. A child that failed is stood in
+    for by this process, which checks its records itself."""
+    keys = Keys(log.registry, child.stop)
+    try:
+        checked = check_records(log, child.stop, None, None, keys=keys, read_from=1)
+        mine: IntegrityError | None = None
+    except IntegrityError as e:
+        mine = e
+    kind, theirs = child.result()
+    if kind == "damage":
+        raise theirs
+    if kind != "keys":
+        first = Keys(log.registry)
+        check_records(log, 1, child.stop, None, keys=first)
+        theirs = first.columns()
+    if mine is not None:
+        raise mine
+    keys.fill(theirs)
+    if progress is not None:
+        progress(checked.seq)
+    return checked, keys
 
 
 # -- indexes ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 __all__ = ["Meta", "FileFinding", "read_metas", "settled_metas", "picked", "short_file", "meta_findings",
-           "table_db", "last_key", "last_intact_key", "edge_findings"]
+           "table_db", "last_key", "last_intact_key", "edge_findings", "table_entries"]
 
 MAGIC = 0xBEEFC0DE
 _E = "<" if sys.byteorder == "little" else ">"
@@ -324,6 +324,19 @@ def last_key(fd: int, hdr: int, meta: Meta, table: bytes) -> bytes | None:
         return None
     leaf, off, pgno, _ = r.last_leaf_node(db.root, db.depth)
     return r.node(leaf, off, pgno)[3]
+
+
+def table_entries(path: Path, table: bytes) -> int | None:
+    """The entry count of the named table that the committed meta page's tree records, read from
+    the file (None when it cannot be read: the page check will say why). Read under a read
+    transaction of the store."""
+    try:
+        with open(path, "rb") as f:
+            fd = f.fileno()
+            hdr, m0, m1 = settled_metas(fd)
+            return table_db(fd, hdr, picked(m0, m1), table).entries
+    except (OSError, ValueError, FileFinding, struct.error):
+        return None
 
 
 def last_intact_key(path: Path, table: bytes, bad: set[int]) -> bytes | None:

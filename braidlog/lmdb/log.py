@@ -591,7 +591,12 @@ class LmdbLog(IndexReads, IndexScans, LmdbErasure, FullStore, OnDisk):
         """What check.py and erase.py use of this log (its ``LogAccess``, access.py)."""
         return LogAccess(self, self.path, self.readonly, self.registry, self._db, self._alive(),
                          self._read, self._write, self._head_in, self._decoded, self._landed,
-                         self._alive, self._rebind)
+                         self._alive, self._rebind, self._reopened)
+
+    def _reopened(self) -> LmdbLog:
+        """This store opened again read-only, with this log's registry: a forked child's own
+        (verify's, split.py), since the parent's environment is not the child's to use."""
+        return LmdbLog(self.path, readonly=True, registry=self.registry, check_head=False)
 
     def _rebind(self) -> None:
         """Take the environment's handles again: an erasure reopened it on a new file."""

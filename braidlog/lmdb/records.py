@@ -18,9 +18,10 @@ from hashlib import sha256
 from typing import Any
 
 import msgspec
+from blake3 import blake3
 
 from .. import tree as merkle
-from ..chain import HASH_SIZE, Row, check_row_parts, link, tree_break
+from ..chain import HASH_SIZE, Row, check_row_parts, tree_break
 from ..delta import SALT_SIZE, Entry, GenericDelta, _decoder, form_of, referenced_ids, ts_micros
 from ..erasure import envelope_refs
 from ..errors import BraidlogError, IntegrityError
@@ -28,7 +29,7 @@ from ..kinds import Registry
 from ..store import Head, Progress
 from ..store.rules import hw_of
 from .access import LogAccess
-from .format import ENTRY_AT, NODE, completes, id_digest, split_row, u64
+from .format import ENTRY_AT, NODE, completes, id_digests, split_row, u64
 from .tail import ALL
 
 __all__ = ["CHUNK", "Keys", "check_records", "index_rows", "RESTORE"]
@@ -38,7 +39,8 @@ RESTORE = ("Restore the store from a backup, or salvage the seqs before it with 
            "`braidlog export --stop SEQ`")
 _LENGTH_AT = HASH_SIZE + 8  # a row: chain hash, hw (u64), the committed form's length (u16) …
 _NODES_AT = _LENGTH_AT + 2  # … and the number of tree nodes it keeps (u8), then the form
-_PROGRESS = 65536  # records between two progress calls, as every store's verify reports them
+_PROGRESS = 65536
+_NONE: frozenset[str] = frozenset()  # records between two progress calls, as every store's verify reports them
 
 
 class Keys:
@@ -51,20 +53,40 @@ class Keys:
     __slots__ = ("registry", "end", "seqs", "ids", "braids", "kinds", "refs", "payload", "unsure",
                  "spaces", "whole", "_names", "_kinds_seen")
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, start: int = 1) -> None:
+        """Keys of no record yet, the first to come being ``start``'s (those before it are
+        filled in later by ``fill``, from another process's records pass: split.py)."""
         self.registry = registry
-        self.end = 0
-        self.seqs: list[bytes] = [u64(0)]  # each seq as an index entry's value holds it
-        self.ids: list[bytes] = [b""]
-        self.braids: list[bytes] = [b""]
-        self.kinds: list[bytes] = [b""]
-        self.refs: list[frozenset[str]] = [frozenset()]
+        self.end = start - 1
+        self.seqs: list[bytes] = [s.to_bytes(8, "big") for s in range(start)]  # as entries hold them
+        self.ids: list[bytes] = [b""] * start
+        self.braids: list[bytes] = [b""] * start
+        self.kinds: list[bytes] = [b""] * start
+        self.refs: list[frozenset[str]] = [frozenset()] * start
         self.payload: dict[int, frozenset[str]] = {}  # seq: those of its refs its payload names
         self.unsure: list[int] = []  # seqs whose kind's payload subjects are not known here
         self.spaces: dict[bytes, bytes] = {}  # vector space -> its dimension (u64)
         self.whole = True
         self._names: dict[str, bytes] = {}
         self._kinds_seen: dict[str, tuple[bool, bool]] = {}  # kind: (payload names subjects, known)
+
+    def columns(self) -> tuple[Any, ...]:
+        """What ``fill`` takes: the keys of records 1..end, to send to another process."""
+        return (self.end, self.ids[1:], self.braids[1:], self.kinds[1:], self.refs[1:],
+                self.payload, self.unsure, self.spaces, self.whole)
+
+    def fill(self, columns: tuple[Any, ...]) -> None:
+        """Take the keys of the records before this one's first from ``columns`` (another
+        Keys' ``columns()``, of records 1..the one before it)."""
+        end, ids, braids, kinds, refs, payload, unsure, spaces, whole = columns
+        if len(ids) != end or end >= len(self.ids):
+            raise ValueError(f"keys of records 1..{end} do not end where these begin")
+        self.ids[1:end + 1], self.braids[1:end + 1], self.kinds[1:end + 1] = ids, braids, kinds
+        self.refs[1:end + 1] = refs
+        self.payload.update(payload)
+        self.unsure[:0] = unsure
+        self.spaces = {**spaces, **{k: v for k, v in self.spaces.items() if k not in spaces}}
+        self.whole = self.whole and whole
 
     def add(self, seq: int, env: Entry | GenericDelta | None, d: GenericDelta | None) -> None:
         """Record ``seq``'s entries, from its envelope ``env`` (its committed form, or its delta
@@ -95,6 +117,8 @@ class Keys:
             subjects = r - envelope_refs(d)
             if subjects:
                 self.payload[seq] = subjects
+        elif env.refs is None and env.provenance.episode_id is None and env.provenance.knot_id is None:
+            r = _NONE  # envelope_refs' answer, without its call: most records refer to nothing
         else:  # the envelope's refs are the committed form's; erased: only those
             r = envelope_refs(env)  # type: ignore[arg-type]  # an Entry has the envelope fields it reads
         self.ids.append(env.id.encode())
@@ -133,48 +157,56 @@ def index_rows(keys: Keys, table: str, start: int, stop: int, mark: int = ALL
     if table != "ids":  # braid, kind, idh: up to the mark
         stop = max(start, min(stop, mark + 1))
     if table == "idh":
-        return [id_digest(i.decode()) for i in keys.ids[start:stop]], seqs[start:stop]
+        return id_digests(keys.ids[start:stop]), seqs[start:stop]
     column = {"ids": keys.ids, "braid": keys.braids, "kind": keys.kinds}[table]
     return column[start:stop], seqs[start:stop]
 
 
 def check_records(log: LogAccess, start: int, stop: int | None, progress: Progress | None, *,
-                  nodes: bool = True, keys: Keys | None = None) -> Head:
+                  nodes: bool = True, keys: Keys | None = None, read_from: int | None = None
+                  ) -> Head:
     """Check records [start, stop) (to the head when ``stop`` is None) as ``verify_bodies``
     does, each looked up through the B-tree; with ``nodes``, the Merkle tree's nodes each row
     keeps against those its leaf completes (after that row's chain); with ``keys``, collect
-    their index entries (``start`` must then be 1). The head reached, or IntegrityError naming
-    the first bad seq."""
+    their index entries (``keys`` then ends before ``start``). ``read_from``: the first seq
+    read intact, as messages name it (``start``, unless an earlier range was checked by another
+    process). The head reached, or IntegrityError naming the first bad seq."""
     store = log.store
     start = max(start, 1)
     end = store.head().seq if stop is None else min(stop - 1, store.head().seq)
     prev = store.hash_at(start - 1)
     prev_hw = hw_of(store.body(start - 1)) if start > 1 else 0
-    if keys is not None and start != 1:
-        raise ValueError("index keys are collected from seq 1")
+    if keys is not None and keys.end != start - 1:
+        raise ValueError(f"index keys of seq {start} on, after those of 1..{keys.end}")
     size = start - 1
     frontier = merkle.Frontier(size, store.tree_hashes(merkle.peaks(size))) if nodes else None
     expect = start
-    for chunk in _chunks(log, start, end + 1):
-        made = frontier.completed([row.entry for row, _ in chunk]) if frontier else None
-        for i, (row, stored) in enumerate(chunk):
-            seq = row.seq
+    hasher = blake3()  # one hasher, reset after each record (as chain.links)
+    update, digest, reset = hasher.update, hasher.digest, hasher.reset
+    for chunk, entries in _chunks(log, start, end + 1, start if read_from is None else read_from):
+        made = frontier.completed(entries) if frontier else None
+        for i, (seq, value, at, end_at, row) in enumerate(chunk):
             if seq != expect:
                 raise IntegrityError(f"seq {expect} is missing from the log (next found: {seq})",
                                      seq=expect)
-            expected = link(prev, seq, row.entry)
-            if expected != row.hash:
+            entry = entries[i]
+            update(prev + seq.to_bytes(8, "big") + entry)
+            expected = digest()
+            reset()
+            found = value[:HASH_SIZE]
+            if expected != found:
                 raise IntegrityError(
                     f"chain broken at seq {seq}: expected hash {expected.hex()}, found "
-                    f"{row.hash.hex()}; the record or its hash was changed after it was written",
-                    seq=seq, expected=expected, found=row.hash)
-            d = _intact(row, prev_hw)
+                    f"{found.hex()}; the record or its hash was changed after it was written",
+                    seq=seq, expected=expected, found=found)
+            hw = int.from_bytes(value[HASH_SIZE:_LENGTH_AT], "big")
+            d = None if row is not None else _intact(seq, value, entry, end_at, hw, prev_hw)
             env: Entry | GenericDelta | None = d
             if d is None:  # erased, or something is wrong: check_row's own steps name it
-                env, d = check_row_parts(row, prev_hw)
-            prev, prev_hw = row.hash, row.hw
-            if made is not None and made[i] != stored:
-                _node_break(seq, made[i], stored)
+                env, d = check_row_parts(row or split_row(seq, value), prev_hw)
+            prev, prev_hw = found, hw
+            if made is not None and made[i] != value[at:end_at]:
+                _node_break(seq, made[i], value[at:end_at])
             if keys is not None:
                 keys.add(seq, env, d)
             expect += 1
@@ -187,24 +219,23 @@ def check_records(log: LogAccess, start: int, stop: int | None, progress: Progre
     return Head(end, store.hash_at(end)) if end >= start else Head(end, prev)
 
 
-def _intact(row: Row, prev_hw: int) -> GenericDelta | None:
-    """The delta of ``row`` when the row holds together the common way (``check_row``'s checks,
-    in one pass): its delta bytes decode, and with the commitment of its salt and bytes give its
-    committed form byte for byte (so that form decodes, and holds that commitment and the
-    delta's envelope), and its hw follows ``prev_hw``. None otherwise (an erased row too):
+def _intact(seq: int, value: bytes, entry: bytes, at: int, hw: int, prev_hw: int
+            ) -> GenericDelta | None:
+    """The delta of the row ``value`` of ``seq`` (committed form ``entry``, salt and delta
+    bytes from ``at``, high-water time ``hw``) when it holds together the common way
+    (``check_row``'s checks, in one pass): its delta bytes decode, and with the commitment of its
+    salt and bytes give its committed form byte for byte (so that form decodes, and holds that
+    commitment and the delta's envelope), and its hw follows ``prev_hw``. None otherwise:
     ``check_row_parts`` then runs its steps one by one, to name what is wrong."""
-    data = row.data
-    if not data:
-        return None
-    made = sha256(row.salt + data).digest()
+    made = sha256(value[at:]).digest()  # of the salt and the delta bytes, as stored
     try:  # bytes not yet known to be the committed ones: whatever they raise, the steps name
-        d = _decoder.decode(data)
-        if form_of(row.seq, d, made) != row.entry:
+        d = _decoder.decode(memoryview(value)[at + SALT_SIZE:])
+        if form_of(seq, d, made) != entry:
             return None
     except Exception:  # msgspec's errors, and the UnicodeDecodeError it lets through
         return None
     ts = ts_micros(d.ts)
-    return d if row.hw == (ts if ts > prev_hw else prev_hw) else None
+    return d if hw == (ts if ts > prev_hw else prev_hw) else None
 
 
 def _node_break(seq: int, made: bytes, stored: bytes) -> None:
@@ -216,11 +247,18 @@ def _node_break(seq: int, made: bytes, stored: bytes) -> None:
     raise tree_break(level, (seq >> level) - 1, made[at], stored[at])
 
 
-def _read(txn: Any, db: Any, start: int, stop: int, lo: int, hi: int) -> list[tuple[Row, bytes]]:
-    """Rows [lo, hi) and the tree nodes each keeps, each looked up through the log's B-tree.
-    A row of the common shape (salt and delta bytes, as many nodes as its seq completes) is
-    cut here; any other goes through ``split_row``, which refuses a malformed one."""
-    out = []
+#: A row as read: (seq, its stored bytes, where its tree nodes start, where they end, and its Row
+#: when it is not of the common shape (then cut by ``split_row``), else None).
+_Read = tuple[int, bytes, int, int, "Row | None"]
+
+
+def _read(txn: Any, db: Any, start: int, stop: int, lo: int, hi: int
+          ) -> tuple[list[_Read], list[bytes]]:
+    """Rows [lo, hi), each looked up through the log's B-tree, and their committed forms. A
+    row of the common shape (salt and delta bytes, as many nodes as its seq completes) is cut
+    here; any other goes through ``split_row``, which refuses a malformed one."""
+    out: list[_Read] = []
+    entries: list[bytes] = []
     get = txn.get
     for seq in range(lo, hi):
         value = get(seq.to_bytes(8, "big"), db=db)
@@ -232,30 +270,31 @@ def _read(txn: Any, db: Any, start: int, stop: int, lo: int, hi: int) -> list[tu
                 f"intact. {RESTORE}", seq=seq)
         if len(value) > ENTRY_AT:
             k = value[_NODES_AT]
-            entry_end = ENTRY_AT + ((value[_LENGTH_AT] << 8) | value[_LENGTH_AT + 1])
-            end = entry_end + NODE * k
+            at = ENTRY_AT + ((value[_LENGTH_AT] << 8) | value[_LENGTH_AT + 1])
+            end = at + NODE * k
             if len(value) - end > SALT_SIZE and k == (seq & -seq).bit_length() - 1:
-                out.append((Row(seq, value[:HASH_SIZE],
-                                int.from_bytes(value[HASH_SIZE:_LENGTH_AT], "big"),
-                                value[ENTRY_AT:entry_end], value[end:end + SALT_SIZE],
-                                value[end + SALT_SIZE:]), value[entry_end:end]))
+                out.append((seq, value, at, end, None))
+                entries.append(value[ENTRY_AT:at])
                 continue
         row = split_row(seq, value)
         at = ENTRY_AT + len(row.entry)  # the nodes follow the committed form
-        out.append((row, value[at:at + NODE * completes(seq)]))
-    return out
+        out.append((seq, value, at, at + NODE * completes(seq), row))
+        entries.append(row.entry)
+    return out, entries
 
 
-def _chunks(log: LogAccess, start: int, stop: int) -> Iterator[list[tuple[Row, bytes]]]:
+def _chunks(log: LogAccess, start: int, stop: int, read_from: int
+            ) -> Iterator[tuple[list[_Read], list[bytes]]]:
     """The rows of [start, stop), a chunk per read transaction. An LMDB error (a damaged page
-    LMDB met) is narrowed down to the first seq it cannot read, after every row before it."""
+    LMDB met) is narrowed down to the first seq it cannot read, after every row before it
+    (messages say the seqs from ``read_from`` were read intact)."""
     db = log.tables["log"]
     reader: Callable[..., Any] = log.read
     lo = start
     while lo < stop:
         hi = min(stop, lo + CHUNK)
         try:
-            got = reader(lambda txn, lo=lo, hi=hi: _read(txn, db, start, stop, lo, hi),
+            got = reader(lambda txn, lo=lo, hi=hi: _read(txn, db, read_from, stop, lo, hi),
                          buffers=False)
         except IntegrityError as e:
             if e.seq is not None:
@@ -264,7 +303,7 @@ def _chunks(log: LogAccess, start: int, stop: int) -> Iterator[list[tuple[Row, b
             # hand on every record before the damage, then name the first it cannot read
             for seq in range(lo, hi):
                 try:
-                    one = reader(lambda txn, seq=seq: _read(txn, db, start, stop, seq, seq + 1),
+                    one = reader(lambda txn, seq=seq: _read(txn, db, read_from, stop, seq, seq + 1),
                                  buffers=False)
                 except IntegrityError as e2:
                     if e2.seq is not None:
@@ -272,7 +311,7 @@ def _chunks(log: LogAccess, start: int, stop: int) -> Iterator[list[tuple[Row, b
                     cause = e2.__cause__ or e2
                     raise IntegrityError(
                         f"the store's file is damaged where seq {seq} is stored ({cause}); "
-                        f"seqs {start}..{seq - 1} were read intact. {RESTORE}",
+                        f"seqs {read_from}..{seq - 1} were read intact. {RESTORE}",
                         seq=seq) from cause
                 yield one
             raise  # the whole chunk failed, no seq alone does: report it as it came

@@ -1,0 +1,117 @@
+"""The whole-log ``verify`` on two cores: a forked child checks the records of the log's first
+part while this process checks the file's pages, then the rest of the records and the indexes.
+
+Why a child, and why it takes the records: a damaged page can crash the process that reads
+through it (LMDB trusts the offsets it finds), so no record is read in this process before the
+page check has passed (check.py). The child reads at once; if a damaged page kills it, this
+process, which has the page check's finding, reports that as it would have anyway.
+
+The records of [1, X) go to the child and [X, head] to this process, each checked as one pass
+checks them (records.check_records): the part from X chains from the hash record X - 1 holds, and
+its tree from the nodes stored below it, both of which the child's part checks, so the two parts
+check what one pass does. The child sends back its first damage, or the index entries of its
+records (records.Keys), with which this process checks every index as the one-process verify
+does. A damage of the child's part comes before one of this process's part, as it would in order.
+
+Anything else the child meets (an error that is not an IntegrityError, a crash, no answer) or any
+finding of the page check sends verify down its one-process path, as if no child had been
+forked: what it reports is always what the one-process verify reports. The child is forked only
+where that is safe and worth it: a POSIX system, no other thread running (a lock another thread
+held at the fork would stay held in the child), a log of ``SPLIT_AT`` records or more.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+from typing import Any
+
+from ..errors import IntegrityError
+from .access import LogAccess
+from .records import Keys, check_records
+
+__all__ = ["SPLIT_AT", "SHARE", "Child", "fork"]
+
+#: The smallest log verify splits: below it the fork and the child's start cost more than they save.
+SPLIT_AT = 20_000
+#: The child's share of the records: this process also checks the pages (0.4 of the records'
+#: time) and the indexes (0.3), so the two end together near this split (docs/benchmarks.md).
+SHARE = 0.84
+
+
+class Child:
+    """A forked child checking records [1, ``stop``); ``result()`` waits for it."""
+
+    def __init__(self, pid: int, fd: int, stop: int) -> None:
+        self.pid, self.fd, self.stop = pid, fd, stop
+
+    def result(self) -> tuple[str, Any]:
+        """("keys", the Keys of its records), ("damage", the IntegrityError it met first), or
+        ("failed", why) when it met anything else or died."""
+        chunks = []
+        with os.fdopen(self.fd, "rb") as r:
+            while chunk := r.read(1 << 20):
+                chunks.append(chunk)
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        try:
+            kind, value = pickle.loads(b"".join(chunks))
+        except Exception:  # a child that died before it answered: an empty or cut pipe
+            return "failed", f"the child ended with status {status} and no answer"
+        if kind == "damage":
+            message, seq, expected, found = value
+            return kind, IntegrityError(message, seq=seq, expected=expected, found=found)
+        return kind, value
+
+    def stop_now(self) -> None:
+        """End the child if it still runs (its work is not wanted)."""
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            self.pid = 0
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
+def fork(log: LogAccess, records: int) -> Child | None:
+    """A child checking the first ``SHARE`` of the log's ``records`` (its count as the file
+    records it: this process reads nothing through LMDB before the page check), or None where
+    none is forked (see the module)."""
+    if (records < SPLIT_AT or not hasattr(os, "fork") or sys.platform == "win32"
+            or threading.active_count() != 1):
+        return None
+    stop = 1 + int(records * SHARE)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(w)
+        return Child(pid, r, stop)
+    try:  # the child: nothing of it returns to the caller's code
+        os.close(r)
+        answer = _check(log, stop)
+        with os.fdopen(w, "wb") as out:
+            out.write(answer)
+    finally:
+        os._exit(0)
+
+
+def _check(log: LogAccess, stop: int) -> bytes:
+    try:
+        with log.reopened() as mine:  # the parent's environment is not the child's to use
+            acc = mine._access()
+            keys = Keys(acc.registry)
+            try:
+                check_records(acc, 1, stop, None, keys=keys)
+            except IntegrityError as e:
+                return pickle.dumps(("damage", (str(e), e.seq, e.expected, e.found)))
+            return pickle.dumps(("keys", keys.columns()))
+    except BaseException as e:  # anything else: the parent checks these records itself
+        return pickle.dumps(("failed", f"{type(e).__name__}: {e}"))
