@@ -114,22 +114,30 @@ def _split_records(log: LogAccess, child: split.Child, progress: Progress | None
                    ) -> tuple[Head, Keys]:
     """Records [child.stop, head] here while the child checks [1, child.stop); the first damage
     in seq order, or the head and every record's index entries. A child that failed is stood in
-    for by this process, which checks its records itself."""
+    for by this process, which checks its records itself. ``progress`` is told the records both
+    have checked."""
     keys = Keys(log.registry, child.stop)
+    mine, told = [0], [0]
+
+    def report(n: int) -> None:
+        mine[0] = n
+        if progress is not None and child.done() + n > told[0]:
+            told[0] = child.done() + n
+            progress(told[0])
     try:
-        checked = check_records(log, child.stop, None, None, keys=keys, read_from=1)
-        mine: IntegrityError | None = None
+        checked = check_records(log, child.stop, None, report, keys=keys, read_from=1)
+        error: IntegrityError | None = None
     except IntegrityError as e:
-        mine = e
-    kind, theirs = child.result()
+        error = e
+    kind, theirs = child.result(lambda: report(mine[0]))
     if kind == "damage":
         raise theirs
     if kind != "keys":
         first = Keys(log.registry)
         check_records(log, 1, child.stop, None, keys=first)
         theirs = first.columns()
-    if mine is not None:
-        raise mine
+    if error is not None:
+        raise error
     keys.fill(theirs)
     if progress is not None:
         progress(checked.seq)

@@ -163,14 +163,15 @@ def index_rows(keys: Keys, table: str, start: int, stop: int, mark: int = ALL
 
 
 def check_records(log: LogAccess, start: int, stop: int | None, progress: Progress | None, *,
-                  nodes: bool = True, keys: Keys | None = None, read_from: int | None = None
-                  ) -> Head:
+                  nodes: bool = True, keys: Keys | None = None, read_from: int | None = None,
+                  every: int = _PROGRESS) -> Head:
     """Check records [start, stop) (to the head when ``stop`` is None) as ``verify_bodies``
     does, each looked up through the B-tree; with ``nodes``, the Merkle tree's nodes each row
     keeps against those its leaf completes (after that row's chain); with ``keys``, collect
     their index entries (``keys`` then ends before ``start``). ``read_from``: the first seq
     read intact, as messages name it (``start``, unless an earlier range was checked by another
-    process). The head reached, or IntegrityError naming the first bad seq."""
+    process). ``progress(n)`` is told the records checked every ``every`` records and at the
+    end. The head reached, or IntegrityError naming the first bad seq."""
     store = log.store
     start = max(start, 1)
     end = store.head().seq if stop is None else min(stop - 1, store.head().seq)
@@ -210,7 +211,7 @@ def check_records(log: LogAccess, start: int, stop: int | None, progress: Progre
             if keys is not None:
                 keys.add(seq, env, d)
             expect += 1
-            if progress is not None and (expect - start) % _PROGRESS == 0:
+            if progress is not None and (expect - start) % every == 0:
                 progress(expect - start)
     if expect - 1 != end:
         raise IntegrityError(f"seq {expect} is missing from the log", seq=expect)

@@ -22,11 +22,15 @@ held at the fork would stay held in the child), a log of ``SPLIT_AT`` records or
 
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
+import select
 import signal
+import struct
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import IntegrityError
@@ -40,20 +44,35 @@ SPLIT_AT = 20_000
 #: The child's share of the records: this process also checks the pages (0.4 of the records'
 #: time) and the indexes (0.3), so the two end together near this split (docs/benchmarks.md).
 SHARE = 0.84
+_COUNT = struct.Struct("=Q")  # the child's count of records checked, in the shared counter
+_EVERY = 8192  # records between two counts of the child
+_TICK = 0.25  # seconds between two progress reports while the child is waited for
 
 
 class Child:
-    """A forked child checking records [1, ``stop``); ``result()`` waits for it."""
+    """A forked child checking records [1, ``stop``); ``result()`` waits for it, ``done()``
+    says how many it has checked so far (a counter it writes in memory shared with it)."""
 
-    def __init__(self, pid: int, fd: int, stop: int) -> None:
-        self.pid, self.fd, self.stop = pid, fd, stop
+    def __init__(self, pid: int, fd: int, stop: int, counter: mmap.mmap) -> None:
+        self.pid, self.fd, self.stop, self.counter = pid, fd, stop, counter
 
-    def result(self) -> tuple[str, Any]:
+    def done(self) -> int:
+        """The records the child has checked so far (by its last progress report)."""
+        return int(_COUNT.unpack_from(self.counter)[0])
+
+    def result(self, waiting: Callable[[], None] | None = None) -> tuple[str, Any]:
         """("keys", the Keys of its records), ("damage", the IntegrityError it met first), or
-        ("failed", why) when it met anything else or died."""
+        ("failed", why) when it met anything else or died; ``waiting()`` is called every
+        ``_TICK`` seconds until it answers."""
         chunks = []
-        with os.fdopen(self.fd, "rb") as r:
-            while chunk := r.read(1 << 20):
+        with os.fdopen(self.fd, "rb", buffering=0) as r:  # unbuffered: select sees what is left
+            while True:
+                if waiting is not None and not select.select([r], [], [], _TICK)[0]:
+                    waiting()
+                    continue
+                chunk = r.read(1 << 20)
+                if not chunk:
+                    break
                 chunks.append(chunk)
         _, status = os.waitpid(self.pid, 0)
         self.pid = 0
@@ -89,27 +108,28 @@ def fork(log: LogAccess, records: int) -> Child | None:
             or threading.active_count() != 1):
         return None
     stop = 1 + int(records * SHARE)
+    counter = mmap.mmap(-1, _COUNT.size)  # anonymous and shared: the child's progress
     r, w = os.pipe()
     pid = os.fork()
     if pid:
         os.close(w)
-        return Child(pid, r, stop)
+        return Child(pid, r, stop, counter)
     try:  # the child: nothing of it returns to the caller's code
         os.close(r)
-        answer = _check(log, stop)
+        answer = _check(log, stop, lambda n: _COUNT.pack_into(counter, 0, n))
         with os.fdopen(w, "wb") as out:
             out.write(answer)
     finally:
         os._exit(0)
 
 
-def _check(log: LogAccess, stop: int) -> bytes:
+def _check(log: LogAccess, stop: int, progress: Callable[[int], None]) -> bytes:
     try:
         with log.reopened() as mine:  # the parent's environment is not the child's to use
             acc = mine._access()
             keys = Keys(acc.registry)
             try:
-                check_records(acc, 1, stop, None, keys=keys)
+                check_records(acc, 1, stop, progress, keys=keys, every=_EVERY)
             except IntegrityError as e:
                 return pickle.dumps(("damage", (str(e), e.seq, e.expected, e.found)))
             return pickle.dumps(("keys", keys.columns()))
