@@ -13,11 +13,13 @@ import pytest
 
 pytest.importorskip("langgraph.graph")
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 
 import braidlog
 from braidlog.integrations.langgraph import BraidlogSaver
-from braidlog.integrations.langgraph._encoding import KINDS, b64, braid_of, declare_kinds
+from braidlog.integrations.langgraph._encoding import KINDS, b64, bdiff, bpatch, braid_of, declare_kinds
 from braidlog.integrations.langgraph._threads import THREAD_PREFIX
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -227,3 +229,14 @@ def test_a_put_after_another_savers_put_places_against_it(tmp_path):
     with BraidlogSaver(path) as fresh:
         assert fresh.get_tuple(conf()).checkpoint["id"] == "9"
         assert fresh.get_tuple(conf("6")).checkpoint["channel_values"] == {"notes": ["a", "b", "c", "d"]}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400), st.binary(max_size=40), st.integers(0, 400), st.integers(0, 8),
+       st.binary(max_size=3))
+def test_a_byte_delta_makes_the_new_value_out_of_the_old(old, piece, at, cut, header):
+    """Whatever the two values, the ops bdiff gives (when it gives any) rebuild the new one:
+    a piece put in or cut out anywhere, a header changed in front (a list that grew)."""
+    for new in (old[:at] + piece + old[at + cut:], header + old[len(header):] + piece):
+        ops = bdiff(old, new)
+        assert ops is None or bpatch(old, ops) == new

@@ -201,18 +201,28 @@ def _common(n: int, same: Any) -> int:
     return done
 
 
-def _size(ops: list[Any]) -> int:
-    return sum(len(op) if isinstance(op, str) else 12 for op in ops)
+Part = tuple[bool, int, int]  # (copy, offset, length) from old, or (literal, start, stop) of new
 
 
-def _ops(parts: list[tuple[int, int] | bytes]) -> list[Any]:
+def _cost(parts: list[Part]) -> int:
+    """The size of ``parts``' ops: 12 a copy, a literal's base64 (4 characters per 3 bytes)."""
+    n = 0
+    for copy, a, b in parts:
+        if copy:
+            n += 12 if b else 0
+        elif b > a:
+            n += 4 * ((b - a + 2) // 3)
+    return n
+
+
+def _ops(new: bytes, parts: list[Part]) -> list[Any]:
     out: list[Any] = []
-    for p in parts:
-        if isinstance(p, tuple):
-            if p[1]:
-                out.append([p[0], p[1]])
-        elif p:
-            out.append(b64(p))
+    for copy, a, b in parts:
+        if copy:
+            if b:
+                out.append([a, b])
+        elif b > a:
+            out.append(b64(new[a:b]))
     return out
 
 
@@ -221,8 +231,10 @@ def bdiff(old: bytes, new: bytes) -> list[Any] | None:
     smaller than ``new`` itself. Two shapes are tried, each a few memcmp's over the values:
     ``old`` less a short header found in ``new`` after a short header (a list or map that grew:
     its length prefix changes, its items stay), and the bytes both share at the start and the
-    end (a change in place)."""
-    best: list[Any] | None = None
+    end (a change in place). Each is costed before any of it is encoded: only the ops kept are
+    base64'd."""
+    best: list[Part] | None = None
+    cost = 0
     if len(old) >= 16:
         for k in range(min(10, len(old) - 15)):
             j = new.find(old[k:k + 16], 0, 10 + 16)
@@ -230,20 +242,20 @@ def bdiff(old: bytes, new: bytes) -> list[Any] | None:
                 continue
             m = _prefix(old, k, new, j)
             t = _suffix(old, k + m, new, j + m)
-            cand = _ops([new[:j], (k, m), new[j + m:len(new) - t], (len(old) - t, t)])
-            if best is None or _size(cand) < _size(best):
-                best = cand
+            cand = [(False, 0, j), (True, k, m), (False, j + m, len(new) - t), (True, len(old) - t, t)]
+            if best is None or _cost(cand) < cost:
+                best, cost = cand, _cost(cand)
             if k + m == len(old):
                 break  # all of old after its header is in new: nothing can copy more
-    if best is None or _size(best) > 64:
+    if best is None or cost > 64:
         p = _prefix(old, 0, new, 0)
         s = _suffix(old, p, new, p)
-        cand = _ops([(0, p), new[p:len(new) - s], (len(old) - s, s)])
-        if best is None or _size(cand) < _size(best):
-            best = cand
-    if _size(best) * 10 > len(new) * 8:  # not worth a chain: store the value whole
+        cand = [(True, 0, p), (False, p, len(new) - s), (True, len(old) - s, s)]
+        if best is None or _cost(cand) < cost:
+            best, cost = cand, _cost(cand)
+    if cost * 10 > len(new) * 8:  # not worth a chain: store the value whole
         return None
-    return best
+    return _ops(new, best)
 
 
 def bpatch(old: bytes, ops: list[Any]) -> bytes:
