@@ -1,20 +1,21 @@
-"""A prototype of the next ``verify``, measured beside the shipped one:
-``python -m braidlog.bench.verify_split PATH [--workers N] [--rounds R]``.
+"""The prototype of a ``verify`` split over processes, measured beside the shipped one:
+``python -m braidlog.bench.verify_split PATH [--workers N] [--rounds R]``. The shipped verify
+now splits itself (braidlog/lmdb/split.py: one forked child, the first damage in seq order,
+progress, a reader's crash named by the page check); this pool of spawned workers is kept to
+compare with it.
 
-``LmdbLog.verify`` runs its parts one after another in one process: the meta pages, the
-structural check of every page (py-lmdb's, pure Python, read with ``pread``), the records (the
-chain, each record against its committed form, the Merkle tree's nodes) and the indexes. They
-take about 30%, 45% and 25% of its CPU time, and each leaves the machine's other cores idle.
+Before the shipped split, ``LmdbLog.verify`` ran its parts one after another in one process: the
+meta pages, the structural check of every page (py-lmdb's, pure Python, read with ``pread``),
+the records (the chain, each record against its committed form, the Merkle tree's nodes) and
+the indexes, leaving the machine's other cores idle.
 
 Here the same checks, the same code, run in worker processes at once: the page check, the index
 check, and the records cut into ranges. A range starting at seq ``lo`` chains from the hash its
 record ``lo - 1`` holds and its tree from the peaks stored below it; the range before checks that
 hash and those nodes, so together they check what one pass does. Records are read through LMDB
-while the page check still runs, which the shipped verify never does (a damaged page can crash
-the reader with SIGBUS): here a reader is a worker process, so a crash is a broken pool for the
-parent, which then reports the page check's finding. What stays to do for a shipped version:
-the first damaged seq across ranges (the lowest range's error wins, as here), progress, and a
-reader crash named by the page check before anything else.
+while the page check still runs, which the verifying process never does (a damaged page can
+crash the reader with SIGBUS): here a reader is a worker process, so a crash is a broken pool
+for the parent, which then reports the page check's finding.
 """
 
 from __future__ import annotations

@@ -156,7 +156,9 @@ def console(out: IO[str], *, markup: bool = False) -> Console:
 @contextlib.contextmanager
 def progress_bar(label: str, total: int, *, enabled: bool = True) -> Iterator[Any]:
     """A rich progress bar on stderr when it is a terminal (a pipe or a log file gets nothing,
-    not even the blank line a finished bar leaves); yields ``update(done)``."""
+    not even the blank line a finished bar leaves); yields ``update(done)``. It is redrawn by
+    each update, not by a thread of its own: a whole-log verify forks a child only while no
+    other thread runs (lmdb/split.py)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -165,9 +167,10 @@ def progress_bar(label: str, total: int, *, enabled: bool = True) -> Iterator[An
         yield lambda done: None
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=console, transient=True) as bar:
+                  TimeRemainingColumn(), console=console, transient=True,
+                  auto_refresh=False) as bar:
         task = bar.add_task(label, total=total)
-        yield lambda done: bar.update(task, completed=done)
+        yield lambda done: bar.update(task, completed=done, refresh=True)
 
 
 def summary(d: Any, width: int = 70) -> str:
