@@ -39,8 +39,8 @@ RESTORE = ("Restore the store from a backup, or salvage the seqs before it with 
            "`braidlog export --stop SEQ`")
 _LENGTH_AT = HASH_SIZE + 8  # a row: chain hash, hw (u64), the committed form's length (u16) …
 _NODES_AT = _LENGTH_AT + 2  # … and the number of tree nodes it keeps (u8), then the form
-_PROGRESS = 65536
-_NONE: frozenset[str] = frozenset()  # records between two progress calls, as every store's verify reports them
+_PROGRESS = 65536  # records between two progress calls, as every store's verify reports them
+_NONE: frozenset[str] = frozenset()
 
 
 class Keys:
