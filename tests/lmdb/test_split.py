@@ -167,3 +167,24 @@ def test_a_page_pointing_past_the_end_of_the_file_is_found_before_anything_is_re
     one = _verify_in_child(str(lmdb_path), monkeypatch, False)
     assert one.startswith("IntegrityError"), one
     assert _verify_in_child(str(lmdb_path), monkeypatch, True) == one
+
+
+def test_erased_records_and_payload_subjects_verify_the_same_split_or_not(tmp_path, forks,
+                                                                          monkeypatch):
+    """Records whose payloads name subjects (refers-to entries of their own), some erased in
+    the child's part and in this process's, and a tail past the indexed-to mark."""
+    import braidlog
+    from braidlog.bench.data import AgentSession
+
+    path = tmp_path / "s"
+    session = AgentSession(7, entities=40)
+    with LmdbLog(path, durable=False) as log:
+        log.append_batch(session.iter(N, 0))
+        for i in range(N, N + 5):
+            log.append_batch(session.iter(1, i))
+    with braidlog.open(path, projections=[]) as b:
+        b.erase(seqs=[5, 1500, 2600], reason="test")
+    one = _outcome(path, monkeypatch, 0)
+    assert one[0] == "head"
+    assert _outcome(path, monkeypatch, 2000) == one
+    assert any(forks)
