@@ -156,3 +156,22 @@ def test_close_commits_what_is_queued_first(tmp_path):
     with BraidlogSaver(path) as fresh:
         for i in range(8):
             assert fresh.get_tuple(config(f"t{i}")).checkpoint["channel_values"] == {"notes": [str(i)]}
+
+
+def test_the_batch_threads_stop_when_idle_and_start_again(tmp_path, monkeypatch):
+    """A saver left unclosed does not keep its batch threads: they stop after IDLE seconds
+    without work, and the next call starts them again."""
+    import time
+
+    from braidlog.integrations.langgraph import _batch
+
+    monkeypatch.setattr(_batch, "IDLE", 0.05)
+    with BraidlogSaver(str(tmp_path / "s.lmdb")) as saver:
+        first = asyncio.run(saver.aput(config("t"), checkpoint("1", ["a"], 1), {"step": 0}, {"notes": 1}))
+        assert saver._batches._threads
+        deadline = time.monotonic() + 5
+        while saver._batches._threads and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not saver._batches._threads
+        asyncio.run(saver.aput(first, checkpoint("2", ["a", "b"], 2), {"step": 1}, {"notes": 2}))
+        assert saver.get_tuple(config("t")).checkpoint["channel_values"] == {"notes": ["a", "b"]}

@@ -30,10 +30,11 @@ from ...errors import BraidlogError
 from ._checks import where as _where
 from ._puts import put_args
 
-__all__ = ["Batches", "BATCH", "THREADS"]
+__all__ = ["Batches", "BATCH", "IDLE", "THREADS"]
 
 BATCH = 256  # calls a batch takes at most
 THREADS = 4  # batch threads: others take and prepare what comes while one's commit syncs
+IDLE = 5.0  # seconds a batch thread waits for work before it stops
 
 
 class _Call:
@@ -79,16 +80,17 @@ class Batches:
         c = _Call(put, args, asyncio.get_running_loop())
         with self._cond:
             self._queue.append(c)
-            if not self._threads:
-                self._start()
+            self._start()
             if self._preparer is None:  # else the one preparing wakes a thread when it is done
                 self._cond.notify()
         return await c.future
 
     def _start(self) -> None:
-        self._threads = [threading.Thread(target=self._run, name=f"braidlog-saver-batches-{i}",
-                                          daemon=True) for i in range(THREADS)]
-        for t in self._threads:
+        """Start the threads missing (each stops after IDLE seconds without work, so a saver
+        left unclosed does not keep them); the caller holds the lock."""
+        while len(self._threads) < THREADS:
+            t = threading.Thread(target=self._run, name="braidlog-saver-batches", daemon=True)
+            self._threads.append(t)
             t.start()
 
     def close(self) -> None:
@@ -96,12 +98,11 @@ class Batches:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-            threads = self._threads
+            threads = list(self._threads)
         for t in threads:
             t.join()
         with self._cond:
             self._closed = False
-            self._threads = []
             if self._queue:  # queued while the threads were stopping, after their last look
                 self._start()
 
@@ -132,8 +133,11 @@ class Batches:
                         if calls:
                             break
                     if self._closed and not self._queue:
+                        self._threads.remove(threading.current_thread())
                         return
-                    self._cond.wait()
+                    if not self._cond.wait(IDLE) and not self._queue:  # nothing came: stop
+                        self._threads.remove(threading.current_thread())
+                        return
                 self._preparer = me
             try:
                 self._commit(calls)
