@@ -49,7 +49,7 @@ from . import split
 from .access import LogAccess
 from .file import last_intact_key, meta_findings, table_entries
 from .format import DUPS, INDEXED, fill_nodes, from_u64, id_digest, row_data, row_entry, u64
-from .records import CHUNK, RESTORE, Keys, check_records, index_rows
+from .records import CHUNK, RESTORE, Keys, check_records, lookups
 from .tail import ALL, indexed_to
 
 __all__ = ["verify", "repair_indexes", "INDEXES"]
@@ -97,8 +97,9 @@ def _verify(log: LogAccess, start: int, stop: int | None, progress: Progress | N
             f"{start}..{intact} were read intact (nothing past them was read: a damaged page can "
             f"crash the reader). {_RESTORE}", seq=intact + 1)
     keys: Keys | None = None  # the index check's entries, read from the records once
+    done: tuple[int, dict[str, int] | None] | None = None  # index entries the child looked up
     if child is not None:
-        checked, keys = _split_records(log, child, progress)
+        checked, keys, done = _split_records(log, child, progress)
     else:
         if start <= 1 and stop is None and not damaged:
             keys = Keys(log.registry)
@@ -106,16 +107,18 @@ def _verify(log: LogAccess, start: int, stop: int | None, progress: Progress | N
     if damaged:
         raise _page_damage(log, damaged)
     if keys is not None:
-        _check_indexes(log, keys)
+        _check_indexes(log, keys, done)
     return checked
 
 
 def _split_records(log: LogAccess, child: split.Child, progress: Progress | None
-                   ) -> tuple[Head, Keys]:
+                   ) -> tuple[Head, Keys, tuple[int, dict[str, int] | None] | None]:
     """Records [child.stop, head] here while the child checks [1, child.stop); the first damage
     in seq order, or the head and every record's index entries. A child that failed is stood in
     for by this process, which checks its records itself. ``progress`` is told the records both
-    have checked."""
+    have checked. Also the index check's ``done``: (child.stop, how many entries each index
+    must hold for the child's records, as it looked them up; None if it could not), or None
+    when this process checked the child's records itself."""
     keys = Keys(log.registry, child.stop)
     mine, told = [0], [0]
 
@@ -132,7 +135,11 @@ def _split_records(log: LogAccess, child: split.Child, progress: Progress | None
     kind, theirs = child.result(lambda: report(mine[0]))
     if kind == "damage":
         raise theirs
-    if kind != "keys":
+    done: tuple[int, dict[str, int] | None] | None = None
+    if kind == "keys":
+        theirs, wants = theirs
+        done = (child.stop, wants)
+    else:  # this process checks the child's records, and the index check looks up their entries
         first = Keys(log.registry)
         check_records(log, 1, child.stop, None, keys=first)
         theirs = first.columns()
@@ -141,7 +148,7 @@ def _split_records(log: LogAccess, child: split.Child, progress: Progress | None
     keys.fill(theirs)
     if progress is not None:
         progress(checked.seq)
-    return checked, keys
+    return checked, keys, done
 
 
 # -- indexes ------------------------------------------------------------------------------------
@@ -174,11 +181,15 @@ def _expected(log: LogAccess, seq: int, value: Any, unsure: set[str], mark: int 
     return d, out
 
 
-def _indexes_agree(log: LogAccess, keys: Keys) -> bool:
+def _indexes_agree(log: LogAccess, keys: Keys, done: tuple[int, dict[str, int] | None] | None = None
+                   ) -> bool:
     """The index check in one read transaction, from the entries the records pass collected
     (``keys``; those of records appended since are read here): every entry a record needs is
-    found through its table's B-tree, and each table holds no other. False at the first thing
-    that does not agree: ``_check_indexes`` then finds it and names it."""
+    found through its table's B-tree, and each table holds no other. ``done``: (lo, how many
+    entries each table must hold for records [1, lo)), when another process (split.py) has
+    looked those up already, below the indexed-to mark (None: it could not, or found one
+    missing). False at the first thing that does not agree: ``_check_indexes`` then finds it
+    and names it."""
     db = log.tables
 
     def fn(txn: Any) -> dict[bytes, bytes] | None:
@@ -198,22 +209,13 @@ def _indexes_agree(log: LogAccess, keys: Keys) -> bool:
                 return None
         if not keys.whole:
             return None
-        # every entry looked up through its table's B-tree as reads look it up (a walk over the
-        # leaves would miss a damaged branch page), then the tables' counts: nothing else
-        get = txn.get
-        want: dict[str, int] = {}
-        for table in ("ids", "idh", "braid", "kind", "refs"):
-            if table not in db:
-                continue
-            names, seqs = index_rows(keys, table, 1, end + 1, mark)
-            want[table] = len(names)
-            if table in DUPS:  # each (key, seq) pair found as it is stored
-                if not all(map(txn.cursor(db[table]).set_key_dup, names, seqs)):
-                    return None
-            else:
-                t = db[table]
-                if [get(k, db=t) for k in names] != seqs:
-                    return None
+        lo, before = done if done is not None else (1, {})
+        if before is None or mark < lo - 1:  # the other process's entries were not all below it
+            return None
+        mine = lookups(txn, db, keys, lo, end + 1, mark)
+        if mine is None:
+            return None
+        want = {t: n + before.get(t, 0) for t, n in mine.items()}
         counts = {t: txn.stat(db[t])["entries"] for t in ("ids", "idh", "braid", "kind", "refs") if t in db}
         if any(counts[t] != want[t] for t in counts if t != "refs"):
             return None
@@ -237,13 +239,14 @@ def _indexes_agree(log: LogAccess, keys: Keys) -> bool:
     return stored == spaces
 
 
-def _check_indexes(log: LogAccess, keys: Keys) -> None:
+def _check_indexes(log: LogAccess, keys: Keys,
+                   done: tuple[int, dict[str, int] | None] | None = None) -> None:
     """Every record's entries are in their tables, and each table holds nothing else. The head
     and the tables' entry counts are read in one transaction, so a writer appending meanwhile
     changes neither side of the comparison. ``_indexes_agree`` first, from the entries the
     records pass collected (``keys``); the lookups below, record by record, only when it finds
     something to name."""
-    if _indexes_agree(log, keys):
+    if _indexes_agree(log, keys, done):
         return
     db = log.tables
     tables = [t for t in INDEXES if t in db]

@@ -29,10 +29,11 @@ from ..kinds import Registry
 from ..store import Head, Progress
 from ..store.rules import hw_of
 from .access import LogAccess
-from .format import ENTRY_AT, NODE, completes, id_digests, split_row, u64
-from .tail import ALL
+from .format import DUPS, ENTRY_AT, NODE, completes, id_digests, split_row, u64
+from .tail import ALL, indexed_to
 
-__all__ = ["CHUNK", "Keys", "check_records", "index_rows", "RESTORE"]
+__all__ = ["CHUNK", "Keys", "check_records", "index_rows", "lookups", "lookups_below_mark",
+           "RESTORE"]
 
 CHUNK = 1024
 RESTORE = ("Restore the store from a backup, or salvage the seqs before it with "
@@ -160,6 +161,33 @@ def index_rows(keys: Keys, table: str, start: int, stop: int, mark: int = ALL
         return id_digests(keys.ids[start:stop]), seqs[start:stop]
     column = {"ids": keys.ids, "braid": keys.braids, "kind": keys.kinds}[table]
     return column[start:stop], seqs[start:stop]
+
+
+def lookups(txn: Any, db: Any, keys: Keys, start: int, stop: int, mark: int = ALL
+            ) -> dict[str, int] | None:
+    """Look up in ``txn`` every index entry records [start, stop) need (``index_rows``), each
+    through its table's B-tree as reads look it up (a walk over the leaves would miss a damaged
+    branch page): how many each table must hold for them, or None at the first one missing."""
+    get = txn.get
+    want: dict[str, int] = {}
+    for table in ("ids", "idh", "braid", "kind", "refs"):
+        if table not in db:
+            continue
+        names, seqs = index_rows(keys, table, start, stop, mark)
+        want[table] = len(names)
+        if table in DUPS:  # each (key, seq) pair found as it is stored
+            if not all(map(txn.cursor(db[table]).set_key_dup, names, seqs)):
+                return None
+        elif [get(k, db=db[table]) for k in names] != seqs:
+            return None
+    return want
+
+
+def lookups_below_mark(txn: Any, db: Any, keys: Keys, stop: int) -> dict[str, int] | None:
+    """``lookups`` of records [1, stop) when they are all at or below the indexed-to mark (so
+    every entry of theirs is written), else None."""
+    mark = indexed_to(txn, db["meta"])
+    return lookups(txn, db, keys, 1, stop, mark) if mark >= stop - 1 else None
 
 
 def check_records(log: LogAccess, start: int, stop: int | None, progress: Progress | None, *,

@@ -107,12 +107,13 @@ def test_a_changed_record_is_reported_as_one_process_reports_it(lmdb_path, forks
     assert any(forks)
 
 
+@pytest.mark.parametrize("seq", [500, 2600])  # looked up by the child, by this process
 def test_a_lost_or_extra_index_entry_is_named_as_one_process_names_it(lmdb_path, forks,
-                                                                         monkeypatch):
+                                                                         monkeypatch, seq):
     _store(lmdb_path)
 
     def lose(txn, db):
-        key = next(k for k, v in txn.cursor(db["ids"]) if v == u64(2600))
+        key = next(k for k, v in txn.cursor(db["ids"]) if v == u64(seq))
         txn.delete(key, db=db["ids"])
     _change(lmdb_path, lose)
     one = _outcome(lmdb_path, monkeypatch, 0)
@@ -120,6 +121,12 @@ def test_a_lost_or_extra_index_entry_is_named_as_one_process_names_it(lmdb_path,
     assert _outcome(lmdb_path, monkeypatch, 2000) == one
     _change(lmdb_path, lambda txn, db: txn.put(b"b0", u64(2), db=db["braid"]))  # b1's seq 2 as b0's
     assert _outcome(lmdb_path, monkeypatch, 2000) == _outcome(lmdb_path, monkeypatch, 0)
+    with LmdbLog(lmdb_path) as log:  # the lost entries rebuilt: only the extra one is left
+        log.repair_indexes()
+    _change(lmdb_path, lambda txn, db: txn.put(b"E3", u64(seq), db=db["refs"]))  # an extra reference
+    extra = _outcome(lmdb_path, monkeypatch, 0)
+    assert extra[0] == "IntegrityError" and "refers-to" in extra[1], extra
+    assert _outcome(lmdb_path, monkeypatch, 2000) == extra
 
 
 def test_a_child_that_fails_is_stood_in_for(lmdb_path, forks, monkeypatch):
