@@ -71,18 +71,21 @@ class Keys:
         self._names: dict[str, bytes] = {}
         self._kinds_seen: dict[str, tuple[bool, bool]] = {}  # kind: (payload names subjects, known)
 
-    def columns(self) -> tuple[Any, ...]:
-        """What ``fill`` takes: the keys of records 1..end, to send to another process."""
-        return (self.end, self.ids[1:], self.braids[1:], self.kinds[1:], self.refs[1:],
-                self.payload, self.unsure, self.spaces, self.whole)
+    def columns(self, looked_up: bool = False) -> tuple[Any, ...]:
+        """What ``fill`` takes: the keys of records 1..end, to send to another process; with
+        ``looked_up`` (their id, braid and kind entries were looked up where they were read), not
+        those keys, which the other process then needs for no check."""
+        keys = (None, None, None) if looked_up else (self.ids[1:], self.braids[1:], self.kinds[1:])
+        return (self.end, *keys, self.refs[1:], self.payload, self.unsure, self.spaces, self.whole)
 
     def fill(self, columns: tuple[Any, ...]) -> None:
         """Take the keys of the records before this one's first from ``columns`` (another
         Keys' ``columns()``, of records 1..the one before it)."""
         end, ids, braids, kinds, refs, payload, unsure, spaces, whole = columns
-        if len(ids) != end or end >= len(self.ids):
+        if len(refs) != end or end >= len(self.ids):
             raise ValueError(f"keys of records 1..{end} do not end where these begin")
-        self.ids[1:end + 1], self.braids[1:end + 1], self.kinds[1:end + 1] = ids, braids, kinds
+        if ids is not None:
+            self.ids[1:end + 1], self.braids[1:end + 1], self.kinds[1:end + 1] = ids, braids, kinds
         self.refs[1:end + 1] = refs
         self.payload.update(payload)
         self.unsure[:0] = unsure

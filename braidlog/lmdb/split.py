@@ -141,6 +141,6 @@ def _check(log: LogAccess, stop: int, progress: Callable[[int], None]) -> bytes:
                 return pickle.dumps(("damage", (str(e), e.seq, e.expected, e.found)))
             tables = acc.tables  # its records' index entries looked up here, in its own snapshot
             wants = acc.read(lambda txn: lookups_below_mark(txn, tables, keys, stop), buffers=False)
-            return pickle.dumps(("keys", (keys.columns(), wants)))
+            return pickle.dumps(("keys", (keys.columns(looked_up=wants is not None), wants)))
     except BaseException as e:  # anything else: the parent checks these records itself
         return pickle.dumps(("failed", f"{type(e).__name__}: {e}"))
