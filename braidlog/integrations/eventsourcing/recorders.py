@@ -271,26 +271,28 @@ class _Written(NamedTuple):
 class _Run:
     """Consecutive events of one aggregate in one call: one delta."""
 
-    __slots__ = ("braid", "oid", "events", "base64")
+    __slots__ = ("braid", "oid", "events", "texts", "base64")
 
     def __init__(self, braid: str, oid: str) -> None:
         self.braid, self.oid = braid, oid
         self.events: list[tuple[int, str, bytes]] = []
+        self.texts: list[str] = []  # each state as text, while every state so far is UTF-8
         self.base64 = False
+
+    def add(self, version: int, topic: str, state: bytes) -> None:
+        self.events.append((version, topic, state))
+        if not self.base64:  # the JSON a mapper without cipher or compressor makes is kept as text
+            try:
+                self.texts.append(str(state, "utf-8"))
+            except UnicodeDecodeError:
+                self.base64 = True
 
     def payload(self) -> dict[str, Any]:
         if self.base64:
             return {"originator_id": self.oid, "base64": True, "events": [
                 [v, t, _b64encode(s, newline=False).decode("ascii")] for v, t, s in self.events]}
-        return {"originator_id": self.oid, "events": [[v, t, str(s, "utf-8")] for v, t, s in self.events]}
-
-
-def _utf8(state: bytes) -> bool:
-    try:
-        str(state, "utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+        return {"originator_id": self.oid,
+                "events": [[v, t, x] for (v, t, _), x in zip(self.events, self.texts, strict=True)]}
 
 
 class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
@@ -362,7 +364,7 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
                     if run.base64:
                         payload["state"], payload["base64"] = _b64encode(state, newline=False).decode("ascii"), True
                     else:
-                        payload["state"] = str(state, "utf-8")
+                        payload["state"] = run.texts[0]
                     deltas.append(GenericDelta(id=ids[i], braid_id=run.braid, kind=kind, ts=ts,
                                                provenance=_PROVENANCE, confidence=1.0, payload=payload))
             if tracking is not None and tracked is not None:
@@ -415,9 +417,10 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
             if not isinstance(s.topic, str) or not s.topic:
                 raise DataError(f"stored_events[{i}].topic must be a non-empty str, not {s.topic!r}")
             state = s.state
-            if not isinstance(state, (bytes, bytearray, memoryview)):
-                raise DataError(f"stored_events[{i}].state must be bytes, not {_what(state)}")
-            state = bytes(state)
+            if type(state) is not bytes:
+                if not isinstance(state, (bytes, bytearray, memoryview)):
+                    raise DataError(f"stored_events[{i}].state must be bytes, not {_what(state)}")
+                state = bytes(state)
             before = lasts.get(braid)
             if before is None:
                 floors[braid] = (version, f"originator {oid}: version")
@@ -429,9 +432,7 @@ class BraidlogAggregateRecorder(BraidlogRecorder, AggregateRecorder):
             if run is None or run.braid != braid or one_each:
                 run = _Run(braid, oid)
                 runs.append(run)
-            run.events.append((version, s.topic, state))
-            if not run.base64 and not _utf8(state):  # the JSON a mapper without cipher or
-                run.base64 = True                    # compressor makes is stored as the text
+            run.add(version, s.topic, state)
         return runs, floors
 
     def _events(self, p: dict[str, Any]) -> list[tuple[int, str, bytes]]:
