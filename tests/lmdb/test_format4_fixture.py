@@ -5,25 +5,20 @@ for format 4."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import pytest
 
 from braidlog import LmdbLog
 from braidlog.proofs import check_checkpoint, open_note
+from tests.support.oldformat import release_facts, release_store
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "format4"
-FACTS = json.loads((FIXTURE / "facts.json").read_text())
+FACTS = release_facts("format4")
 
 
 @pytest.fixture
 def store(tmp_path) -> Path:
-    path = tmp_path / "f4"
-    path.mkdir()
-    (path / "data.mdb").write_bytes(gzip.decompress((FIXTURE / "data.mdb.gz").read_bytes()))
-    return path
+    return release_store("format4", tmp_path / "f4")
 
 
 def test_the_format_4_store_reads_and_verifies_as_written(store):

@@ -12,7 +12,6 @@ store, gzipped. ``facts.json`` holds its head, the head at seq 5, its root and t
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -23,18 +22,14 @@ from braidlog import IntegrityError, LmdbLog, StorageError
 from braidlog.cli import main
 from braidlog.delta import committed_form
 from braidlog.proofs import check_checkpoint, open_note, root
-from tests.support import ROOT
+from tests.support.oldformat import release_facts, release_store
 
-FIXTURE = ROOT / "tests" / "fixtures" / "format3"
-FACTS = json.loads((FIXTURE / "facts.json").read_text())
+FACTS = release_facts("format3")
 
 
 @pytest.fixture
 def old_store(tmp_path) -> Path:
-    path = tmp_path / "old"
-    path.mkdir()
-    (path / "data.mdb").write_bytes(gzip.decompress((FIXTURE / "data.mdb.gz").read_bytes()))
-    return path
+    return release_store("format3", tmp_path / "old")
 
 
 def run(capsys, *argv):

@@ -8,10 +8,29 @@ no code of braidlog's.
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
 import lmdb
 from blake3 import blake3
 
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
 SINCE = {b"tree": 2, b"notes": 2, b"idh": 3}
+
+
+def release_facts(name: str) -> dict[str, Any]:
+    """The facts written down beside the release fixture ``name`` (``format3``, ``format4``)."""
+    return json.loads((FIXTURES / name / "facts.json").read_text())
+
+
+def release_store(name: str, path: Path) -> Path:
+    """The store of the release fixture ``name`` unpacked into the new directory ``path``."""
+    path.mkdir()
+    (path / "data.mdb").write_bytes(gzip.decompress((FIXTURES / name / "data.mdb.gz").read_bytes()))
+    return path
 
 
 def old_rows(rows: list[tuple[bytes, bytes, bytes]]) -> list[tuple[bytes, bytes]]:
