@@ -55,7 +55,7 @@ from .replay import (
     write_encoded_checkpoint,
 )
 from .store import BraidHead, FullStore, Head, LogReader, MemoryLog, Progress, Record, Staged, resolve_point
-from .store.arguments import checked_reads, flag, whole
+from .store.arguments import checked_reads, durability, flag, whole
 from .store.arguments import name as text_arg
 
 __all__ = ["Braid", "View", "ReadView", "BatchView", "DEFAULT_STORE", "Point"]
@@ -65,7 +65,7 @@ Point = int | str | datetime
 
 
 def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # shadows the builtin: the API's verb
-         projections: Iterable[Projection] | None = None, durable: bool = True,
+         projections: Iterable[Projection] | None = None, durable: bool | str = True,
          readonly: bool = False, create: bool = True, checkpoint_every: int = 5000,
          retries: int = 2, lazy: bool = False, registry: Registry = REGISTRY,
          **store_options: Any) -> Braid:
@@ -76,8 +76,9 @@ def open(path: str | os.PathLike[str] | None = DEFAULT_STORE, *,  # shadows the 
     ``BRAIDLOG_APP``) and keeps those the store has been used with; pass ``[]`` for none.
     ``lazy`` as for ``Braid``. The store records the projections it is opened with.
     """
-    for field, value in (("durable", durable), ("readonly", readonly), ("create", create), ("lazy", lazy)):
+    for field, value in (("readonly", readonly), ("create", create), ("lazy", lazy)):
         flag(value, field)
+    durability(durable)
     if path is None:
         store: FullStore = MemoryLog(registry)
     else:

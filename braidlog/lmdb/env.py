@@ -51,6 +51,7 @@ except ImportError:  # pragma: no cover - not POSIX: no store-wide lock, erase r
 from ..errors import BraidlogError, IntegrityError, StorageError, StoreFullError, ValidationError
 from ..store.files import fsync_dir
 from .file import short_file
+from .wal import WAL, Entry, WriteAhead, first_pages, restore_metas, stale_header
 
 __all__ = ["Env", "acquire", "release", "MAX_MAP_SIZE"]
 
@@ -69,7 +70,7 @@ GROUP_WEIGHT = 10_000
 class _Job:
     """One writer's ``fn``, waiting in the queue for the commit of its group."""
 
-    __slots__ = ("fn", "weight", "event", "lead", "done", "result", "error")
+    __slots__ = ("fn", "weight", "event", "lead", "done", "result", "error", "redo", "unlogged")
 
     def __init__(self, fn: Callable[[Any], Any], weight: int) -> None:
         self.fn, self.weight = fn, max(1, weight)
@@ -77,10 +78,15 @@ class _Job:
         self.lead = self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
+        # under durable="wal": the records its fn appended, (first seq, [(salt, delta bytes)]);
+        # None when it wrote something else (a checkpoint of LMDB makes that durable)
+        self.redo: list[Entry] | None = None
+        self.unlogged = False  # it appended records that cannot be appended again from there
 
 
 class _Inside(threading.local):
     txn: Any = None
+    job: _Job | None = None
 
 
 class _Gate:
@@ -208,11 +214,15 @@ def _corrupted(e: lmdb.Error) -> bool:
 class Env:
     """One LMDB environment, shared by every LmdbLog of its path in this process."""
 
-    def __init__(self, path: Path, *, readonly: bool, create: bool, durable: bool, map_size: int,
-                 tables: tuple[str, ...]) -> None:
+    def __init__(self, path: Path, *, readonly: bool, create: bool, durable: bool | str,
+                 map_size: int, tables: tuple[str, ...]) -> None:
         self.path = path
         self.readonly = readonly
         self.durable = durable
+        self.wal: WriteAhead | None = None  # the write-ahead file (wal.py), under durable="wal"
+        self.pending: list[Entry] | None = None  # its entries to append again, until recovered
+        self._pin: Any = None  # the read transaction holding the last checkpoint's snapshot
+        self._recovery = threading.Lock()
         self.users = 0
         self.forked = False
         self.gate = _Gate()
@@ -229,15 +239,88 @@ class Env:
         # while it puts a new data.mdb in place: an opener waits for it, never maps the old file.
         self.lockfd = _hold_shared(path, create=not readonly) if data.exists() else None
         try:
+            self._take_wal(data, durable == WAL)
             self._open(path, readonly=readonly, create=create, durable=durable,
                        map_size=map_size)
+            if self.wal is not None:
+                self._hold_for_recovery()
         except BaseException:
+            if self.wal is not None:
+                self.wal.close()
             _release_lock(self.lockfd)
             raise
         if self.lockfd is None:  # a new store: it is in place now, nothing could erase it before
             self.lockfd = _hold_shared(path, create=False)
 
-    def _open(self, path: Path, *, readonly: bool, create: bool, durable: bool,
+    def _take_wal(self, data: Path, wal_mode: bool) -> None:
+        """Open the write-ahead file under ``durable="wal"``, or to recover the one a writer
+        under it left; put back the checkpoint's meta pages if the machine restarted since
+        (wal.py). A read-only opener cannot recover: it is refused while recovery is due."""
+        if self.readonly:
+            if data.exists() and stale_header(self.path, data) is not None:
+                raise StorageError(f"the store at {self.path} was last written through its "
+                                   "write-ahead file, and the machine restarted before it was "
+                                   "closed", hint="open it once for writing (it recovers), "
+                                   "then read-only")
+            return
+        if not wal_mode and not (self.path / WAL).exists():
+            return
+        self.wal = WriteAhead(self.path, create=wal_mode)
+        header = self.wal.read_header()
+        if header is None:  # never checkpointed: nothing was acknowledged through it
+            self.pending = []
+            return
+        if stale_header(self.path, data) is not None:
+            restore_metas(data, header.metas)
+        self.pending = list(self.wal.entries())
+
+    def _hold_for_recovery(self) -> None:
+        """Pin the snapshot the write-ahead file's header names (its pages stay untouched until
+        recovery checkpoints), with the map grown beforehand for what the replay appends: a
+        resize would end the pin."""
+        assert self.pending is not None
+        need = self.env.info()["map_size"]
+        if self.pending:
+            size = os.stat(self.path / "data.mdb").st_size
+            need = max(need, size + 16 * sum(len(d) + 256 for e in self.pending for _, d in e.items)
+                       + (64 << 20))
+        if need > self.env.info()["map_size"]:
+            self.env.set_mapsize(min(need, MAX_MAP_SIZE))
+        self._pin = self.env.begin()  # (no other process writes: it holds the file's lock)
+
+    def recover(self, replay: Callable[[list[Entry]], None]) -> None:
+        """Append the write-ahead file's entries again (``replay``, the log's), then checkpoint:
+        once per environment, before its first use by a log. Without durable="wal", LMDB is
+        synced and the file removed."""
+        with self._recovery:
+            if self.pending is None or self.wal is None:
+                return
+            replay(self.pending)
+            self.pending = None
+            if self.durable == WAL:
+                self.checkpoint()
+            else:
+                self.sync()
+                self.wal.close(remove=True)
+                self.wal = None
+                self._pin.abort()
+                self._pin = None
+
+    def checkpoint(self) -> None:
+        """Sync LMDB, start the write-ahead file's next generation with the data file's meta
+        pages, and hold the new snapshot instead of the last one (wal.py). Called with no write
+        transaction open: by the commit's leader, or on close."""
+        self._checkpoint_file()
+        pin, self._pin = self._pin, self.env.begin()
+        if pin is not None:
+            pin.abort()
+
+    def _checkpoint_file(self) -> None:
+        assert self.wal is not None
+        self.env.sync(True)
+        self.wal.checkpoint(first_pages(self.path / "data.mdb"))
+
+    def _open(self, path: Path, *, readonly: bool, create: bool, durable: bool | str,
               map_size: int) -> None:
         data = path / "data.mdb"
         if data.exists():
@@ -252,8 +335,8 @@ class Env:
             try:
                 self.env = lmdb.open(
                     str(path), map_size=map_size, max_dbs=len(self.tables) + 4, subdir=True,
-                    readonly=readonly, create=create and not readonly, sync=True,
-                    metasync=durable, lock=True, readahead=False, max_readers=MAX_READERS,
+                    readonly=readonly, create=create and not readonly, sync=durable != WAL,
+                    metasync=durable is True, lock=True, readahead=False, max_readers=MAX_READERS,
                     max_spare_txns=0,  # a cached read transaction holds a reader slot across fork
                 )
                 break
@@ -356,9 +439,11 @@ class Env:
         if len(group) == 1:
             job = group[0]
             try:
-                job.result = self._transact(job.fn)
+                job.result = self._transact(lambda txn: self._run(job, txn))
             except BaseException as e:
                 job.error = e
+                return
+            self._made_durable(group)
             return
 
         def each(txn: Any) -> None:
@@ -367,7 +452,7 @@ class Env:
                 child = self.env.begin(write=True, parent=txn)
                 self._inside.txn = child
                 try:
-                    job.result = job.fn(child)
+                    job.result = self._run(job, child)
                 except (lmdb.MapFullError, lmdb.MapResizedError):
                     child.abort()
                     raise  # the whole group runs again, on the grown map
@@ -386,6 +471,45 @@ class Env:
         except BaseException as e:  # the commit failed: nothing of the group was written
             for job in group:
                 job.result, job.error = None, e
+            return
+        self._made_durable(group)
+
+    def _run(self, job: _Job, txn: Any) -> Any:
+        job.redo, job.unlogged = None, False  # afresh: a group runs again after the map grew
+        self._inside.job = job
+        try:
+            return job.fn(txn)
+        finally:
+            self._inside.job = None
+
+    def logged(self, first: int, items: list[tuple[bytes, bytes]] | None) -> None:
+        """What the running write appended, for the write-ahead file: ``items`` (salt, delta
+        bytes) from seq ``first``; None for records it cannot append again (written erased)."""
+        job = self._inside.job
+        if job is None or self.wal is None:
+            return
+        if items is None:
+            job.unlogged = True
+        else:
+            job.redo = [*(job.redo or ()), Entry(first, items)]
+
+    def _made_durable(self, group: list[_Job]) -> None:
+        """Under durable="wal": the group's appends written to the write-ahead file and synced,
+        or, when a write of the group cannot be written there, LMDB checkpointed. A failure is
+        every writer's error: its commit is in LMDB, unsynced."""
+        if self.wal is None or self.pending is not None:
+            return
+        done = [job for job in group if job.error is None]
+        try:
+            if any(job.redo is None or job.unlogged for job in done):
+                self.checkpoint()
+            elif not self.wal.append([e for job in done for e in job.redo or ()]):
+                self.checkpoint()
+        except (OSError, lmdb.Error) as e:
+            error = StorageError(f"syncing the commit to {self.path} failed: {e}",
+                                 hint="check the disk; the store recovers when opened again")
+            for job in done:
+                job.result, job.error = None, error
 
     def _transact(self, fn: Callable[[Any], T]) -> T:
         while True:
@@ -426,14 +550,29 @@ class Env:
                 raise StoreFullError(f"the store reached {size} bytes",
                                      hint="move it to a larger disk or shard braids over stores")
             try:
-                self.env.set_mapsize(min(size * 2, MAX_MAP_SIZE))
+                self._set_mapsize(min(size * 2, MAX_MAP_SIZE))
             except lmdb.Error as e:
                 raise StoreFullError(f"cannot grow the store map: {e}",
                                      hint="free disk space or address space") from e
 
     def adopt_map(self) -> None:
         with self.gate.exclusive():
-            self.env.set_mapsize(0)
+            self._set_mapsize(0)
+
+    def _set_mapsize(self, size: int) -> None:
+        """LMDB's set_mapsize, under ``gate.exclusive``. py-lmdb ends every transaction of the
+        environment there, the write-ahead file's pin among them: a checkpoint comes first, and
+        the pin is taken again on the same snapshot (no other writer can commit meanwhile)."""
+        if self._pin is None:
+            self.env.set_mapsize(size)
+            return
+        if self.pending is not None:
+            raise StorageError(f"recovering {self.path} needs a larger map than the one it "
+                               "reserved", hint="open it again with a larger map_size")
+        self._checkpoint_file()
+        self._pin = None
+        self.env.set_mapsize(size)
+        self._pin = self.env.begin()
 
     def open_tables(self, names: list[str], dups: set[str], *, create: bool) -> dict[str, Any]:
         """Handles of the named tables (created when ``create``, else they must exist)."""
@@ -552,6 +691,16 @@ class Env:
     def close(self) -> None:
         if not self.forked:
             with self.gate.closing(self.path):
+                if self.wal is not None:
+                    try:
+                        if self.pending is None:
+                            self.checkpoint()  # a reopening recovers nothing
+                    finally:
+                        if self._pin is not None:
+                            self._pin.abort()
+                            self._pin = None
+                        self.wal.close()
+                        self.wal = None
                 self.env.close()
         # After the environment: closing any descriptor of lock.mdb drops every fcntl lock this
         # process holds on it, LMDB's own among them.
@@ -564,6 +713,11 @@ class Env:
         """Hold the store alone: no other process has it open (refused, StorageError, if one
         has) and none can open it meanwhile (openers wait). The caller keeps this process's
         other threads out with ``gate.exclusive()`` where it needs to."""
+        if self.wal is not None:
+            raise StorageError(f"{self.path} is open with durable='wal', which erasing cannot "
+                               "use (it puts a new data file in place under the write-ahead "
+                               "file's checkpoint)", hint="close it, then erase with the store "
+                               "opened with durable=True")
         if self.users > 1:
             raise StorageError(f"{self.path} is open {self.users} times in this process",
                                hint="close the other handles (Braid, LmdbLog) of this store first")
@@ -709,16 +863,24 @@ _MADV_DONTNEED = 4
 _envs: dict[str, Env] = {}
 _lock = threading.Lock()
 _busy_at_fork: set[str] = set()
+_envs_at_fork: dict[str, Any] = {}  # those of them that were pinned for a write-ahead file
 _leaked: list[Env] = []
 
 
-def acquire(path: Path, *, readonly: bool, create: bool, durable: bool, map_size: int,
+def acquire(path: Path, *, readonly: bool, create: bool, durable: bool | str, map_size: int,
             tables: tuple[str, ...], init: Callable[[Env], None]) -> Env:
     """The environment of ``path`` in this process, opened (and ``init`` run on it) if needed."""
     key = os.path.realpath(path)
     with _lock:
         env = _envs.get(key)
         if env is None:
+            if key in _busy_at_fork and _envs_at_fork.get(key) is not None:
+                raise StorageError(f"{path} was open with durable='wal' in the parent process "
+                                   "when it forked, so this child cannot open it (closing the "
+                                   "inherited environment would release the parent's hold on "
+                                   "its last checkpoint)", hint="use the 'spawn' or "
+                                   "'forkserver' start method, or open the store in the child "
+                                   "before the parent opens it")
             if key in _busy_at_fork:
                 raise StorageError(
                     f"{path} was in use by another thread of the parent process when it forked, "
@@ -761,7 +923,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()  # a thread of the parent may have held it: it is gone here
     for key, env in list(_envs.items()):
         env.forked = True
-        if env.gate.idle:
+        if env.gate.idle and env._pin is None:  # (aborting the pin would free the parent's snapshot)
             env.env.close()
             _release_lock(env.lockfd)  # the parent's flock stays: it is held by its own copy
             env.lockfd = None
@@ -770,6 +932,8 @@ def _after_fork_in_child() -> None:
             # environment would abort it (clearing the parent's reader slot) or wait forever for
             # it. Keep it from ever being closed or collected in this process.
             _busy_at_fork.add(key)
+            if env._pin is not None:
+                _envs_at_fork[key] = env
             _leaked.append(env)
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(env.env))
     _envs.clear()

@@ -51,7 +51,7 @@ from ..store import (
     stage,
     ts_micros,
 )
-from ..store.arguments import checked_reads
+from ..store.arguments import checked_reads, durability
 from . import env as lmdb_env
 from .access import LogAccess
 from .env import store_path as _store_path
@@ -87,6 +87,7 @@ from .format import (
 )
 from .format import create as create_store
 from .tail import EVERY, IndexReads, Tail, TailKey, flush
+from .wal import Entry
 
 __all__ = ["LmdbLog", "FORMAT_VERSION"]
 
@@ -127,9 +128,12 @@ class LmdbLog(IndexReads, IndexScans, LmdbErasure, FullStore, OnDisk):
     ``durable=True`` (the default) syncs data and meta pages on every commit: a committed append
     survives an OS crash. ``durable=False`` skips the meta-page sync (LMDB's NOMETASYNC): an OS
     crash may undo the last commits but never corrupts the store; a process crash loses nothing.
+    ``durable="wal"`` syncs once a commit: LMDB commits unsynced and the commit's records are
+    synced to a write-ahead file beside it, which a checkpoint empties and an open after a
+    crash appends again (wal.py; one writing process a store). Erasure needs ``durable=True``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, durable: bool = True, create: bool = True,
+    def __init__(self, path: str | os.PathLike[str], *, durable: bool | str = True, create: bool = True,
                  readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE,
                  registry: Registry = REGISTRY, check_head: bool = True) -> None:
         self.path = _store_path(path)
@@ -137,6 +141,7 @@ class LmdbLog(IndexReads, IndexScans, LmdbErasure, FullStore, OnDisk):
             got = map_size if isinstance(map_size, int) else type(map_size).__name__
             raise ValidationError("map_size", f"must be a number of bytes from 1 to {MAX_MAP_SIZE} "
                                   f"(the store grows it as it fills), not {got}")
+        durability(durable)
         self.registry = store_kinds(registry, self, self.last_commit)
         self.durable = durable
         self.readonly = readonly
@@ -153,10 +158,16 @@ class LmdbLog(IndexReads, IndexScans, LmdbErasure, FullStore, OnDisk):
                                   map_size=map_size, tables=TABLES, init=open_tables)
         self._shared_env: lmdb_env.Env | None = shared  # None once closed
         self._env, self._db = shared.env, shared.db  # the lmdb handles, for tests and tools
+        self._logged = shared.logged  # (a write in flight may end after a close began)
         if not readonly:
             clean_leftover(self.path)
         self.format_version = shared.format_version
         _open_stores.add(self)
+        try:
+            shared.recover(self._replay)
+        except BaseException:
+            self.close()
+            raise
         if check_head:
             try:
                 self.check_head()
@@ -192,6 +203,23 @@ class LmdbLog(IndexReads, IndexScans, LmdbErasure, FullStore, OnDisk):
                     seq=seq, expected=expected, found=value[:HASH_SIZE])
             return Head(seq, value[:HASH_SIZE])
         return self._read(fn)
+
+    def _replay(self, entries: list[Entry]) -> None:
+        """Append again the write-ahead file's records past the head (env.py's recovery): the
+        same deltas with the same salts, so the same records, chain and tree."""
+        head = self._read(self._head_in)[0].seq
+        for first, items in entries:
+            rest = items[max(0, head + 1 - first):]
+            if not rest:
+                continue
+            if first + len(items) - len(rest) != head + 1:
+                raise IntegrityError(f"the write-ahead file's records start at seq {first}, past "
+                                     f"the log's head {head} + 1; restore from a backup",
+                                     seq=head + 1)
+            deltas = [_decoder.decode(data) for _, data in rest]
+            salts = {d.id: salt for d, (salt, _) in zip(deltas, rest, strict=True)}
+            self._append(deltas, None, head, salts=salts)
+            head += len(rest)
 
     # -- opening -----------------------------------------------------------------------------
     def _check_path(self, create: bool) -> None:
@@ -377,6 +405,8 @@ class LmdbLog(IndexReads, IndexScans, LmdbErasure, FullStore, OnDisk):
         db = self._db
         mark, before = self._mark(txn), self._tail_in(txn)
         keys, deltas = self._put_rows(txn, staged), [s.delta for s in staged]
+        self._logged(staged[0].seq, None if any(s.erased_by for s in staged) else
+                     [(s.salt, s.body[U64:]) for s in staged])
         put_keys(txn.cursor(db["ids"]), [(d.id.encode(), k) for d, k in zip(deltas, keys, strict=False)])
         added = tuple(TailKey(s.seq, s.delta.id, s.delta.braid_id, s.delta.kind,
                               envelope_refs(s.delta) if s.refs else frozenset()) for s in staged)

@@ -50,6 +50,16 @@ def flag(value: Any, field: str) -> bool:
     return value
 
 
+def durability(value: Any, field: str = "durable") -> bool | str:
+    """``durable``: True (LMDB syncs every commit), False (an OS crash may undo the last
+    commits) or ``"wal"`` (one sync a commit, through a write-ahead file)."""
+    if isinstance(value, str) and value == "wal":
+        return value
+    if not isinstance(value, bool):
+        raise ValidationError(field, f"must be True, False or 'wal', not {_what(value)}")
+    return value
+
+
 def _choice(*allowed: str) -> Any:
     def check(value: Any, field: str) -> Any:
         if value not in allowed or not isinstance(value, str):

@@ -29,9 +29,10 @@ def planned(seed: int, n_batches: int) -> list[list[GenericDelta]]:
     return batches
 
 
-def writer(path: str, seed: str, n_batches: str) -> None:
-    """Append the planned batches; print "ack K" after batch K commits."""
-    log = LmdbLog(path)
+def writer(path: str, seed: str, n_batches: str, durable: str = "True") -> None:
+    """Append the planned batches; print "ack K" after batch K commits (and is durable:
+    ``durable`` is True or wal)."""
+    log = LmdbLog(path, durable=durable if durable == "wal" else True)
     for k, batch in enumerate(planned(int(seed), int(n_batches))):
         log.append_batch(batch)
         print(f"ack {k}", flush=True)
