@@ -39,7 +39,7 @@ _WHERE = {
                      "sql_row", "eventsourcing_installed", "EventsourcingApp", "NoTreeLog"), "peers"),
     **dict.fromkeys(("WORKLOADS", "SCALING_SIZES", "BIG", "Config", "Sample", "Step", "Run", "percentile",
                      "quiet_heap", "timed", "each", "latencies", "remove", "launch"), "harness"),
-    **dict.fromkeys(("BRAID_FOLLOWING", "BRAID_CHECKED", "APPENDERS", "appenders"), "writes"),
+    **dict.fromkeys(("BRAID_FOLLOWING", "BRAID_CHECKED", "APPENDERS", "appenders", "WAL_LOG"), "writes"),
     **dict.fromkeys(("Row", "TargetResult", "Report", "TARGETS", "render", "load", "changes",
                      "Change"), "report"),
     "machine_facts": "machine",

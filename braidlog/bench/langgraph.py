@@ -10,7 +10,7 @@ one repeat to the next), with a 4 KiB write + fsync probe of the disk before eac
 (the row beside them is their median):
 
 - **500 turns** (1,000 steps) of one thread through ``graph.invoke``: the wall time (and, beside
-  it, the same run on a store whose commits make one sync: ``ONE_SYNC``, the next design's floor);
+  it, the same run on a store opened ``durable="wal"``: ``WAL``, the next design's prototype);
 - **bytes** the store takes on disk after them (SQLite after a WAL checkpoint);
 - **cold reads** of that thread grown to 667 turns (2,001 checkpoints), each in a new process
   of its own that has imported the libraries and warmed LangGraph's serializer (untimed, the
@@ -38,20 +38,19 @@ from .harness import Run, Sample, quiet_heap, remove, store_bytes
 from .machine import fsync_ms
 
 __all__ = ["TURNS", "COLD_TURNS", "CONVERSATIONS", "run_workload", "SQLITE", "ASYNC_SQLITE",
-           "BRAIDLOG", "ONE_SYNC", "TIMED_STEPS"]
+           "BRAIDLOG", "WAL", "TIMED_STEPS"]
 
 TURNS, TURNS_QUICK = 500, 30          # the one-thread run (--quick: a smoke run, not the figure)
 COLD_TURNS, COLD_TURNS_QUICK = 667, 40  # the thread the cold reads open: 2,001 checkpoints
 CONVERSATIONS = 16
 CONV_TURNS, CONV_TURNS_QUICK = 20, 3  # turns of each concurrent conversation
 SQLITE = "SqliteSaver (WAL FULL)"
-#: The floor of the next design for the one-thread wall time, measured beside it: the same saver
-#: on a store whose commits make one sync (LMDB's NOMETASYNC, braidlog's ``durable=False``), the
-#: I/O a durable commit of one sync (a journal, as SQLite's WAL) would cost. Not durable itself.
-ONE_SYNC = "braidlog, one sync a commit (prototype floor, not durable)"
+#: The next design for a durable commit, built as a prototype and measured beside braidlog: the
+#: same saver on a store opened ``durable="wal"`` (one sync a commit through a write-ahead file).
+WAL = "braidlog durable='wal' (next design)"
 ASYNC_SQLITE = "AsyncSqliteSaver (WAL FULL)"
 BRAIDLOG = "braidlog"
-TIMED_STEPS = 7  # per repeat, for the progress bar
+TIMED_STEPS = 8  # per repeat, for the progress bar
 _WORDS = ("plan", "tool", "result", "memory", "note", "check", "user", "deploy", "error",
           "value", "step", "graph", "state", "answer", "search", "retry")
 
@@ -106,21 +105,27 @@ def _check_wal_full(mode: str, sync: int) -> None:
         raise RuntimeError(f"SQLite runs in journal_mode={mode}, synchronous={sync}, not WAL FULL")
 
 
+def _braidlog_saver(system: str, path: str) -> tuple[Any, Any]:
+    """(saver, close) on braidlog: its own store (durable), or one opened durable="wal"."""
+    from ..braid import open as open_store
+    from ..integrations.langgraph import BraidlogSaver
+
+    if system == BRAIDLOG:
+        saver = BraidlogSaver(path)
+        return saver, saver.close
+    braid = open_store(path, projections=[], durable="wal")
+    saver = BraidlogSaver(braid)
+
+    def close_braid() -> None:
+        saver.close()
+        braid.close()
+    return saver, close_braid
+
+
 def open_saver(system: str, path: str) -> tuple[Any, Any]:
     """(saver, close) of a sync saver at ``path``."""
-    if system in (BRAIDLOG, ONE_SYNC):
-        from ..braid import open as open_store
-        from ..integrations.langgraph import BraidlogSaver
-
-        if system == BRAIDLOG:
-            saver = BraidlogSaver(path)
-            return saver, saver.close
-        braid = open_store(path, projections=[], durable=False)
-        saver = BraidlogSaver(braid)
-
-        def close_braid() -> None:
-            saver.close()
-            braid.close()
+    if system in (BRAIDLOG, WAL):
+        saver, close_braid = _braidlog_saver(system, path)
         return saver, close_braid
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -213,11 +218,12 @@ async def _conversations(system: str, path: str, turns: int) -> float:
         await asyncio.gather(*(talk(g, f"c{i}") for i in range(CONVERSATIONS)))
         return clock() - t
 
-    if system == BRAIDLOG:
-        from ..integrations.langgraph import BraidlogSaver
-
-        with BraidlogSaver(path) as saver:
+    if system in (BRAIDLOG, WAL):
+        saver, close = _braidlog_saver(system, path)
+        try:
             return await all_of(saver)
+        finally:
+            close()
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     async with AsyncSqliteSaver.from_conn_string(path) as sqlite:
@@ -261,14 +267,14 @@ def run_workload(run: Run) -> list[Sample]:
                 out.append(Sample(W, system, name, ms, "ms", "lower"))
         finally:
             remove(path)
-    path = run.path("langgraph-one-sync.lmdb")
+    path = run.path("langgraph-wal.lmdb")
     try:
-        run.step(f"langgraph · {ONE_SYNC}: {turns:,} turns")
-        out.append(Sample(W, ONE_SYNC, "thread wall s", _turns(ONE_SYNC, path, 0, turns), "s", "lower"))
+        run.step(f"langgraph · {WAL}: {turns:,} turns")
+        out.append(Sample(W, WAL, "thread wall s", _turns(WAL, path, 0, turns), "s", "lower"))
     finally:
         remove(path)
-    for system in (BRAIDLOG, ASYNC_SQLITE) if rep % 2 == 0 else (ASYNC_SQLITE, BRAIDLOG):
-        path = run.path("langgraph-conv.lmdb" if system == BRAIDLOG else "langgraph-conv.db")
+    for system in ((BRAIDLOG, ASYNC_SQLITE) if rep % 2 == 0 else (ASYNC_SQLITE, BRAIDLOG)) + (WAL,):
+        path = run.path("langgraph-conv.db" if system == ASYNC_SQLITE else "langgraph-conv.lmdb")
         try:
             run.step(f"langgraph · {system}: {CONVERSATIONS} conversations × {conv} turns")
             probes.append(fsync_ms(run.root))

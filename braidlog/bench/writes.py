@@ -32,7 +32,8 @@ from .peers import (
     startup_commands,
 )
 
-__all__ = ["BRAID_FOLLOWING", "BRAID_CHECKED", "GROUP_COMMITTER", "DISK", "APPENDERS", "appenders", "RUNNERS", "STEPS"]
+__all__ = ["BRAID_FOLLOWING", "BRAID_CHECKED", "GROUP_COMMITTER", "DISK", "APPENDERS", "appenders", "RUNNERS", "STEPS",
+           "WAL_LOG"]
 
 BRAID_FOLLOWING = "braidlog + shipped projections following, checks off"
 BRAID_CHECKED = "braidlog + shipped projections, batched append with projection checks"
@@ -144,6 +145,9 @@ def _single(run: Run) -> list[Sample]:
     with fresh(run, "single · braidlog", "braidlog", _durable_log) as log:
         latencies(W, "braidlog", each(log.append, ds), out)
 
+    with fresh(run, f"single · {WAL_LOG}", "braidlog-wal", _wal_log) as log:
+        latencies(W, WAL_LOG, each(log.append, ds), out)
+
     with fresh(run, "single · raw LMDB", "raw-lmdb", RawLmdb) as raw:
         latencies(W, "raw LMDB", each(raw.put_one, bodies), out)
 
@@ -171,6 +175,15 @@ def _braid_at(projections: list[Any], path: str) -> Braid:
 
 def _durable_log(path: str) -> LmdbLog:
     return LmdbLog(path, durable=True)
+
+
+#: The next design for a durable commit, built as a prototype: one sync a commit through a
+#: write-ahead file, LMDB behind it unsynced (``durable="wal"``).
+WAL_LOG = "braidlog durable='wal' (next design)"
+
+
+def _wal_log(path: str) -> LmdbLog:
+    return LmdbLog(path, durable="wal")
 
 
 def _indexed_raw(path: str) -> RawLmdb:

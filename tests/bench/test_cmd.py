@@ -78,7 +78,7 @@ def test_every_workload_has_its_rows(report):
     assert systems(report, "append") == want_append | {DISK}
     for s in want_append:
         assert metrics(report, "append", s) == {"deltas/s", "commits/s"}
-    want_single = {"braidlog", "raw LMDB", bench.RAW_INDEXED, "sqlite3 WAL FULL"}
+    want_single = {"braidlog", bench.WAL_LOG, "raw LMDB", bench.RAW_INDEXED, "sqlite3 WAL FULL"}
     if es:
         want_single |= {"eventsourcing SQLite (1/save)", "eventsourcing on braidlog (1/save)",
                         "eventsourcing memory (1/save)"}

@@ -26,8 +26,9 @@ def test_the_eventsourcing_workload_reports_both_modules_and_the_disk(tmp_path):
     # every ratio reads one way: above 1 is better for braidlog
     names = {t.name: t for t in report.targets if t.name.startswith("eventsourcing")}
     assert len(names) == 4 and all(t.value is not None for t in names.values())
-    assert rows[(es.SINGLE, es.ONE_SYNC, "events/s")].median > 0  # the next design's floor
-    assert all(t.value is not None for t in report.targets if "next design" in t.name)
+    assert rows[(es.SINGLE, es.WAL, "events/s")].median > 0  # the next design's prototype
+    wal = [t for t in report.targets if t.name.startswith("the next design (durable='wal') vs eventsourcing")]
+    assert len(wal) == 3 and all(t.value is not None for t in wal)
     by_bytes = next(t for n, t in names.items() if "bytes" in n)
     sqlite_mb = rows[(es.BATCHED, es.SQLITE, "MB stored")].median
     braidlog_mb = rows[(es.BATCHED, es.BRAIDLOG, "MB stored")].median

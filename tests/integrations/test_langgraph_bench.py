@@ -11,7 +11,7 @@ pytest.importorskip("aiosqlite")
 
 from braidlog import bench
 from braidlog.bench.eventsourcing import DISK
-from braidlog.bench.langgraph import ASYNC_SQLITE, ONE_SYNC, SQLITE
+from braidlog.bench.langgraph import ASYNC_SQLITE, SQLITE, WAL
 
 
 def test_the_langgraph_workload_reports_every_target(tmp_path):
@@ -22,13 +22,13 @@ def test_the_langgraph_workload_reports_every_target(tmp_path):
                "first get_state ms"}
     assert {m for s, m in rows if s == SQLITE} == metrics
     assert {m for s, m in rows if s == ASYNC_SQLITE} == {"conversations steps/s"}
-    assert {m for s, m in rows if s == ONE_SYNC} == {"thread wall s"}  # the next design's floor
+    assert {m for s, m in rows if s == WAL} == {"thread wall s", "conversations steps/s"}  # next design
     assert {m for s, m in rows if s == "braidlog"} == metrics | {"conversations steps/s"}
     assert all(r.median > 0 for r in rows.values())
     assert rows[(DISK, "fsync p50 ms")].median > 0  # the disk's floor beside the durable rows
     assert rows[(SQLITE, "MB on disk")].ratio > 1  # SqliteSaver stores every state whole
     targets = [t for t in report.targets if t.name.startswith("LangGraph")]
-    assert len(targets) == 6
+    assert len(targets) == 7
     for t in targets:
         assert t.value is not None and t.value > 0, t.name
         assert "fsync p50" in t.note, t.note

@@ -5,7 +5,8 @@ application's name (``BANKACCOUNTS_BRAIDLOG_STORE`` before ``BRAIDLOG_STORE``):
 
 - ``BRAIDLOG_STORE``: the store's directory (required; created with a new store where none is);
 - ``BRAIDLOG_DURABLE``: sync every commit to disk (default ``y``; ``n`` as ``braidlog.open``'s
-  ``durable=False``: an OS crash may lose the last commits, never corrupt the store);
+  ``durable=False``: an OS crash may lose the last commits, never corrupt the store; ``wal``
+  as ``durable="wal"``: one sync a commit through a write-ahead file, one writing process);
 - ``ORIGINATOR_ID_TYPE``: ``uuid`` (the default) or ``text``, as for eventsourcing's SQLite module.
 
 The factory does not open the store: its recorders open it on first use, in the process that
@@ -97,7 +98,8 @@ class BraidlogFactory(InfrastructureFactory[BraidlogTrackingRecorder]):
                 "braidlog store path not found in the environment with keys: "
                 f"{', '.join(self.env.create_keys(self.BRAIDLOG_STORE))} (name the store's "
                 "directory; a new store is created there when none exists)")
-        durable = self._flag(self.BRAIDLOG_DURABLE, "y")
+        durable: bool | str = (self.env.get(self.BRAIDLOG_DURABLE) or "").strip().lower()
+        durable = "wal" if durable == "wal" else self._flag(self.BRAIDLOG_DURABLE, "y")
         id_type = (self.env.get(self.ORIGINATOR_ID_TYPE) or "uuid").strip().lower()
         if id_type not in ("uuid", "text"):
             raise InfrastructureFactoryError(

@@ -70,7 +70,7 @@ class BraidlogDatastore:
     ``originator_id_type`` is ``"uuid"`` (ids read back as UUID) or ``"text"`` (as str).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, durable: bool = True,
+    def __init__(self, path: str | os.PathLike[str], *, durable: bool | str = True,
                  originator_id_type: str = "uuid") -> None:
         if originator_id_type not in ("uuid", "text"):
             raise DataError(f"originator_id_type must be 'uuid' or 'text', not {originator_id_type!r}")
