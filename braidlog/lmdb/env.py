@@ -65,6 +65,10 @@ T = TypeVar("T")
 
 #: The most a group commit takes at once, in its writers' weights (a batch weighs its deltas).
 GROUP_WEIGHT = 10_000
+#: Under durable="wal", a checkpoint once the file has grown by this many pages past the last
+#: one: the pinned snapshot keeps LMDB from reusing pages, so the file grows by every page
+#: written until the next checkpoint.
+CHECKPOINT_PAGES = 1024
 
 
 class _Job:
@@ -222,6 +226,7 @@ class Env:
         self.wal: WriteAhead | None = None  # the write-ahead file (wal.py), under durable="wal"
         self.pending: list[Entry] | None = None  # its entries to append again, until recovered
         self._pin: Any = None  # the read transaction holding the last checkpoint's snapshot
+        self._pinned_pages = 0  # the file's pages at the last checkpoint
         self._recovery = threading.Lock()
         self.users = 0
         self.forked = False
@@ -319,6 +324,7 @@ class Env:
         assert self.wal is not None
         self.env.sync(True)
         self.wal.checkpoint(first_pages(self.path / "data.mdb"))
+        self._pinned_pages = self.env.info()["last_pgno"]
 
     def _open(self, path: Path, *, readonly: bool, create: bool, durable: bool | str,
               map_size: int) -> None:
@@ -501,9 +507,9 @@ class Env:
             return
         done = [job for job in group if job.error is None]
         try:
-            if any(job.redo is None or job.unlogged for job in done):
-                self.checkpoint()
-            elif not self.wal.append([e for job in done for e in job.redo or ()]):
+            if (any(job.redo is None or job.unlogged for job in done)
+                    or self.env.info()["last_pgno"] > self._pinned_pages + CHECKPOINT_PAGES
+                    or not self.wal.append([e for job in done for e in job.redo or ()])):
                 self.checkpoint()
         except (OSError, lmdb.Error) as e:
             error = StorageError(f"syncing the commit to {self.path} failed: {e}",

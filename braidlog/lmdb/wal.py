@@ -3,9 +3,10 @@ it as the index of the log.
 
 A durable LMDB commit flushes the device twice (its data pages, then its meta page). Under
 ``durable="wal"`` a commit flushes once: LMDB commits without syncing (MDB_NOSYNC), then the
-records the commit appended are written to this file, which is synced (``fdatasync`` of blocks
-written once when the file was made, so no file metadata changes) before any writer of the
-commit returns. Every so often a checkpoint syncs LMDB and starts the file again.
+records the commit appended are written to this file, which is synced (``fdatasync``) before
+any writer of the commit returns. The file grows by a mebibyte of zeros at a time ahead of its
+entries, up to ``SIZE``, so that most syncs change no file metadata (one device flush); a
+checkpoint syncs LMDB and starts the file again from the top.
 
 Invariants, each kept here or in env.py:
 
@@ -60,7 +61,8 @@ WAL = "wal"  # the ``durable`` value, and the file's name in the store's directo
 MAGIC = b"braidlog-wal-1\x00\x00"
 SLOT = 1 << 16  # a header slot: room for two meta pages of up to 32 KiB
 BODY = 2 * SLOT
-SIZE = 64 << 20  # the file's length: a checkpoint comes when the next entry would pass it
+SIZE = 64 << 20  # the file's length at most: a checkpoint comes when an entry would pass it
+GROW = 1 << 20  # zeros written ahead of the entries when the file grows
 _HEAD = struct.Struct("<16sQ16sI")
 _ENTRY = struct.Struct("<QQII")
 _DIGEST = 16
@@ -112,6 +114,7 @@ class WriteAhead:
         self.offset = BODY
         self.last = 0  # the seq of the last record in the file's entries
         self.size = SIZE
+        self.length = os.fstat(self.fd).st_size  # written (zeros ahead of the entries)
 
     # -- reading it back (recovery) ---------------------------------------------------------
     def read_header(self) -> Header | None:
@@ -174,6 +177,9 @@ class WriteAhead:
             last = first + len(items) - 1
         if at > self.size:
             return False
+        if at > self.length:  # zeros ahead, so that the next syncs change no file metadata
+            self.length = min(self.size, at + GROW)
+            out.append(bytes(self.length - at))
         if out:
             _write(self.fd, b"".join(out), self.offset)
             os.fdatasync(self.fd)
@@ -182,18 +188,21 @@ class WriteAhead:
 
     def checkpoint(self, metas: bytes) -> None:
         """Start a new generation: LMDB is synced and ``metas`` are its first two pages now."""
-        length = os.fstat(self.fd).st_size
-        if length < self.size:  # written once: a later sync changes no file metadata
-            _write(self.fd, bytes(self.size - length), length)
-            os.fsync(self.fd)
-            fsync_dir(self.path.parent)
         gen = 0 if self.header is None else self.header.generation + 1
         raw = _HEAD.pack(MAGIC, gen, boot_id(), len(metas) // 2) + metas
         if len(raw) + 32 > SLOT:
             raise StorageError(f"LMDB's pages ({len(metas) // 2} bytes) do not fit the "
                                "write-ahead file's header", hint="open the store with durable=True")
+        new = self.length < BODY  # a new file: its length and its name made durable once
+        if new:
+            _write(self.fd, bytes(BODY - self.length), self.length)
+            self.length = BODY
         _write(self.fd, raw + blake3(raw).digest(), (gen % 2) * SLOT)
-        os.fdatasync(self.fd)
+        if new:
+            os.fsync(self.fd)
+            fsync_dir(self.path.parent)
+        else:
+            os.fdatasync(self.fd)
         self.header = Header(gen, boot_id(), metas)
         self.offset, self.last = BODY, 0
 

@@ -221,6 +221,18 @@ def test_settings_come_from_the_environment_with_the_application_prefix(tmp_path
         DogSchool(env=env(tmp_path / "d", ORIGINATOR_ID_TYPE="int"))
 
 
+def test_wal_durability_is_taken_from_the_environment(tmp_path):
+    app = DogSchool(env=env(tmp_path / "d", BRAIDLOG_DURABLE="WAL"))
+    dog = app.register("Fido")
+    app.teach(dog, "roll over")
+    assert app.factory.datastore.durable == "wal"
+    assert (tmp_path / "d" / "wal").exists()
+    app.close()
+    again = DogSchool(env=env(tmp_path / "d", BRAIDLOG_DURABLE="wal"))
+    assert again.repository.get(dog).tricks == ["roll over"]
+    again.close()
+
+
 def _register_in_child(app: DogSchool, queue) -> None:
     queue.put(str(app.register("Rex")))
 
