@@ -227,6 +227,7 @@ class Env:
         self.pending: list[Entry] | None = None  # its entries to append again, until recovered
         self._pin: Any = None  # the read transaction holding the last checkpoint's snapshot
         self._pinned_pages = 0  # the file's pages at the last checkpoint
+        self._wrote = False  # the leader's group is in the write-ahead file, unsynced
         self._recovery = threading.Lock()
         self.users = 0
         self.forked = False
@@ -243,6 +244,7 @@ class Env:
         # An existing store is opened under a shared lock that an erasure takes exclusively
         # while it puts a new data.mdb in place: an opener waits for it, never maps the old file.
         self.lockfd = _hold_shared(path, create=not readonly) if data.exists() else None
+        self.writerfd: int | None = None  # the directory, flocked by a writing process
         try:
             self._take_wal(data, durable == WAL)
             self._open(path, readonly=readonly, create=create, durable=durable,
@@ -252,6 +254,7 @@ class Env:
         except BaseException:
             if self.wal is not None:
                 self.wal.close()
+            _release_lock(self.writerfd)
             _release_lock(self.lockfd)
             raise
         if self.lockfd is None:  # a new store: it is in place now, nothing could erase it before
@@ -268,6 +271,7 @@ class Env:
                                    "closed", hint="open it once for writing (it recovers), "
                                    "then read-only")
             return
+        self.writerfd = _hold_writer(self.path, alone=wal_mode)
         if not wal_mode and not (self.path / WAL).exists():
             return
         self.wal = WriteAhead(self.path, create=wal_mode)
@@ -445,9 +449,10 @@ class Env:
         if len(group) == 1:
             job = group[0]
             try:
-                job.result = self._transact(lambda txn: self._run(job, txn))
+                job.result = self._transact(lambda txn: self._run(job, txn, ahead=group))
             except BaseException as e:
                 job.error = e
+                self._made_durable(group, committed=False)
                 return
             self._made_durable(group)
             return
@@ -472,21 +477,27 @@ class Env:
                         job.result, job.error = None, self.error("write", e)
                 finally:
                     self._inside.txn = txn
+            self._ahead(group)
         try:
             self._transact(each)
         except BaseException as e:  # the commit failed: nothing of the group was written
             for job in group:
                 job.result, job.error = None, e
+            self._made_durable(group, committed=False)
             return
         self._made_durable(group)
 
-    def _run(self, job: _Job, txn: Any) -> Any:
+    def _run(self, job: _Job, txn: Any, *, ahead: list[_Job] | None = None) -> Any:
+        """``job``'s fn in ``txn``; then, when ``ahead``, that group written ahead (``_ahead``)."""
         job.redo, job.unlogged = None, False  # afresh: a group runs again after the map grew
         self._inside.job = job
         try:
-            return job.fn(txn)
+            result = job.fn(txn)
         finally:
             self._inside.job = None
+        if ahead is not None:
+            self._ahead(ahead)
+        return result
 
     def logged(self, first: int, items: list[tuple[bytes, bytes]] | None) -> None:
         """What the running write appended, for the write-ahead file: ``items`` (salt, delta
@@ -496,26 +507,48 @@ class Env:
             return
         if items is None:
             job.unlogged = True
-        else:
-            job.redo = [*(job.redo or ()), Entry(first, items)]
+        else:  # (none: a retry of records already written, which writes nothing)
+            job.redo = [*(job.redo or ()), *([Entry(first, items)] if items else ())]
 
-    def _made_durable(self, group: list[_Job]) -> None:
-        """Under durable="wal": the group's appends written to the write-ahead file and synced,
-        or, when a write of the group cannot be written there, LMDB checkpointed. A failure is
-        every writer's error: its commit is in LMDB, unsynced."""
-        if self.wal is None or self.pending is not None:
+    def _ahead(self, group: list[_Job]) -> None:
+        """Under durable="wal", just before LMDB commits the group: its appends written to the
+        write-ahead file (``_made_durable`` syncs them once LMDB has committed), unless a write
+        of the group cannot be written there, or the file is full: then a checkpoint comes."""
+        wal, self._wrote = self.wal, False
+        if wal is None or self.pending is not None:
             return
         done = [job for job in group if job.error is None]
+        if all(job.redo is not None and not job.unlogged for job in done):
+            try:
+                self._wrote = wal.write([e for job in done for e in job.redo or ()])
+            except OSError as e:
+                raise StorageError(f"writing the commit to {wal.path} failed: {e}",
+                                   hint="check the disk; nothing of it was committed") from e
+
+    def _made_durable(self, group: list[_Job], *, committed: bool = True) -> None:
+        """Under durable="wal", once LMDB has committed the group (unsynced): the write-ahead
+        file synced, or LMDB checkpointed when the group was not written there or the file grew
+        far enough past the last checkpoint. A failed commit after the group was written there
+        checkpoints too, so that its entry is left behind in an older generation. A failure is
+        every writer's error: the commit is in LMDB, unsynced, and the next open recovers it."""
+        if self.wal is None or self.pending is not None:
+            return
+        wrote, self._wrote = self._wrote, False
+        if not committed and not wrote:
+            return
         try:
-            if (any(job.redo is None or job.unlogged for job in done)
-                    or self.env.info()["last_pgno"] > self._pinned_pages + CHECKPOINT_PAGES
-                    or not self.wal.append([e for job in done for e in job.redo or ()])):
+            if wrote and committed:
+                self.wal.sync()
+            if not wrote or not committed or self.env.info()["last_pgno"] > self._pinned_pages + CHECKPOINT_PAGES:
                 self.checkpoint()
         except (OSError, lmdb.Error) as e:
+            if not committed:
+                return
             error = StorageError(f"syncing the commit to {self.path} failed: {e}",
                                  hint="check the disk; the store recovers when opened again")
-            for job in done:
-                job.result, job.error = None, error
+            for job in group:
+                if job.error is None:
+                    job.result, job.error = None, error
 
     def _transact(self, fn: Callable[[Any], T]) -> T:
         while True:
@@ -711,7 +744,8 @@ class Env:
         # After the environment: closing any descriptor of lock.mdb drops every fcntl lock this
         # process holds on it, LMDB's own among them.
         _release_lock(self.lockfd)
-        self.lockfd = None
+        _release_lock(self.writerfd)
+        self.lockfd = self.writerfd = None
 
     # -- erasure: holding the store alone and putting a rewritten file in place ----------------
     @contextmanager
@@ -829,6 +863,34 @@ def _hold_shared(path: Path, *, create: bool) -> int | None:
         return None
 
 
+def _hold_writer(path: Path, *, alone: bool) -> int | None:
+    """A descriptor of the store's directory holding flock: shared by every process that opens
+    it for writing, exclusive (and refused, StorageError, while another writer has it) under
+    durable="wal", which must be the store's only writing process: its recovery puts the data
+    file back to its own checkpoint. None where directories cannot be locked."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if alone else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        if alone:
+            raise StorageError(f"another process has the store at {path} open for writing, and "
+                               "durable='wal' must be its only writer", hint="close it there "
+                               "first, or open this store durable=True") from None
+        raise StorageError(f"another process writes the store at {path} with durable='wal', "
+                           "which must be its only writer", hint="write through that process, "
+                           "or close the store there first") from None
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _release_lock(fd: int | None) -> None:
     if fd is not None:
         try:
@@ -932,7 +994,8 @@ def _after_fork_in_child() -> None:
         if env.gate.idle and env._pin is None:  # (aborting the pin would free the parent's snapshot)
             env.env.close()
             _release_lock(env.lockfd)  # the parent's flock stays: it is held by its own copy
-            env.lockfd = None
+            _release_lock(env.writerfd)
+            env.lockfd = env.writerfd = None
         else:
             # Its transaction belongs to a thread that does not exist here: closing the
             # environment would abort it (clearing the parent's reader slot) or wait forever for

@@ -322,6 +322,8 @@ class LmdbLog(IndexReads, IndexScans, LmdbErasure, FullStore, OnDisk):
             if admit is not None:  # the projections' checks (Braid), inside this transaction
                 admit(head, staged)
             self._put(txn, staged, digests)
+        else:
+            self._logged(head.seq + 1, [])
         return staged, seqs
 
     def _stored(self, txn: Any, delta_ids: list[str], digests: dict[str, bytes] | None = None

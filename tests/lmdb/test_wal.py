@@ -143,16 +143,18 @@ def test_a_killed_writer_loses_no_acknowledged_commit(tmp_path, rng, round_):
     assert len(stored) >= sum(len(b) for b in plan[:max(acked, default=-1) + 1])
 
 
-def test_a_second_writing_process_is_refused_and_readers_are_not(tmp_path):
+@pytest.mark.parametrize(("here", "there"), [("wal", "wal"), ("wal", "True"), (True, "wal")])
+def test_a_wal_writer_is_the_only_writing_process_and_readers_are_not_refused(tmp_path, here, there):
     path = tmp_path / "store"
-    with LmdbLog(path, durable="wal") as log:
+    with LmdbLog(path, durable=here) as log:
         log.append_batch(planned(1, 1)[0])
-        proc = spawn("writer", str(path), "2", "1", "wal")
+        proc = spawn("writer", str(path), "2", "1", there)
         _, err = proc.communicate(timeout=60)
-        assert proc.returncode != 0 and "another process writes the store" in err
+        assert proc.returncode != 0 and "durable='wal'" in err and "only writer" in err, err
         reader = spawn("reader", str(path), "0.2")
-        out, err = reader.communicate(timeout=60)
+        _, err = reader.communicate(timeout=60)
         assert reader.returncode == 0, err
+        assert log.head().seq == len(planned(1, 1)[0])
 
 
 def test_read_only_after_a_restart_is_refused_until_a_writer_recovers(tmp_path, rng):
@@ -217,3 +219,40 @@ def test_a_forked_child_is_told_to_spawn_and_the_parents_hold_stays(tmp_path, rn
     disk.log.close()
     with LmdbLog(tmp_path / "crashed") as back:
         assert [r.delta for r in back.scan()] == expected
+
+
+def test_group_commits_of_many_threads_survive_an_os_crash(tmp_path, rng):
+    import threading
+
+    disk = Disk(LmdbLog(tmp_path / "store", durable="wal"))
+    plans = [planned(100 + k, 8) for k in range(6)]
+    acked: list[list] = [[] for _ in plans]
+
+    def work(k: int) -> None:
+        for batch in plans[k]:
+            disk.log.append_batch(batch)
+            acked[k].extend(batch)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(plans))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert disk.log._alive().wal.header.generation == disk.generation, "a checkpoint came: plan less"
+    disk.crash(tmp_path / "crashed", rng)
+    disk.log.close()
+    with LmdbLog(tmp_path / "crashed") as back:
+        assert back.verify() == back.head()
+        stored = {r.delta.id for r in back.scan()}
+    assert all(d.id in stored for mine in acked for d in mine)
+    assert len(stored) == sum(len(mine) for mine in acked)
+
+
+def test_a_retry_writes_nothing_ahead_and_does_not_checkpoint(tmp_path):
+    with LmdbLog(tmp_path / "store", durable="wal") as log:
+        batch = planned(9, 1)[0]
+        log.append_batch(batch)
+        wal_state = log._alive().wal
+        before = (wal_state.header.generation, wal_state.offset)
+        assert log.append_batch(batch) == list(range(1, len(batch) + 1))  # a retry: the same seqs
+        assert (wal_state.header.generation, wal_state.offset) == before
