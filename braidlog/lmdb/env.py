@@ -13,11 +13,15 @@ Hazards, handled here so callers never meet them (docs/operations.md has the lon
 - Every transaction is a ``with`` block run through ``read``/``write``, which retry on
   MDB_MAP_RESIZED (another process grew the map: adopt its size) and, for writes, on
   MDB_MAP_FULL (double the map and run the write again). ``set_mapsize`` is only called with no
-  transaction of this process open (the ``_Gate``). The transactions that open the tables run
+  transaction of this process open (the ``Gate``). The transactions that open the tables run
   through the same retry.
 - Writers in several threads share commits (``Env.write``'s queue): each ``fn`` of a group runs
   in a nested transaction after those before it and is undone alone if it raises; a read made
   from inside a ``fn`` reads its transaction; a write begun from inside one is refused.
+- ``durable="wal"`` (ahead.py, wal.py): LMDB commits unsynced, each group's appends are written
+  to the write-ahead file just before LMDB commits and synced just after, and every other
+  write checkpoints. A map resize ends every transaction of the environment, the checkpoint's
+  pin among them: it checkpoints first. A forked child never closes a pinned environment.
 - ``fork``: py-lmdb refuses to open an environment that is already open in the process, and a
   forked child inherits the parent's. After a fork, the child closes the inherited environments
   that no thread was using at the moment of the fork (closing touches only the child's own copy
@@ -32,7 +36,6 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
-import struct
 import sys
 import threading
 from collections import deque
@@ -50,8 +53,11 @@ except ImportError:  # pragma: no cover - not POSIX: no store-wide lock, erase r
 
 from ..errors import BraidlogError, IntegrityError, StorageError, StoreFullError, ValidationError
 from ..store.files import fsync_dir
+from .ahead import Ahead, refuse_stale
 from .file import short_file
-from .wal import WAL, Entry, WriteAhead, first_pages, restore_metas, stale_header
+from .gate import Gate
+from .locks import hold_shared, hold_writer, lmdb_user, release_lock
+from .wal import WAL, Entry
 
 __all__ = ["Env", "acquire", "release", "MAX_MAP_SIZE"]
 
@@ -65,10 +71,6 @@ T = TypeVar("T")
 
 #: The most a group commit takes at once, in its writers' weights (a batch weighs its deltas).
 GROUP_WEIGHT = 10_000
-#: Under durable="wal", a checkpoint once the file has grown by this many pages past the last
-#: one: the pinned snapshot keeps LMDB from reusing pages, so the file grows by every page
-#: written until the next checkpoint.
-CHECKPOINT_PAGES = 1024
 
 
 class _Job:
@@ -91,100 +93,6 @@ class _Job:
 class _Inside(threading.local):
     txn: Any = None
     job: _Job | None = None
-
-
-class _Gate:
-    """Lets ``set_mapsize`` wait until no transaction of this process is open, and tells a
-    forked child whether one was open when its parent forked."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cv = threading.Condition(self._lock)
-        self._active = 0
-        self._exclusive = False
-        self._closing = False  # a close waits for the other threads to leave
-        self._closed: Path | None = None  # the store's path, once closed
-        self._owner: int | None = None
-        self._local = threading.local()
-        self._shared = _Shared(self)
-
-    @property
-    def idle(self) -> bool:
-        """No thread is inside (read without the lock: for a forked child, where the thread that
-        held it may be gone)."""
-        return self._active == 0 and not self._exclusive
-
-    def shared(self) -> _Shared:
-        """Held around every transaction (and anything else that must not meet a map resize);
-        a thread already inside may enter again. One object serves every entry: it keeps its
-        depth per thread, and costs a lock and no generator on the append path."""
-        return self._shared
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """No other thread inside meanwhile; the holding thread may enter again (shared or
-        exclusive), as an erasure does for the whole of its work."""
-        me = threading.get_ident()
-        if self._owner == me:
-            yield
-            return
-        with self._cv:
-            while self._exclusive:
-                self._cv.wait()
-            self._exclusive = True
-            while self._active:
-                self._cv.wait()
-            self._owner = me
-        try:
-            yield
-        finally:
-            with self._cv:
-                self._owner = None
-                self._exclusive = False
-                self._cv.notify_all()
-
-    @contextmanager
-    def closing(self, path: Path) -> Iterator[None]:
-        """Held while the environment closes: waits until no other thread is inside (closing
-        LMDB under another thread's transaction crashes the process; transactions are short,
-        a scan takes one per chunk), and refuses every later entry with a StorageError."""
-        depth = getattr(self._local, "depth", 0)
-        with self._cv:
-            self._closing = True
-            while self._exclusive or self._active > depth:
-                self._cv.wait()
-            self._closed = path
-        yield
-
-
-class _Shared:
-    """``_Gate.shared()``: entered by any number of threads at once, never while a resize is
-    waiting for them to leave (unless the thread is already inside: no deadlock)."""
-
-    __slots__ = ("gate",)
-
-    def __init__(self, gate: _Gate) -> None:
-        self.gate = gate
-
-    def __enter__(self) -> None:
-        gate = self.gate
-        local = gate._local
-        depth = getattr(local, "depth", 0)
-        with gate._lock:  # the thread holding it exclusively (an erasure) enters at once
-            while gate._exclusive and not depth and gate._owner != threading.get_ident():
-                gate._cv.wait()
-            if gate._closed is not None:
-                raise StorageError(f"the store at {gate._closed} is closed", hint="open it again")
-            gate._active += 1
-        local.depth = depth + 1
-
-    def __exit__(self, *exc: object) -> None:
-        gate = self.gate
-        gate._local.depth -= 1
-        with gate._lock:
-            gate._active -= 1
-            if gate._exclusive or gate._closing:  # a resize or a close waits for threads to leave
-                gate._cv.notify_all()
 
 
 #: Below this many free bytes, an I/O error while writing is taken for a full disk (tmpfs and
@@ -223,15 +131,10 @@ class Env:
         self.path = path
         self.readonly = readonly
         self.durable = durable
-        self.wal: WriteAhead | None = None  # the write-ahead file (wal.py), under durable="wal"
-        self.pending: list[Entry] | None = None  # its entries to append again, until recovered
-        self._pin: Any = None  # the read transaction holding the last checkpoint's snapshot
-        self._pinned_pages = 0  # the file's pages at the last checkpoint
-        self._wrote = False  # the leader's group is in the write-ahead file, unsynced
-        self._recovery = threading.Lock()
+        self.ahead: Ahead | None = None  # under durable="wal", or recovering its file (ahead.py)
         self.users = 0
         self.forked = False
-        self.gate = _Gate()
+        self.gate = Gate()
         self.db: dict[str, Any] = {}  # the table handles, set by the opener's ``init``
         self.format_version = 0
         self.tables = tables
@@ -243,92 +146,32 @@ class Env:
         data = path / "data.mdb"
         # An existing store is opened under a shared lock that an erasure takes exclusively
         # while it puts a new data.mdb in place: an opener waits for it, never maps the old file.
-        self.lockfd = _hold_shared(path, create=not readonly) if data.exists() else None
+        self.lockfd = hold_shared(path, create=not readonly) if data.exists() else None
         self.writerfd: int | None = None  # the directory, flocked by a writing process
         try:
-            self._take_wal(data, durable == WAL)
+            if readonly:
+                refuse_stale(path)
+            else:
+                self.writerfd = hold_writer(path, alone=durable == WAL)
+                self.ahead = Ahead.take(path, mode=durable == WAL)
             self._open(path, readonly=readonly, create=create, durable=durable,
                        map_size=map_size)
-            if self.wal is not None:
-                self._hold_for_recovery()
+            if self.ahead is not None:
+                self.ahead.hold(self.env)
         except BaseException:
-            if self.wal is not None:
-                self.wal.close()
-            _release_lock(self.writerfd)
-            _release_lock(self.lockfd)
+            if self.ahead is not None:
+                self.ahead.wal.close()
+            release_lock(self.writerfd)
+            release_lock(self.lockfd)
             raise
         if self.lockfd is None:  # a new store: it is in place now, nothing could erase it before
-            self.lockfd = _hold_shared(path, create=False)
-
-    def _take_wal(self, data: Path, wal_mode: bool) -> None:
-        """Open the write-ahead file under ``durable="wal"``, or to recover the one a writer
-        under it left; put back the checkpoint's meta pages if the machine restarted since
-        (wal.py). A read-only opener cannot recover: it is refused while recovery is due."""
-        if self.readonly:
-            if data.exists() and stale_header(self.path, data) is not None:
-                raise StorageError(f"the store at {self.path} was last written through its "
-                                   "write-ahead file, and the machine restarted before it was "
-                                   "closed", hint="open it once for writing (it recovers), "
-                                   "then read-only")
-            return
-        self.writerfd = _hold_writer(self.path, alone=wal_mode)
-        if not wal_mode and not (self.path / WAL).exists():
-            return
-        self.wal = WriteAhead(self.path, create=wal_mode)
-        header = self.wal.read_header()
-        if header is None:  # never checkpointed: nothing was acknowledged through it
-            self.pending = []
-            return
-        if stale_header(self.path, data) is not None:
-            restore_metas(data, header.metas)
-        self.pending = list(self.wal.entries())
-
-    def _hold_for_recovery(self) -> None:
-        """Pin the snapshot the write-ahead file's header names (its pages stay untouched until
-        recovery checkpoints), with the map grown beforehand for what the replay appends: a
-        resize would end the pin."""
-        assert self.pending is not None
-        need = self.env.info()["map_size"]
-        if self.pending:
-            size = os.stat(self.path / "data.mdb").st_size
-            need = max(need, size + 16 * sum(len(d) + 256 for e in self.pending for _, d in e.items)
-                       + (64 << 20))
-        if need > self.env.info()["map_size"]:
-            self.env.set_mapsize(min(need, MAX_MAP_SIZE))
-        self._pin = self.env.begin()  # (no other process writes: it holds the file's lock)
+            self.lockfd = hold_shared(path, create=False)
 
     def recover(self, replay: Callable[[list[Entry]], None]) -> None:
-        """Append the write-ahead file's entries again (``replay``, the log's), then checkpoint:
-        once per environment, before its first use by a log. Without durable="wal", LMDB is
-        synced and the file removed."""
-        with self._recovery:
-            if self.pending is None or self.wal is None:
-                return
-            replay(self.pending)
-            self.pending = None
-            if self.durable == WAL:
-                self.checkpoint()
-            else:
-                self.sync()
-                self.wal.close(remove=True)
-                self.wal = None
-                self._pin.abort()
-                self._pin = None
-
-    def checkpoint(self) -> None:
-        """Sync LMDB, start the write-ahead file's next generation with the data file's meta
-        pages, and hold the new snapshot instead of the last one (wal.py). Called with no write
-        transaction open: by the commit's leader, or on close."""
-        self._checkpoint_file()
-        pin, self._pin = self._pin, self.env.begin()
-        if pin is not None:
-            pin.abort()
-
-    def _checkpoint_file(self) -> None:
-        assert self.wal is not None
-        self.env.sync(True)
-        self.wal.checkpoint(first_pages(self.path / "data.mdb"))
-        self._pinned_pages = self.env.info()["last_pgno"]
+        """Append the write-ahead file's entries again (``replay``, the log's), once, before the
+        environment's first use by a log (ahead.py)."""
+        if self.ahead is not None and self.ahead.recover(replay, self.sync):
+            self.ahead = None
 
     def _open(self, path: Path, *, readonly: bool, create: bool, durable: bool | str,
               map_size: int) -> None:
@@ -454,7 +297,7 @@ class Env:
                 job.error = e
                 self._made_durable(group, committed=False)
                 return
-            self._made_durable(group)
+            self._made_durable(group, committed=True)
             return
 
         def each(txn: Any) -> None:
@@ -485,7 +328,7 @@ class Env:
                 job.result, job.error = None, e
             self._made_durable(group, committed=False)
             return
-        self._made_durable(group)
+        self._made_durable(group, committed=True)
 
     def _run(self, job: _Job, txn: Any, *, ahead: list[_Job] | None = None) -> Any:
         """``job``'s fn in ``txn``; then, when ``ahead``, that group written ahead (``_ahead``)."""
@@ -503,7 +346,7 @@ class Env:
         """What the running write appended, for the write-ahead file: ``items`` (salt, delta
         bytes) from seq ``first``; None for records it cannot append again (written erased)."""
         job = self._inside.job
-        if job is None or self.wal is None:
+        if job is None or self.ahead is None:
             return
         if items is None:
             job.unlogged = True
@@ -511,44 +354,26 @@ class Env:
             job.redo = [*(job.redo or ()), *([Entry(first, items)] if items else ())]
 
     def _ahead(self, group: list[_Job]) -> None:
-        """Under durable="wal", just before LMDB commits the group: its appends written to the
-        write-ahead file (``_made_durable`` syncs them once LMDB has committed), unless a write
-        of the group cannot be written there, or the file is full: then a checkpoint comes."""
-        wal, self._wrote = self.wal, False
-        if wal is None or self.pending is not None:
-            return
-        done = [job for job in group if job.error is None]
-        if all(job.redo is not None and not job.unlogged for job in done):
-            try:
-                self._wrote = wal.write([e for job in done for e in job.redo or ()])
-            except OSError as e:
-                raise StorageError(f"writing the commit to {wal.path} failed: {e}",
-                                   hint="check the disk; nothing of it was committed") from e
+        """Under durable="wal", just before LMDB commits the group: written ahead (ahead.py)."""
+        if self.ahead is not None:
+            self.ahead.write([None if job.redo is None or job.unlogged else job.redo
+                              for job in group if job.error is None])
 
-    def _made_durable(self, group: list[_Job], *, committed: bool = True) -> None:
-        """Under durable="wal", once LMDB has committed the group (unsynced): the write-ahead
-        file synced, or LMDB checkpointed when the group was not written there or the file grew
-        far enough past the last checkpoint. A failed commit after the group was written there
-        checkpoints too, so that its entry is left behind in an older generation. A failure is
-        every writer's error: the commit is in LMDB, unsynced, and the next open recovers it."""
-        if self.wal is None or self.pending is not None:
-            return
-        wrote, self._wrote = self._wrote, False
-        if not committed and not wrote:
+    def _made_durable(self, group: list[_Job], *, committed: bool) -> None:
+        """Under durable="wal", once LMDB has committed the group, or failed to: synced, or
+        checkpointed (ahead.py). A failure is every writer's error: the commit is in LMDB,
+        unsynced, and the next open recovers it."""
+        if self.ahead is None:
             return
         try:
-            if wrote and committed:
-                self.wal.sync()
-            if not wrote or not committed or self.env.info()["last_pgno"] > self._pinned_pages + CHECKPOINT_PAGES:
-                self.checkpoint()
+            self.ahead.durable(committed=committed)
         except (OSError, lmdb.Error) as e:
-            if not committed:
-                return
-            error = StorageError(f"syncing the commit to {self.path} failed: {e}",
-                                 hint="check the disk; the store recovers when opened again")
-            for job in group:
-                if job.error is None:
-                    job.result, job.error = None, error
+            if committed:
+                error = StorageError(f"syncing the commit to {self.path} failed: {e}",
+                                     hint="check the disk; the store recovers when opened again")
+                for job in group:
+                    if job.error is None:
+                        job.result, job.error = None, error
 
     def _transact(self, fn: Callable[[Any], T]) -> T:
         while True:
@@ -599,19 +424,11 @@ class Env:
             self._set_mapsize(0)
 
     def _set_mapsize(self, size: int) -> None:
-        """LMDB's set_mapsize, under ``gate.exclusive``. py-lmdb ends every transaction of the
-        environment there, the write-ahead file's pin among them: a checkpoint comes first, and
-        the pin is taken again on the same snapshot (no other writer can commit meanwhile)."""
-        if self._pin is None:
+        """LMDB's set_mapsize, under ``gate.exclusive`` (through ahead.py under durable="wal")."""
+        if self.ahead is not None:
+            self.ahead.resize(size)
+        else:
             self.env.set_mapsize(size)
-            return
-        if self.pending is not None:
-            raise StorageError(f"recovering {self.path} needs a larger map than the one it "
-                               "reserved", hint="open it again with a larger map_size")
-        self._checkpoint_file()
-        self._pin = None
-        self.env.set_mapsize(size)
-        self._pin = self.env.begin()
 
     def open_tables(self, names: list[str], dups: set[str], *, create: bool) -> dict[str, Any]:
         """Handles of the named tables (created when ``create``, else they must exist)."""
@@ -730,21 +547,16 @@ class Env:
     def close(self) -> None:
         if not self.forked:
             with self.gate.closing(self.path):
-                if self.wal is not None:
+                if self.ahead is not None:
                     try:
-                        if self.pending is None:
-                            self.checkpoint()  # a reopening recovers nothing
+                        self.ahead.close()
                     finally:
-                        if self._pin is not None:
-                            self._pin.abort()
-                            self._pin = None
-                        self.wal.close()
-                        self.wal = None
+                        self.ahead = None
                 self.env.close()
         # After the environment: closing any descriptor of lock.mdb drops every fcntl lock this
         # process holds on it, LMDB's own among them.
-        _release_lock(self.lockfd)
-        _release_lock(self.writerfd)
+        release_lock(self.lockfd)
+        release_lock(self.writerfd)
         self.lockfd = self.writerfd = None
 
     # -- erasure: holding the store alone and putting a rewritten file in place ----------------
@@ -753,7 +565,7 @@ class Env:
         """Hold the store alone: no other process has it open (refused, StorageError, if one
         has) and none can open it meanwhile (openers wait). The caller keeps this process's
         other threads out with ``gate.exclusive()`` where it needs to."""
-        if self.wal is not None:
+        if self.ahead is not None:
             raise StorageError(f"{self.path} is open with durable='wal', which erasing cannot "
                                "use (it puts a new data file in place under the write-ahead "
                                "file's checkpoint)", hint="close it, then erase with the store "
@@ -775,7 +587,7 @@ class Env:
                 hint="close it there (stop the application, replica or MCP server using it), "
                 "then try again") from None
         try:
-            pid = _lmdb_user(fd)
+            pid = lmdb_user(fd)
             if pid is not None:
                 raise StorageError(f"process {pid} has the store at {self.path} open through "
                                    "LMDB", hint="close it there, then try again")
@@ -836,80 +648,6 @@ class Env:
 
 
 REWRITE_CHUNK = 1 << 16  # rows a transaction of a rewrite
-
-
-def _hold_shared(path: Path, *, create: bool) -> int | None:
-    """A descriptor of ``path/lock.mdb`` holding flock(LOCK_SH), waited for while an erasure
-    holds it exclusively; None where the file cannot be opened (read-only media)."""
-    if fcntl is None:
-        return None
-    for flags in ((os.O_RDWR | os.O_CREAT) if create else os.O_RDWR, os.O_RDONLY):
-        try:
-            fd = os.open(path / "lock.mdb", flags | os.O_CLOEXEC, 0o644)
-            break
-        except OSError:
-            continue
-    else:
-        return None
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH)
-                return fd
-            except InterruptedError:
-                continue
-    except OSError:
-        os.close(fd)
-        return None
-
-
-def _hold_writer(path: Path, *, alone: bool) -> int | None:
-    """A descriptor of the store's directory holding flock: shared by every process that opens
-    it for writing, exclusive (and refused, StorageError, while another writer has it) under
-    durable="wal", which must be the store's only writing process: its recovery puts the data
-    file back to its own checkpoint. None where directories cannot be locked."""
-    if fcntl is None:
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if alone else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        if alone:
-            raise StorageError(f"another process has the store at {path} open for writing, and "
-                               "durable='wal' must be its only writer", hint="close it there "
-                               "first, or open this store durable=True") from None
-        raise StorageError(f"another process writes the store at {path} with durable='wal', "
-                           "which must be its only writer", hint="write through that process, "
-                           "or close the store there first") from None
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _release_lock(fd: int | None) -> None:
-    if fd is not None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-def _lmdb_user(fd: int) -> int | None:
-    """The pid of another process holding LMDB's lock on lock.mdb (its first byte, read-locked
-    by every process that has the environment open), or None. F_GETLK never reports this
-    process's own locks."""
-    query = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0) + bytes(8)
-    try:
-        got = fcntl.fcntl(fd, fcntl.F_GETLK, query)
-    except OSError:
-        return None
-    kind, _, _, _, pid = struct.unpack_from("hhqqi", got)
-    return None if kind == fcntl.F_UNLCK else pid
 
 
 def _libc_madvise() -> Callable[[int, int, int], int] | None:
@@ -991,17 +729,18 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()  # a thread of the parent may have held it: it is gone here
     for key, env in list(_envs.items()):
         env.forked = True
-        if env.gate.idle and env._pin is None:  # (aborting the pin would free the parent's snapshot)
+        pinned = env.ahead is not None and env.ahead.pin is not None
+        if env.gate.idle and not pinned:  # (aborting the pin would free the parent's snapshot)
             env.env.close()
-            _release_lock(env.lockfd)  # the parent's flock stays: it is held by its own copy
-            _release_lock(env.writerfd)
+            release_lock(env.lockfd)  # the parent's flock stays: it is held by its own copy
+            release_lock(env.writerfd)
             env.lockfd = env.writerfd = None
         else:
             # Its transaction belongs to a thread that does not exist here: closing the
             # environment would abort it (clearing the parent's reader slot) or wait forever for
             # it. Keep it from ever being closed or collected in this process.
             _busy_at_fork.add(key)
-            if env._pin is not None:
+            if pinned:
                 _envs_at_fork[key] = env
             _leaked.append(env)
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(env.env))

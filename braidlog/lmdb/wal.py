@@ -46,7 +46,7 @@ import msgspec
 from blake3 import blake3
 
 from ..errors import StorageError
-from ..store.files import fsync_dir
+from ..store.files import fsync_dir, fsync_file
 from .file import read_metas
 
 try:
@@ -205,7 +205,7 @@ class WriteAhead:
             self.length = BODY
         _write(self.fd, raw + blake3(raw).digest(), (gen % 2) * SLOT)
         if new:
-            os.fsync(self.fd)
+            fsync_file(self.path)
             fsync_dir(self.path.parent)
         else:
             os.fdatasync(self.fd)
@@ -236,9 +236,9 @@ def restore_metas(data: Path, metas: bytes) -> None:
     fd = os.open(data, os.O_WRONLY | os.O_CLOEXEC)
     try:
         _write(fd, metas, 0)
-        os.fsync(fd)
     finally:
         os.close(fd)
+    fsync_file(data)
 
 
 def first_pages(data: Path) -> bytes:

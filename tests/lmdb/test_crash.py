@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from braidlog import LmdbLog
-from tests.support import ROOT as REPO_ROOT
-from tests.support.workers import planned
+from tests.support.workers import planned, spawn
 
 pytestmark = pytest.mark.slow
-ROOT = str(REPO_ROOT)
-
-
-def spawn(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.support.workers", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.parametrize("round_", range(6))

@@ -20,8 +20,7 @@ from blake3 import blake3
 
 from braidlog import LmdbLog, StorageError, ValidationError
 from braidlog.lmdb import wal
-from tests.lmdb.test_crash import spawn
-from tests.support.workers import planned
+from tests.support.workers import planned, spawn
 
 
 def _from_an_earlier_boot(store: Path) -> None:
@@ -70,7 +69,7 @@ class Disk:
         self.seen()
 
     def seen(self) -> None:
-        generation = self.log._alive().wal.header.generation
+        generation = self.log._alive().ahead.wal.header.generation
         if generation != self.generation:
             self.generation, self.synced = generation, (self.log.path / "data.mdb").read_bytes()
 
@@ -238,7 +237,7 @@ def test_group_commits_of_many_threads_survive_an_os_crash(tmp_path, rng):
         t.start()
     for t in threads:
         t.join()
-    assert disk.log._alive().wal.header.generation == disk.generation, "a checkpoint came: plan less"
+    assert disk.log._alive().ahead.wal.header.generation == disk.generation, "a checkpoint came: plan less"
     disk.crash(tmp_path / "crashed", rng)
     disk.log.close()
     with LmdbLog(tmp_path / "crashed") as back:
@@ -252,7 +251,7 @@ def test_a_retry_writes_nothing_ahead_and_does_not_checkpoint(tmp_path):
     with LmdbLog(tmp_path / "store", durable="wal") as log:
         batch = planned(9, 1)[0]
         log.append_batch(batch)
-        wal_state = log._alive().wal
+        wal_state = log._alive().ahead.wal
         before = (wal_state.header.generation, wal_state.offset)
         assert log.append_batch(batch) == list(range(1, len(batch) + 1))  # a retry: the same seqs
         assert (wal_state.header.generation, wal_state.offset) == before

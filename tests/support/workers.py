@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -10,7 +11,13 @@ from datetime import timedelta
 from ulid import ULID
 
 from braidlog import GenericDelta, LmdbLog, Provenance
-from tests.support import T0
+from tests.support import ROOT, T0
+
+
+def spawn(*args: str) -> subprocess.Popen:
+    """``python -m tests.support.workers *args`` from the repository's root, its output piped."""
+    return subprocess.Popen([sys.executable, "-m", "tests.support.workers", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def planned(seed: int, n_batches: int) -> list[list[GenericDelta]]:
