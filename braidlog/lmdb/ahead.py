@@ -42,6 +42,7 @@ class Ahead:
         self.pin: Any = None  # the read transaction on the last checkpoint's snapshot
         self._pinned_pages = 0  # LMDB's last page at the last checkpoint
         self._wrote = False  # the leader's group is in the file, unsynced
+        self.broken = False  # a failed commit's entry is in the file: no commit may follow it
         self._recovery = threading.Lock()
         self.lenv: Any = None
 
@@ -117,6 +118,10 @@ class Ahead:
         each writer's, None for one whose writes cannot be written there: then nothing is, and
         ``durable`` checkpoints)."""
         self._wrote = False
+        if self.broken:
+            raise StorageError(f"the write-ahead file of {self.path} holds an entry of a commit "
+                               "that failed, and the checkpoint that would leave it behind "
+                               "failed too", hint="close the store and open it again (it recovers)")
         if self.pending is not None or any(r is None for r in redo):
             return
         try:
@@ -140,7 +145,11 @@ class Ahead:
             self.wal.sync()
         if (not wrote or not committed
                 or self.lenv.info()["last_pgno"] > self._pinned_pages + CHECKPOINT_PAGES):
-            self.checkpoint()
+            try:
+                self.checkpoint()
+            except BaseException:
+                self.broken = self.broken or (wrote and not committed)
+                raise
 
     def resize(self, size: int) -> None:
         """LMDB's set_mapsize (under the environment's exclusive gate): py-lmdb ends every
