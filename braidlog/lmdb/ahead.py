@@ -8,7 +8,7 @@ invariants are wal.py's.
 - Once LMDB is open (``hold``): the checkpoint's snapshot is pinned, the map grown for the replay.
 - ``recover``: the log appends the entries again, then a checkpoint (or, opened durable=True,
   a sync and the file removed).
-- Each group commit: ``write`` just before LMDB commits (the entries, their write-back begun),
+- Each group commit: ``write`` just before LMDB commits (the entries, unsynced),
   ``durable`` just after (a checkpoint, or the sync left to do), then ``sync``, made by the
   leader after it has handed on the lead: the next group commits while this one syncs (a
   pipelined group commit; every writer still returns only once its commit is durable).

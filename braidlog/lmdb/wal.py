@@ -164,9 +164,8 @@ class WriteAhead:
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, entries: list[Entry]) -> bool:
-        """Write one commit's entries, their write-back begun (``sync`` waits for it); False,
-        nothing written, when the file has no room left for them and a checkpoint must come
-        instead. Written before LMDB commits, so that the device writes them meanwhile."""
+        """Write one commit's entries (``sync`` makes them durable); False, nothing written,
+        when the file has no room left for them and a checkpoint must come instead."""
         assert self.header is not None
         out: list[bytes] = []
         at, last = self.offset, self.last
@@ -183,8 +182,6 @@ class WriteAhead:
             out.append(bytes(self.length - at))
         if out:
             _write(self.fd, b"".join(out), self.offset)
-            if _write_back is not None:
-                _write_back(self.fd, self.offset, at - self.offset, _START)
         self.offset, self.last = at, last
         return True
 
@@ -218,10 +215,6 @@ class WriteAhead:
             os.unlink(self.path)
             fsync_dir(self.path.parent)
         os.close(self.fd)  # drops the flock
-
-
-_write_back = getattr(os, "sync_file_range", None)  # Linux: start writing, do not wait
-_START = getattr(os, "SYNC_FILE_RANGE_WRITE", 0)
 
 
 def _write(fd: int, data: bytes, at: int) -> None:
