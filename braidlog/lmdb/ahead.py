@@ -8,10 +8,8 @@ invariants are wal.py's.
 - Once LMDB is open (``hold``): the checkpoint's snapshot is pinned, the map grown for the replay.
 - ``recover``: the log appends the entries again, then a checkpoint (or, opened durable=True,
   a sync and the file removed).
-- Each group commit: ``write`` just before LMDB commits (the entries, unsynced),
-  ``durable`` just after (a checkpoint, or the sync left to do), then ``sync``, made by the
-  leader after it has handed on the lead: the next group commits while this one syncs (a
-  pipelined group commit; every writer still returns only once its commit is durable).
+- Each group commit: ``write`` just before LMDB commits (the entries, unsynced), ``durable``
+  just after (the sync, or a checkpoint).
 - ``resize``: a map resize ends every transaction (py-lmdb): a checkpoint, then the pin again.
 """
 
@@ -132,33 +130,26 @@ class Ahead:
             raise StorageError(f"writing the commit to {self.wal.path} failed: {e}",
                                hint="check the disk; nothing of it was committed") from e
 
-    def durable(self, *, committed: bool) -> bool:
-        """Just after LMDB committed the group (unsynced): True when the group is in the file
-        and only a sync of it is left (``sync``, which the leader makes after handing on the
-        lead, so that the next group commits meanwhile); else a checkpoint, when the group was
-        not written there or LMDB's file grew far enough past the last one. After a failed
-        commit whose group was written, a checkpoint leaves its entry behind in an older
-        generation. Raises OSError or lmdb.Error: the commit is in LMDB, unsynced, and the next
-        open recovers it."""
+    def durable(self, *, committed: bool) -> None:
+        """Just after LMDB committed the group (unsynced): the file synced, or a checkpoint when
+        the group was not written there or LMDB's file grew far enough past the last one. After
+        a failed commit whose group was written, a checkpoint leaves its entry behind in an
+        older generation. Raises OSError or lmdb.Error: the commit is in LMDB, unsynced, and
+        the next open recovers it."""
         if self.pending is not None:
-            return False
+            return
         wrote, self._wrote = self._wrote, False
         if not committed and not wrote:
-            return False
-        if (wrote and committed
-                and self.lenv.info()["last_pgno"] <= self._pinned_pages + CHECKPOINT_PAGES):
-            return True
-        try:
-            self.checkpoint()
-        except BaseException:
-            self.broken = self.broken or (wrote and not committed)
-            raise
-        return False
-
-    def sync(self) -> None:
-        """Make the file's entries written so far durable: every group written before, this
-        one's among them (each sync covers all that was written before it began)."""
-        self.wal.sync()
+            return
+        if wrote and committed:
+            self.wal.sync()
+        if (not wrote or not committed
+                or self.lenv.info()["last_pgno"] > self._pinned_pages + CHECKPOINT_PAGES):
+            try:
+                self.checkpoint()
+            except BaseException:
+                self.broken = self.broken or (wrote and not committed)
+                raise
 
     def resize(self, size: int) -> None:
         """LMDB's set_mapsize (under the environment's exclusive gate): py-lmdb ends every

@@ -90,22 +90,6 @@ class _Job:
         self.unlogged = False  # it appended records that cannot be appended again from there
 
 
-def _done(group: list[_Job]) -> None:
-    for job in group:
-        job.done = True
-        job.event.set()
-
-
-def _failed(group: list[_Job], path: Path, e: BaseException) -> None:
-    """Each writer of the group that had succeeded gets the sync's failure: its commit is in
-    LMDB, unsynced, and the next open of the store recovers it."""
-    error = StorageError(f"syncing the commit to {path} failed: {e}",
-                         hint="check the disk; the store recovers when opened again")
-    for job in group:
-        if job.error is None:
-            job.result, job.error = None, error
-
-
 class _Inside(threading.local):
     txn: Any = None
     job: _Job | None = None
@@ -286,39 +270,35 @@ class Env:
         """Commit the group at the head of the queue, then hand the lead to the next writer
         waiting (or put it down)."""
         group: list[_Job] = []
-        later = False  # under durable="wal": the group's sync, made after the lead is handed on
         try:
             with self._queue_lock:
                 weight = 0
                 while self._queue and (not group or weight + self._queue[0].weight <= GROUP_WEIGHT):
                     group.append(self._queue.popleft())
                     weight += group[-1].weight
-            later = self._commit_group(group)
+            self._commit_group(group)
         finally:
-            if not later:
-                _done(group)
+            for job in group:
+                job.done = True
+                job.event.set()
             with self._queue_lock:
                 if self._queue:
                     self._queue[0].lead = True
                     self._queue[0].event.set()
                 else:
                     self._leading = False
-        if later:
-            try:
-                self._synced(group)
-            finally:
-                _done(group)
 
-    def _commit_group(self, group: list[_Job]) -> bool:
-        """Commit the group; True when its sync is left to make (``_made_durable``)."""
+    def _commit_group(self, group: list[_Job]) -> None:
         if len(group) == 1:
             job = group[0]
             try:
                 job.result = self._transact(lambda txn: self._run(job, txn, ahead=group))
             except BaseException as e:
                 job.error = e
-                return self._made_durable(group, committed=False)
-            return self._made_durable(group, committed=True)
+                self._made_durable(group, committed=False)
+                return
+            self._made_durable(group, committed=True)
+            return
 
         def each(txn: Any) -> None:
             for job in group:
@@ -346,8 +326,9 @@ class Env:
         except BaseException as e:  # the commit failed: nothing of the group was written
             for job in group:
                 job.result, job.error = None, e
-            return self._made_durable(group, committed=False)
-        return self._made_durable(group, committed=True)
+            self._made_durable(group, committed=False)
+            return
+        self._made_durable(group, committed=True)
 
     def _run(self, job: _Job, txn: Any, *, ahead: list[_Job] | None = None) -> Any:
         """``job``'s fn in ``txn``; then, when ``ahead``, that group written ahead (``_ahead``)."""
@@ -378,27 +359,21 @@ class Env:
             self.ahead.write([None if job.redo is None or job.unlogged else job.redo
                               for job in group if job.error is None])
 
-    def _made_durable(self, group: list[_Job], *, committed: bool) -> bool:
-        """Under durable="wal", once LMDB has committed the group, or failed to: checkpointed,
-        or True when only the sync is left (ahead.py)."""
+    def _made_durable(self, group: list[_Job], *, committed: bool) -> None:
+        """Under durable="wal", once LMDB has committed the group, or failed to: synced, or
+        checkpointed (ahead.py). A failure is every writer's error: the commit is in LMDB,
+        unsynced, and the next open recovers it."""
         if self.ahead is None:
-            return False
+            return
         try:
-            return self.ahead.durable(committed=committed)
+            self.ahead.durable(committed=committed)
         except (OSError, lmdb.Error) as e:
             if committed:
-                _failed(group, self.path, e)
-            return False
-
-    def _synced(self, group: list[_Job]) -> None:
-        """The group's sync, after the lead was handed on: inside the gate, so that no close
-        lets go of the file meanwhile."""
-        try:
-            with self.gate.shared():
-                assert self.ahead is not None
-                self.ahead.sync()
-        except (OSError, StorageError) as e:
-            _failed(group, self.path, e)
+                error = StorageError(f"syncing the commit to {self.path} failed: {e}",
+                                     hint="check the disk; the store recovers when opened again")
+                for job in group:
+                    if job.error is None:
+                        job.result, job.error = None, error
 
     def _transact(self, fn: Callable[[Any], T]) -> T:
         while True:
