@@ -18,6 +18,7 @@ import pytest
 from braidlog import LmdbLog, StorageError
 from braidlog.cli import main
 from tests.support import make_delta
+from tests.support.workers import refused_in_child
 
 
 def _worker(args: tuple[str, int]) -> tuple[int, str, int]:
@@ -61,20 +62,11 @@ def _a_thread_inside_a_write(lmdb_path) -> tuple[LmdbLog, threading.Thread, thre
 
 def test_a_child_forked_while_a_thread_is_in_a_transaction_is_told_what_to_do(lmdb_path):
     log, t, release = _a_thread_inside_a_write(lmdb_path)
-    pid = os.fork()
-    if pid == 0:  # the child: the inherited environment has the parent's write transaction in it
-        code = 3
-        try:
-            LmdbLog(lmdb_path)
-        except StorageError as e:
-            code = 0 if "'spawn' or 'forkserver' start method" in str(e) else 2
-        except BaseException:
-            code = 4
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    # the child: the inherited environment has the parent's write transaction in it
+    refused = refused_in_child(lambda: LmdbLog(lmdb_path), "'spawn' or 'forkserver' start method")
     release.set()
     t.join()
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert refused
     assert log.head().seq == 2  # the parent's transaction committed untouched
     log.verify()
     log.close()

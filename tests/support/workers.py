@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from ulid import ULID
 
-from braidlog import GenericDelta, LmdbLog, Provenance
+from braidlog import GenericDelta, LmdbLog, Provenance, StorageError
 from tests.support import ROOT, T0
 
 
@@ -18,6 +20,22 @@ def spawn(*args: str) -> subprocess.Popen:
     """``python -m tests.support.workers *args`` from the repository's root, its output piped."""
     return subprocess.Popen([sys.executable, "-m", "tests.support.workers", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def refused_in_child(opener: Callable[[], object], says: str) -> bool:
+    """Fork; in the child ``opener()`` must raise StorageError saying ``says``: whether it did."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            opener()
+        except StorageError as e:
+            code = 0 if says in str(e) else 2
+        except BaseException:
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def planned(seed: int, n_batches: int) -> list[list[GenericDelta]]:
