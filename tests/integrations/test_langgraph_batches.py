@@ -104,8 +104,9 @@ def test_a_bad_call_fails_alone_and_writes_nothing(tmp_path):
         assert isinstance(got[7], braidlog.ValidationError) and "writes[0][0]" in str(got[7])
         assert saver.braid.head().seq == before + 6  # the good ones, and nothing of the bad
         assert sorted(w[0] for w in saver.get_tuple(first).pending_writes) == [f"task-{i}" for i in range(6)]
-        # the batch holding the refused one, then each of its calls alone
-        assert any(n > 1 and sizes[i + 1:i + 1 + n] == [1] * n for i, n in enumerate(sizes)), sizes
+        # the batch holding the refused one, then each of its calls alone (another batch
+        # thread's commit may come between them)
+        assert any(n > 1 and sizes[i + 1:].count(1) >= n for i, n in enumerate(sizes)), sizes
 
 
 def test_two_puts_of_one_thread_queued_at_once_are_placed_in_turn(tmp_path):
