@@ -24,10 +24,12 @@ from typing import Any
 from ..errors import StorageError
 from .wal import WAL, Entry, WriteAhead, first_pages, restore_metas, stale_header
 
-__all__ = ["Ahead", "CHECKPOINT_PAGES", "refuse_stale"]
+__all__ = ["Ahead", "CHECKPOINT_COMMITS", "CHECKPOINT_PAGES", "refuse_stale"]
 
-#: A checkpoint once LMDB's file has grown by this many pages past the last one: the pinned
-#: snapshot keeps LMDB from reusing pages, so the file grows by every page written until then.
+#: A checkpoint after this many commits, or once LMDB's file has grown by this many pages,
+#: since the last one: the pinned snapshot keeps LMDB from reusing the pages freed since, so
+#: until the next checkpoint every page a commit writes is a new one (reused after it).
+CHECKPOINT_COMMITS = 128
 CHECKPOINT_PAGES = 1024
 _MAX_MAP = 1 << 40
 
@@ -41,6 +43,7 @@ class Ahead:
         self.pending: list[Entry] | None = pending  # to append again, until recovered
         self.pin: Any = None  # the read transaction on the last checkpoint's snapshot
         self._pinned_pages = 0  # LMDB's last page at the last checkpoint
+        self._commits = 0  # since the last checkpoint
         self._wrote = False  # the leader's group is in the file, unsynced
         self.broken = False  # a failed commit's entry is in the file: no commit may follow it
         self._recovery = threading.Lock()
@@ -105,7 +108,7 @@ class Ahead:
     def _checkpoint_file(self) -> None:
         self.lenv.sync(True)
         self.wal.checkpoint(first_pages(self.path / "data.mdb"))
-        self._pinned_pages = self.lenv.info()["last_pgno"]
+        self._pinned_pages, self._commits = self.lenv.info()["last_pgno"], 0
 
     def _unpin(self) -> None:
         if self.pin is not None:
@@ -143,7 +146,8 @@ class Ahead:
             return
         if wrote and committed:
             self.wal.sync()
-        if (not wrote or not committed
+        self._commits += 1
+        if (not wrote or not committed or self._commits >= CHECKPOINT_COMMITS
                 or self.lenv.info()["last_pgno"] > self._pinned_pages + CHECKPOINT_PAGES):
             try:
                 self.checkpoint()

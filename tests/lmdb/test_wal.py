@@ -244,3 +244,18 @@ def test_a_retry_writes_nothing_ahead_and_does_not_checkpoint(tmp_path):
         before = (wal_state.header.generation, wal_state.offset)
         assert log.append_batch(batch) == list(range(1, len(batch) + 1))  # a retry: the same seqs
         assert (wal_state.header.generation, wal_state.offset) == before
+
+
+def test_the_pin_moves_often_enough_that_the_file_stays_near_its_size(tmp_path):
+    """Under the pin LMDB reuses no page freed since the checkpoint: checkpoints must come by
+    commits, not only by the file's growth, or the file grows by every page each commit writes."""
+    from braidlog.bench.data import AgentSession
+
+    deltas = AgentSession(seed=3).deltas(5000)
+    pages = {}
+    for mode in ("wal", False):
+        with LmdbLog(tmp_path / str(mode), durable=mode) as log:
+            for d in deltas:
+                log.append(d)
+            pages[mode] = log._env.info()["last_pgno"]
+    assert pages["wal"] < pages[False] + 3000, pages
