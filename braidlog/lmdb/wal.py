@@ -8,7 +8,7 @@ any writer of the commit returns. The file grows by a mebibyte of zeros at a tim
 entries, up to ``SIZE``, so that most syncs change no file metadata (one device flush); a
 checkpoint syncs LMDB and starts the file again from the top.
 
-Invariants, each kept here or in env.py:
+Invariants, each kept here or in ahead.py:
 
 - **The checkpoint's snapshot is never overwritten.** A checkpoint syncs LMDB, copies the data
   file's two meta pages into this file's header, and keeps a read transaction open on that
@@ -20,9 +20,11 @@ Invariants, each kept here or in env.py:
   checkpoints.
 - **Recovery after a process crash is not recovery after an OS crash.** The header names the
   boot it was written in (Linux's ``boot_id``). In the same boot the page cache kept every LMDB
-  commit, so the meta pages are left alone; after a reboot they are put back.
-- **One writing process.** The file is held with ``flock(LOCK_EX)`` by the process writing
-  through it; another writer of the store is refused while it lives.
+  commit, so the meta pages are left alone; after a reboot (and only if they changed since the
+  checkpoint) they are put back.
+- **One writing process.** The store's directory is held with ``flock(LOCK_EX)`` by the process
+  writing under ``durable="wal"`` (locks.hold_writer; every other writer holds it shared), and
+  this file with ``flock(LOCK_EX)`` by whoever writes or recovers it.
 
 File layout (little-endian): two header slots of ``SLOT`` bytes (a checkpoint writes the slot of
 its generation's parity, so a torn header write leaves the other), then entries from ``BODY``:
