@@ -91,17 +91,27 @@ class NatsCluster:
 
     @classmethod
     def start(cls, binary: str, root: Path, size: int) -> NatsCluster:
-        cports = [free_port() for _ in range(size)] if size > 1 else []
-        nodes = [NatsNode(binary, root, f"n{i}",
-                          cports[i:] + cports[:i] if cports else []) for i in range(size)]
-        cluster = cls(nodes)
-        try:
-            for node in nodes:
-                node.start()
-        except BaseException:
-            cluster.stop()
-            raise
-        return cluster
+        """Started anew, on other ports, when a node cannot bind its cluster port: a port free
+        when probed can be taken before the node binds it (by the source port of another
+        node's connection, drawn from the same ephemeral range)."""
+        for attempt in range(3):
+            cports = [free_port() for _ in range(size)] if size > 1 else []
+            at = root if attempt == 0 else root / f"again{attempt}"
+            nodes = [NatsNode(binary, at, f"n{i}",
+                              cports[i:] + cports[:i] if cports else []) for i in range(size)]
+            cluster = cls(nodes)
+            try:
+                for node in nodes:
+                    node.start()
+                return cluster
+            except RuntimeError:
+                cluster.stop()
+                if attempt == 2:
+                    raise
+            except BaseException:
+                cluster.stop()
+                raise
+        raise AssertionError("unreachable")
 
     @property
     def urls(self) -> list[str]:
