@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
-from .wal import WAL, Entry, WriteAhead, first_pages, restore_metas, stale_header
+from .wal import WAL, Entry, WriteAhead, first_pages, restore_metas, stale, stale_header
 
 __all__ = ["Ahead", "CHECKPOINT_COMMITS", "CHECKPOINT_PAGES", "refuse_stale"]
 
@@ -31,7 +31,6 @@ __all__ = ["Ahead", "CHECKPOINT_COMMITS", "CHECKPOINT_PAGES", "refuse_stale"]
 #: until the next checkpoint every page a commit writes is a new one (reused after it).
 CHECKPOINT_COMMITS = 128
 CHECKPOINT_PAGES = 1024
-_MAX_MAP = 1 << 40
 
 
 class Ahead:
@@ -61,24 +60,23 @@ class Ahead:
             if header is None:  # never checkpointed: nothing was acknowledged through it
                 return cls(path, wal, [], mode=mode)
             data = path / "data.mdb"
-            if stale_header(path, data) is not None:
+            if stale(header, data):
                 restore_metas(data, header.metas)
             return cls(path, wal, list(wal.entries()), mode=mode)
         except BaseException:
             wal.close()
             raise
 
-    def hold(self, lenv: Any) -> None:
+    def hold(self, lenv: Any, max_map: int) -> None:
         """Pin the snapshot the header names (untouched until recovery checkpoints), the map
-        grown first for what the replay appends: a resize would end the pin."""
+        grown first (to ``max_map`` at most) for what the replay appends: a resize would end
+        the pin."""
         self.lenv = lenv
-        need = lenv.info()["map_size"]
         if self.pending:
             size = os.stat(self.path / "data.mdb").st_size
-            need = max(need, size + 16 * sum(len(d) + 256 for e in self.pending for _, d in e.items)
-                       + (64 << 20))
-        if need > lenv.info()["map_size"]:
-            lenv.set_mapsize(min(need, _MAX_MAP))
+            need = size + 16 * sum(len(d) + 256 for e in self.pending for _, d in e.items) + (64 << 20)
+            if need > lenv.info()["map_size"]:
+                lenv.set_mapsize(min(need, max_map))
         self.pin = lenv.begin()  # (no other process writes: locks.hold_writer)
 
     def recover(self, replay: Callable[[list[Entry]], None], sync: Callable[[], None]) -> bool:
@@ -107,7 +105,7 @@ class Ahead:
 
     def _checkpoint_file(self) -> None:
         self.lenv.sync(True)
-        self.wal.checkpoint(first_pages(self.path / "data.mdb"))
+        self.wal.checkpoint(first_pages(self.path / "data.mdb", self.lenv.stat()["psize"]))
         self._pinned_pages, self._commits = self.lenv.info()["last_pgno"], 0
 
     def _unpin(self) -> None:

@@ -157,7 +157,11 @@ class Env:
             self._open(path, readonly=readonly, create=create, durable=durable,
                        map_size=map_size)
             if self.ahead is not None:
-                self.ahead.hold(self.env)
+                try:
+                    self.ahead.hold(self.env, MAX_MAP_SIZE)
+                except BaseException:
+                    self.env.close()
+                    raise
         except BaseException:
             if self.ahead is not None:
                 self.ahead.wal.close()
@@ -291,8 +295,13 @@ class Env:
     def _commit_group(self, group: list[_Job]) -> None:
         if len(group) == 1:
             job = group[0]
+
+            def one(txn: Any) -> Any:
+                result = self._run(job, txn)
+                self._ahead(group)
+                return result
             try:
-                job.result = self._transact(lambda txn: self._run(job, txn, ahead=group))
+                job.result = self._transact(one)
             except BaseException as e:
                 job.error = e
                 self._made_durable(group, committed=False)
@@ -330,17 +339,14 @@ class Env:
             return
         self._made_durable(group, committed=True)
 
-    def _run(self, job: _Job, txn: Any, *, ahead: list[_Job] | None = None) -> Any:
-        """``job``'s fn in ``txn``; then, when ``ahead``, that group written ahead (``_ahead``)."""
+    def _run(self, job: _Job, txn: Any) -> Any:
+        """``job``'s fn in ``txn``, what it appends noted for the write-ahead file (``logged``)."""
         job.redo, job.unlogged = None, False  # afresh: a group runs again after the map grew
         self._inside.job = job
         try:
-            result = job.fn(txn)
+            return job.fn(txn)
         finally:
             self._inside.job = None
-        if ahead is not None:
-            self._ahead(ahead)
-        return result
 
     def logged(self, first: int, items: list[tuple[bytes, bytes]] | None) -> None:
         """What the running write appended, for the write-ahead file: ``items`` (salt, delta
@@ -350,8 +356,11 @@ class Env:
             return
         if items is None:
             job.unlogged = True
-        else:  # (none: a retry of records already written, which writes nothing)
-            job.redo = [*(job.redo or ()), *([Entry(first, items)] if items else ())]
+            return
+        if job.redo is None:
+            job.redo = []
+        if items:  # (none: a retry of records already written, which writes nothing)
+            job.redo.append(Entry(first, items))
 
     def _ahead(self, group: list[_Job]) -> None:
         """Under durable="wal", just before LMDB commits the group: written ahead (ahead.py)."""

@@ -37,6 +37,7 @@ before)``.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import uuid
@@ -49,7 +50,6 @@ from blake3 import blake3
 
 from ..errors import StorageError
 from ..store.files import fsync_dir, fsync_file
-from .file import read_metas
 
 try:
     import fcntl
@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]  # None: not POSIX
 
 __all__ = ["WAL", "Entry", "Header", "WriteAhead", "boot_id", "first_pages", "restore_metas",
-           "stale_header"]
+           "stale", "stale_header"]
 
 WAL = "wal"  # the ``durable`` value, and the file's name in the store's directory
 MAGIC = b"braidlog-wal-1\x00\x00"
@@ -72,8 +72,10 @@ _items = msgspec.msgpack.Decoder(list[tuple[bytes, bytes]])
 _encode = msgspec.msgpack.Encoder().encode
 
 
+@functools.cache
 def boot_id() -> bytes:
-    """This boot's id (Linux): it changes when the machine restarts, not when a process does."""
+    """This boot's id (Linux): it changes when the machine restarts, not when a process does
+    (so it is read once a process)."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             return uuid.UUID(f.read().strip()).bytes
@@ -114,32 +116,18 @@ class WriteAhead:
                                "store there first") from None
         self.header: Header | None = None
         self.offset = BODY
-        self.last = 0  # the seq of the last record in the file's entries
         self.size = SIZE
         self.length = os.fstat(self.fd).st_size  # written (zeros ahead of the entries)
 
     # -- reading it back (recovery) ---------------------------------------------------------
     def read_header(self) -> Header | None:
         """The newest intact header, or None (a file never checkpointed)."""
-        best: Header | None = None
-        for slot in (0, 1):
-            raw = os.pread(self.fd, SLOT, slot * SLOT)
-            if len(raw) < _HEAD.size:
-                continue
-            magic, gen, boot, n = _HEAD.unpack_from(raw)
-            end = _HEAD.size + 2 * n
-            if magic != MAGIC or gen % 2 != slot or end + 32 > len(raw):
-                continue
-            if blake3(raw[:end]).digest() != raw[end:end + 32]:
-                continue
-            if best is None or gen > best.generation:
-                best = Header(gen, boot, raw[_HEAD.size:end])
-        self.header = best
-        return best
+        self.header = _read_header(self.fd)
+        return self.header
 
     def entries(self) -> Iterator[Entry]:
-        """The intact entries of the header's generation, in order; the write position and the
-        last seq are left past the last one."""
+        """The intact entries of the header's generation, in order. (Recovery checkpoints
+        before anything is written again, which starts the file from the top.)"""
         if self.header is None:
             return
         gen, at, last = self.header.generation, BODY, 0
@@ -161,7 +149,6 @@ class WriteAhead:
                 break
             at += _ENTRY.size + n + _DIGEST
             last = first + count - 1
-            self.offset, self.last = at, last
             yield Entry(first, items)
 
     # -- writing ----------------------------------------------------------------------------
@@ -170,13 +157,12 @@ class WriteAhead:
         when the file has no room left for them and a checkpoint must come instead."""
         assert self.header is not None
         out: list[bytes] = []
-        at, last = self.offset, self.last
+        at = self.offset
         for first, items in entries:
             payload = _encode(items)
             head = _ENTRY.pack(self.header.generation, first, len(items), len(payload))
             out += (head, payload, blake3(head + payload).digest()[:_DIGEST])
             at += _ENTRY.size + len(payload) + _DIGEST
-            last = first + len(items) - 1
         if at > self.size:
             return False
         if at > self.length:  # zeros ahead, so that the next syncs change no file metadata
@@ -184,7 +170,7 @@ class WriteAhead:
             out.append(bytes(self.length - at))
         if out:
             _write(self.fd, b"".join(out), self.offset)
-        self.offset, self.last = at, last
+        self.offset = at
         return True
 
     def sync(self) -> None:
@@ -193,8 +179,8 @@ class WriteAhead:
 
     def checkpoint(self, metas: bytes) -> None:
         """Start a new generation: LMDB is synced and ``metas`` are its first two pages now."""
-        gen = 0 if self.header is None else self.header.generation + 1
-        raw = _HEAD.pack(MAGIC, gen, boot_id(), len(metas) // 2) + metas
+        gen, boot = 0 if self.header is None else self.header.generation + 1, boot_id()
+        raw = _HEAD.pack(MAGIC, gen, boot, len(metas) // 2) + metas
         if len(raw) + 32 > SLOT:
             raise StorageError(f"LMDB's pages ({len(metas) // 2} bytes) do not fit the "
                                "write-ahead file's header", hint="open the store with durable=True")
@@ -208,8 +194,8 @@ class WriteAhead:
             fsync_dir(self.path.parent)
         else:
             os.fdatasync(self.fd)
-        self.header = Header(gen, boot_id(), metas)
-        self.offset, self.last = BODY, 0
+        self.header = Header(gen, boot, metas)
+        self.offset = BODY
 
     def close(self, *, remove: bool = False) -> None:
         """Let go of the file (removed when ``remove``: LMDB was synced just before)."""
@@ -236,33 +222,50 @@ def restore_metas(data: Path, metas: bytes) -> None:
     fsync_file(data)
 
 
-def first_pages(data: Path) -> bytes:
-    """The data file's two meta pages, as they are in the page cache now."""
+def _read_header(fd: int) -> Header | None:
+    """The newest intact header of the write-ahead file ``fd``, or None."""
+    best: Header | None = None
+    for slot in (0, 1):
+        raw = os.pread(fd, SLOT, slot * SLOT)
+        if len(raw) < _HEAD.size:
+            continue
+        magic, gen, boot, n = _HEAD.unpack_from(raw)
+        end = _HEAD.size + 2 * n
+        if magic != MAGIC or gen % 2 != slot or end + 32 > len(raw):
+            continue
+        if blake3(raw[:end]).digest() != raw[end:end + 32]:
+            continue
+        if best is None or gen > best.generation:
+            best = Header(gen, boot, raw[_HEAD.size:end])
+    return best
+
+
+def first_pages(data: Path, psize: int) -> bytes:
+    """The data file's two meta pages (of ``psize`` bytes each), as in the page cache now."""
     fd = os.open(data, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        psize = read_metas(fd)[1].psize
         return os.pread(fd, 2 * psize, 0)
     finally:
         os.close(fd)
 
 
+def stale(header: Header, data: Path) -> bool:
+    """Whether ``header`` was written in an earlier boot and the data file's meta pages are no
+    longer its checkpoint's (so they may name pages of commits an OS crash cut short)."""
+    if header.boot == boot_id():
+        return False
+    with open(data, "rb") as f:
+        return f.read(len(header.metas)) != header.metas
+
+
 def stale_header(path: Path, data: Path) -> Header | None:
-    """The write-ahead file's header when it was written in an earlier boot and the data
-    file's meta pages are no longer the checkpoint's (so they may name pages of commits an OS
-    crash cut short), else None."""
-    wal = path / WAL
+    """The header of the write-ahead file in ``path``, if there is one and it is ``stale``."""
     try:
-        fd = os.open(wal, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path / WAL, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        probe = WriteAhead.__new__(WriteAhead)
-        probe.fd = fd
-        header = probe.read_header()
+        header = _read_header(fd)
     finally:
         os.close(fd)
-    if header is None or header.boot == boot_id():
-        return None
-    with open(data, "rb") as f:
-        now = f.read(len(header.metas))
-    return None if now == header.metas else header
+    return header if header is not None and stale(header, data) else None

@@ -98,8 +98,8 @@ class BraidlogFactory(InfrastructureFactory[BraidlogTrackingRecorder]):
                 "braidlog store path not found in the environment with keys: "
                 f"{', '.join(self.env.create_keys(self.BRAIDLOG_STORE))} (name the store's "
                 "directory; a new store is created there when none exists)")
-        durable: bool | str = (self.env.get(self.BRAIDLOG_DURABLE) or "").strip().lower()
-        durable = "wal" if durable == "wal" else self._flag(self.BRAIDLOG_DURABLE, "y")
+        wal = (self.env.get(self.BRAIDLOG_DURABLE) or "").strip().lower() == "wal"
+        durable: bool | str = "wal" if wal else self._flag(self.BRAIDLOG_DURABLE, "y")
         id_type = (self.env.get(self.ORIGINATOR_ID_TYPE) or "uuid").strip().lower()
         if id_type not in ("uuid", "text"):
             raise InfrastructureFactoryError(
